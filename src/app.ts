@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
+import { registerBotRoutes } from './bots/routes.ts';
+import { registerOwnerRoutes } from './owners/routes.ts';
+import type { AppContext } from './platform/context.ts';
+import { migrationsApplied } from './platform/db/migrate.ts';
+import { pgErrorCode } from './platform/db/port.ts';
+import { ApiError } from './platform/errors.ts';
+
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
+/**
+ * The one app factory: validation, error mapping, auth hooks, request ids and every route are
+ * wired here, so tests build exactly the app that production runs.
+ */
+export async function buildApp(ctx: AppContext): Promise<App> {
+  const app = Fastify({
+    loggerInstance: ctx.logger,
+    trustProxy: ctx.config.trustProxy,
+    bodyLimit: 1_048_576,
+    // Slow clients must not hold connections forever.
+    requestTimeout: 30_000,
+    connectionTimeout: 30_000,
+    keepAliveTimeout: 72_000,
+    routerOptions: { maxParamLength: 200 },
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID();
+    },
+    ajv: {
+      customOptions: {
+        // A string is not a number: wrongly typed input is rejected, never coerced.
+        coerceTypes: false,
+        allErrors: false,
+        removeAdditional: false,
+      },
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof ApiError) return reply.status(error.status).send(error.toBody());
+    if (error.validation) {
+      const first = error.validation[0];
+      const field = first?.instancePath
+        ? first.instancePath.replace(/^\//, '').replace(/\//g, '.')
+        : undefined;
+      const message = `${error.validationContext ?? 'request'}${first?.instancePath ?? ''} ${first?.message ?? 'is invalid'}`;
+      return reply.status(400).send({ error: 'validation_error', message, ...(field ? { field } : {}) });
+    }
+    switch (error.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return reply
+          .status(413)
+          .send({ error: 'payload_too_large', message: 'The request body is too large.' });
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return reply
+          .status(415)
+          .send({ error: 'unsupported_media_type', message: 'Send the body as application/json.' });
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        return reply.status(400).send({ error: 'validation_error', message: 'The body is not valid JSON.' });
+    }
+    if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+      const message = error.statusCode === 400 ? 'The request is malformed.' : error.message;
+      return reply.status(error.statusCode).send({ error: 'validation_error', message });
+    }
+    const code = pgErrorCode(error);
+    if (isDatabaseUnavailable(error, code)) {
+      request.log.warn({ err: error }, 'database unavailable');
+      return reply.status(503).header('retry-after', '5').send({
+        error: 'service_unavailable',
+        message: 'The service is temporarily unavailable; retry shortly.',
+      });
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return reply
+      .status(500)
+      .send({ error: 'internal_error', message: `Something went wrong (request ${request.id}).` });
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    reply
+      .status(404)
+      .send({ error: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Bot Payment Service',
+        version: '1.0.0',
+        description: 'Bot-facing API (SPEC.md) and owner API (DESIGN.md §5).',
+      },
+      servers: [{ url: ctx.config.baseUrl }],
+      components: {
+        securitySchemes: {
+          botKey: { type: 'http', scheme: 'bearer', description: 'svc_live_<48 hex>' },
+          ownerToken: { type: 'http', scheme: 'bearer', description: 'svc_owner_<48 hex>' },
+        },
+      },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await ctx.db.ping();
+      if (!(await migrationsApplied(ctx.db))) {
+        return reply.status(503).send({ status: 'not_ready', reason: 'migrations not applied' });
+      }
+      return { status: 'ready' };
+    } catch {
+      return reply.status(503).send({ status: 'not_ready', reason: 'database unreachable' });
+    }
+  });
+
+  await registerBotRoutes(app, ctx);
+  await registerOwnerRoutes(app, ctx);
+  return app;
+}
+
+function isDatabaseUnavailable(error: unknown, code: string | undefined): boolean {
+  if (code && /^(08|57P)/.test(code)) return true;
+  const message = error instanceof Error ? error.message : '';
+  return (
+    code === 'ECONNREFUSED' ||
+    code === 'ECONNRESET' ||
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+      message,
+    )
+  );
+}

@@ -1,0 +1,340 @@
+import { isDevelopmentBaseUrl } from '../config.ts';
+import { emitEvent } from '../events/outbox.ts';
+import type { AppContext } from '../platform/context.ts';
+import { randomHex, sha256Hex } from '../platform/crypto.ts';
+import { maybeOne, pgErrorCode, type Queryable } from '../platform/db/port.ts';
+import { ApiError, validationError } from '../platform/errors.ts';
+import { idSuffix, newId } from '../platform/ids.ts';
+import { consumeRateLimit } from '../platform/rateLimit.ts';
+import { buildTunnelSetup, type TunnelSetup, tunnelHostname, tunnelWebhookUrl } from './tunnelSetup.ts';
+
+export const PRIMARY_BOT_TYPE = 'primary';
+const EMAIL_PATTERN = /^[^\s@<>()[\]\\,;:"]+@[^\s@<>()[\]\\,;:"]+\.[^\s@<>()[\]\\,;:"]+$/;
+// Failed pairing-code attempts per IP and hour: 6-digit codes must not be guessable by retrying.
+const PAIRING_FAILURES_PER_HOUR = 20;
+
+export interface RegistrationRequest {
+  bot_name: string;
+  owner_email: string;
+  description?: string;
+  callback_url?: string;
+  pairing_code?: string;
+  bot_type?: string;
+  local_port?: number;
+  webhook_path?: string;
+}
+
+export interface RegistrationResponse {
+  bot_id: string;
+  api_key: string;
+  claim_token: string | null;
+  status: 'pending_owner_verification' | 'active';
+  owner_verification_url?: string;
+  paired?: true;
+  owner_uid?: string;
+  webhook_secret: string;
+  webhook_note: string;
+  webhook_url?: string;
+  tunnel_token?: string;
+  tunnel_setup?: TunnelSetup;
+  primary_hooks_token?: string;
+  primary_hooks_token_note?: string;
+  important: string;
+}
+
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** Accepts `483921`, `483-921` and `483 921`; returns the six digits or undefined. */
+export function normalizePairingCode(code: string): string | undefined {
+  const match = /^(\d{3})[-\s]?(\d{3})$/.exec(code.trim());
+  return match ? `${match[1]}${match[2]}` : undefined;
+}
+
+interface Validated {
+  name: string;
+  ownerEmail: string;
+  description: string | null;
+  callbackUrl: string | null;
+  pairingCode: string | null;
+  botType: string;
+  localPort: number;
+  webhookPath: string;
+}
+
+function validate(ctx: AppContext, body: RegistrationRequest): Validated {
+  const name = body.bot_name.trim();
+  if (name.length === 0) throw validationError('bot_name must be 1 to 100 characters', { field: 'bot_name' });
+  const ownerEmail = body.owner_email.trim();
+  if (ownerEmail.length > 254 || !EMAIL_PATTERN.test(ownerEmail)) {
+    throw validationError('owner_email must be a valid e-mail address', { field: 'owner_email' });
+  }
+  let callbackUrl: string | null = null;
+  if (body.callback_url !== undefined) {
+    callbackUrl = body.callback_url.trim();
+    let parsed: URL;
+    try {
+      parsed = new URL(callbackUrl);
+    } catch {
+      throw validationError('callback_url must be an absolute http(s) URL', { field: 'callback_url' });
+    }
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
+      throw validationError('callback_url must be an absolute http(s) URL', { field: 'callback_url' });
+    }
+    if (parsed.username || parsed.password) {
+      throw validationError('callback_url must not contain credentials', { field: 'callback_url' });
+    }
+    const development = ctx.config.allowPrivateWebhookTargets || isDevelopmentBaseUrl(ctx.config);
+    if (parsed.protocol === 'http:' && !development) {
+      throw validationError('callback_url must use https', { field: 'callback_url' });
+    }
+  }
+  let pairingCode: string | null = null;
+  if (body.pairing_code !== undefined) {
+    const normalized = normalizePairingCode(body.pairing_code);
+    if (!normalized) throw validationError('pairing_code must be 6 digits', { field: 'pairing_code' });
+    pairingCode = normalized;
+  }
+  const botType = (body.bot_type ?? PRIMARY_BOT_TYPE).trim();
+  if (botType.length === 0)
+    throw validationError('bot_type must be 1 to 50 characters', { field: 'bot_type' });
+  const isPrimary = botType === PRIMARY_BOT_TYPE;
+  const webhookPath = body.webhook_path ?? (isPrimary ? '/hooks/service' : '/webhook');
+  // The path goes into a URL and onto a command line: printable ASCII without spaces only.
+  if (!/^\/(?!\/)[\x21-\x7e]*$/.test(webhookPath) || webhookPath.length > 200) {
+    throw validationError('webhook_path must start with / and be at most 200 characters without spaces', {
+      field: 'webhook_path',
+    });
+  }
+  return {
+    name,
+    ownerEmail,
+    description: body.description ?? null,
+    callbackUrl,
+    pairingCode,
+    botType,
+    localPort: body.local_port ?? (isPrimary ? 18789 : 8080),
+    webhookPath,
+  };
+}
+
+export async function registerBot(
+  ctx: AppContext,
+  body: RegistrationRequest,
+  clientIp: string,
+): Promise<RegistrationResponse> {
+  const input = validate(ctx, body);
+  if (input.pairingCode) await assertPairingAttemptsLeft(ctx, clientIp);
+  const now = ctx.clock.now();
+  const botId = newId('bot');
+  const apiKey = `svc_live_${randomHex(24)}`;
+  const webhookSecret = `whsec_${randomHex(24)}`;
+  const claimToken = input.pairingCode ? null : `svc_claim_${randomHex(24)}`;
+  const tunnel = input.callbackUrl === null;
+  const isPrimary = input.botType === PRIMARY_BOT_TYPE;
+  const tunnelToken = tunnel ? `svc_tun_${randomHex(24)}` : null;
+  const hooksToken = tunnel && isPrimary ? `svc_hooks_${randomHex(24)}` : null;
+  const hostname = tunnel ? tunnelHostname(idSuffix(botId), ctx.config.tunnelDomain) : null;
+
+  let ownerId: string | null = null;
+  try {
+    ownerId = await ctx.db.transaction(async (tx) => {
+      const limited = await consumeRateLimit(tx, {
+        key: `register:${clientIp}`,
+        limit: ctx.config.registrationRateLimitPerHour,
+        windowSeconds: 3600,
+        now,
+      });
+      if (!limited.ok) throw rateLimited(limited.retryAfterSeconds, 'registrations from this address');
+
+      const duplicate = await maybeOne(
+        tx,
+        'SELECT 1 AS found FROM bots WHERE owner_email_normalized = $1 AND name = $2',
+        [normalizeEmail(input.ownerEmail), input.name],
+      );
+      if (duplicate) throw duplicateRegistration();
+
+      let pairedOwner: string | null = null;
+      if (input.pairingCode) {
+        const code = await maybeOne<{ id: string; owner_id: string }>(
+          tx,
+          `SELECT id, owner_id FROM pairing_codes
+            WHERE code_hash = $1 AND used_at IS NULL AND expires_at > $2 FOR UPDATE`,
+          [ctx.secrets.keyedHash(input.pairingCode), new Date(now)],
+        );
+        if (!code)
+          throw new ApiError('invalid_pairing_code', 'The pairing code is invalid, expired or already used.');
+        await tx.query('UPDATE pairing_codes SET used_at = $2, used_by_bot_id = $3 WHERE id = $1', [
+          code.id,
+          new Date(now),
+          botId,
+        ]);
+        pairedOwner = code.owner_id;
+      }
+
+      await tx.query(
+        `INSERT INTO bots (id, name, owner_email, owner_email_normalized, description, bot_type, owner_id,
+           claim_token_hash, claimed_at, api_key_hash, api_key_prefix, webhook_secret_enc, callback_url,
+           tunnel_token_hash, tunnel_hostname, local_port, webhook_path, hooks_token_enc, webhook_status,
+           registered_ip, created_at)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)`,
+        [
+          botId,
+          input.name,
+          input.ownerEmail,
+          normalizeEmail(input.ownerEmail),
+          input.description,
+          input.botType,
+          pairedOwner,
+          claimToken ? sha256Hex(claimToken) : null,
+          pairedOwner ? new Date(now) : null,
+          sha256Hex(apiKey),
+          apiKey.slice(0, 13),
+          ctx.secrets.encrypt(webhookSecret),
+          input.callbackUrl,
+          tunnelToken ? sha256Hex(tunnelToken) : null,
+          hostname,
+          tunnel ? input.localPort : null,
+          tunnel ? input.webhookPath : null,
+          hooksToken ? ctx.secrets.encrypt(hooksToken) : null,
+          tunnel ? 'pending' : 'active',
+          clientIp,
+          new Date(now),
+        ],
+      );
+      await tx.query('INSERT INTO wallets (bot_id, status, updated_at) VALUES ($1, $2, $3)', [
+        botId,
+        pairedOwner ? 'active' : 'pending',
+        new Date(now),
+      ]);
+      if (pairedOwner) await activateWallet(tx, botId, pairedOwner, now, 'paired');
+      return pairedOwner;
+    });
+  } catch (error) {
+    if (
+      pgErrorCode(error) === '23505' &&
+      String((error as Error).message).includes('owner_email_normalized')
+    ) {
+      throw duplicateRegistration();
+    }
+    if (error instanceof ApiError && error.code === 'invalid_pairing_code') {
+      await countPairingFailure(ctx, clientIp, now);
+    }
+    throw error;
+  }
+
+  const claimUrl = claimToken ? `${ctx.config.baseUrl}/claim?token=${claimToken}` : undefined;
+  if (claimToken && claimUrl) {
+    ctx.mailer
+      .send({
+        to: input.ownerEmail,
+        subject: `Claim your bot "${input.name}"`,
+        text:
+          `A bot named "${input.name}" registered with the Bot Payment Service and named you as its owner.\n\n` +
+          `If you expected this, claim it here (sign in with this e-mail address first):\n${claimUrl}\n\n` +
+          'If you did not expect it, ignore this message: nothing happens until the bot is claimed.',
+        redactInLog: [claimToken],
+      })
+      .catch(() => {});
+  }
+
+  const response: RegistrationResponse = {
+    bot_id: botId,
+    api_key: apiKey,
+    claim_token: claimToken,
+    status: ownerId ? 'active' : 'pending_owner_verification',
+    ...(claimUrl ? { owner_verification_url: claimUrl } : {}),
+    ...(ownerId ? { paired: true as const, owner_uid: ownerId } : {}),
+    webhook_secret: webhookSecret,
+    webhook_note:
+      'Save webhook_secret now: it cannot be retrieved later. Use it to verify the X-Service-Signature header of every webhook.',
+    important: ownerId
+      ? 'Save your api_key now: it is shown once and cannot be retrieved later.'
+      : 'Save your api_key now: it is shown once and cannot be retrieved later. Give the claim_token (or owner_verification_url) to your owner so they can claim you.',
+  };
+  if (tunnel && tunnelToken && hostname) {
+    const webhookUrl = tunnelWebhookUrl(ctx.config.baseUrl, hostname, input.webhookPath);
+    response.webhook_url = webhookUrl;
+    response.tunnel_token = tunnelToken;
+    response.tunnel_setup = buildTunnelSetup({
+      baseUrl: ctx.config.baseUrl,
+      webhookUrl,
+      tunnelToken,
+      localPort: input.localPort,
+      webhookPath: input.webhookPath,
+      primary: isPrimary,
+    });
+    if (hooksToken) {
+      response.primary_hooks_token = hooksToken;
+      response.primary_hooks_token_note =
+        'Save primary_hooks_token now: it cannot be retrieved later. Set it in the environment variable SERVICE_HOOKS_TOKEN of your gateway.';
+    }
+  }
+  return response;
+}
+
+/** Claiming or pairing: the wallet becomes usable and the card_wallet rail active. */
+export async function activateWallet(
+  tx: Queryable,
+  botId: string,
+  ownerId: string,
+  now: number,
+  via: 'claimed' | 'paired',
+): Promise<void> {
+  await tx.query(`UPDATE wallets SET status = 'active', updated_at = $2 WHERE bot_id = $1`, [
+    botId,
+    new Date(now),
+  ]);
+  await tx.query(
+    `INSERT INTO rails (bot_id, rail_key, status, updated_at) VALUES ($1, 'card_wallet', 'active', $2)
+     ON CONFLICT (bot_id, rail_key) DO UPDATE SET status = 'active', updated_at = EXCLUDED.updated_at`,
+    [botId, new Date(now)],
+  );
+  await emitEvent(tx, {
+    botId,
+    type: 'wallet.activated',
+    data: { owner_uid: ownerId, via, wallet_status: 'active', rail: 'card_wallet' },
+    at: now,
+  });
+}
+
+export function rateLimited(retryAfterSeconds: number, what: string): ApiError {
+  return new ApiError('rate_limited', `Too many ${what}; retry after ${retryAfterSeconds} seconds.`, {
+    retry_after_seconds: retryAfterSeconds,
+  });
+}
+
+function duplicateRegistration(): ApiError {
+  return new ApiError(
+    'duplicate_registration',
+    'A bot with this name is already registered for this owner e-mail.',
+  );
+}
+
+async function countPairingFailure(ctx: AppContext, clientIp: string, now: number): Promise<void> {
+  await ctx.db
+    .transaction((tx) =>
+      consumeRateLimit(tx, {
+        key: `pairing-failure:${clientIp}`,
+        limit: PAIRING_FAILURES_PER_HOUR,
+        windowSeconds: 3600,
+        now,
+      }),
+    )
+    .catch(() => {});
+}
+
+/** Refuses the request early when this address has guessed wrong pairing codes too often. */
+export async function assertPairingAttemptsLeft(ctx: AppContext, clientIp: string): Promise<void> {
+  const now = ctx.clock.now();
+  const rows = await ctx.db.query<{ n: number; oldest: Date | null }>(
+    'SELECT count(*)::int AS n, min(at) AS oldest FROM rate_limit_hits WHERE key = $1 AND at > $2',
+    [`pairing-failure:${clientIp}`, new Date(now - 3600_000)],
+  );
+  const row = rows[0];
+  if (row && row.n >= PAIRING_FAILURES_PER_HOUR) {
+    const oldest = row.oldest ? new Date(row.oldest).getTime() : now;
+    throw rateLimited(Math.max(1, Math.ceil((oldest + 3600_000 - now) / 1000)), 'wrong pairing codes');
+  }
+}

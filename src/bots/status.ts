@@ -1,0 +1,142 @@
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne } from '../platform/db/port.ts';
+import { notFound } from '../platform/errors.ts';
+import { centsToUsd } from '../platform/money.ts';
+import { windowStart } from '../platform/time.ts';
+import type { StatusResponseT, WalletCheckResponseT } from './schemas.ts';
+
+// GET /api/v1/bot/status and GET /api/v1/bot/wallet/check, each answered by one query.
+
+interface BotStateRow {
+  id: string;
+  name: string;
+  owner_id: string | null;
+  webhook_status: string;
+  webhook_fail_count: number;
+  wallet_status: 'pending' | 'active' | 'frozen';
+  available_cents: number;
+  master_per_transaction_cents: number | null;
+  master_daily_cents: number | null;
+  master_monthly_cents: number | null;
+  bot_month_spent: number;
+  owner_month_spent: number;
+  rails: Array<{ rail_key: string; status: string; address: string | null }> | null;
+  pending_messages: number;
+  active_cards: number;
+  [key: string]: unknown;
+}
+
+const STATE_SQL = `
+SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
+       w.status AS wallet_status, w.available_cents,
+       o.master_per_transaction_cents, o.master_daily_cents, o.master_monthly_cents,
+       coalesce((SELECT spent_cents FROM spend_counters
+                  WHERE scope = 'bot:' || b.id AND window_kind = 'month' AND window_start = $2), 0) AS bot_month_spent,
+       coalesce((SELECT spent_cents FROM spend_counters
+                  WHERE scope = 'owner:' || b.owner_id AND window_kind = 'month' AND window_start = $2), 0) AS owner_month_spent,
+       (SELECT json_agg(json_build_object('rail_key', r.rail_key, 'status', r.status, 'address', r.address)
+                        ORDER BY r.rail_key)
+          FROM rails r WHERE r.bot_id = b.id) AS rails,
+       (SELECT count(*)::int FROM events e
+         WHERE e.bot_id = b.id AND e.delivered_at IS NULL AND e.acked_at IS NULL) AS pending_messages,
+       ${activeCardsSql('b.id')} AS active_cards
+  FROM bots b
+  JOIN wallets w ON w.bot_id = b.id
+  LEFT JOIN owners o ON o.id = b.owner_id
+ WHERE b.id = $1`;
+
+// Cards arrive with the checkout engine's migration; until then a bot has none.
+function activeCardsSql(botIdExpr: string): string {
+  return `(SELECT count(*)::int FROM cards c WHERE c.bot_id = ${botIdExpr} AND c.status = 'active')`;
+}
+
+async function loadState(ctx: AppContext, botId: string): Promise<BotStateRow> {
+  const row = await maybeOne<BotStateRow>(ctx.db, STATE_SQL, [botId, windowStart('month', ctx.clock.now())]);
+  if (!row) throw notFound('Bot');
+  return row;
+}
+
+function spendingLimits(row: BotStateRow) {
+  const monthly = row.master_monthly_cents ?? 0;
+  return {
+    per_transaction_usd: centsToUsd(row.master_per_transaction_cents ?? 0),
+    monthly_usd: centsToUsd(monthly),
+    monthly_spent_usd: centsToUsd(row.bot_month_spent),
+    monthly_remaining_usd: centsToUsd(Math.max(0, monthly - row.owner_month_spent)),
+  };
+}
+
+export type BotStatus = 'pending' | 'active' | 'frozen' | 'inactive';
+
+export function statusOf(row: {
+  owner_id: string | null;
+  wallet_status: string;
+  active_rail_count: number;
+}): BotStatus {
+  if (row.owner_id === null) return 'pending';
+  if (row.wallet_status === 'frozen') return 'frozen';
+  return row.active_rail_count > 0 ? 'active' : 'inactive';
+}
+
+export async function botStatus(ctx: AppContext, botId: string): Promise<StatusResponseT> {
+  const row = await loadState(ctx, botId);
+  const rails = row.rails ?? [];
+  const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
+  const status = statusOf({ ...row, active_rail_count: activeRails.length });
+  if (status === 'pending') {
+    return {
+      bot_id: row.id,
+      bot_name: row.name,
+      status,
+      default_rail: null,
+      rails: {},
+      master_guardrails: null,
+      message:
+        'Your owner has not claimed you yet. Give them your claim_token or owner_verification_url; the wallet activates once they claim you.',
+    };
+  }
+  const railObjects: StatusResponseT['rails'] = {};
+  for (const rail of rails) {
+    if (rail.rail_key === 'card_wallet') {
+      railObjects.card_wallet = {
+        status: row.wallet_status === 'frozen' ? 'frozen' : rail.status,
+        balance_usd: centsToUsd(row.available_cents),
+        spending_limits: spendingLimits(row),
+      };
+    } else {
+      railObjects[rail.rail_key] = {
+        status: rail.status,
+        balance_usd: 0,
+        ...(rail.address ? { address: rail.address } : {}),
+      };
+    }
+  }
+  return {
+    bot_id: row.id,
+    bot_name: row.name,
+    status,
+    default_rail: activeRails.includes('card_wallet') ? 'card_wallet' : (activeRails[0] ?? null),
+    active_rails: activeRails,
+    rails: railObjects,
+    master_guardrails: {
+      per_transaction_usd: centsToUsd(row.master_per_transaction_cents ?? 0),
+      daily_budget_usd: centsToUsd(row.master_daily_cents ?? 0),
+      monthly_budget_usd: centsToUsd(row.master_monthly_cents ?? 0),
+    },
+    pending_messages: row.pending_messages,
+    webhook_status: row.webhook_status,
+    webhook_fail_count: row.webhook_fail_count,
+  };
+}
+
+export async function walletCheck(ctx: AppContext, botId: string): Promise<WalletCheckResponseT> {
+  const row = await loadState(ctx, botId);
+  return {
+    wallet_status: row.wallet_status,
+    balance_usd: centsToUsd(row.available_cents),
+    card_status: row.active_cards > 0 ? 'active' : 'none',
+    spending_limits: spendingLimits(row),
+    // Top-up requests are not a feature of this service yet: owners fund wallets directly.
+    pending_topups: 0,
+  };
+}

@@ -1,0 +1,127 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, type Config, parseConfig } from './config.ts';
+import { findOrCreateOwner, createOwnerToken } from './owners/auth.ts';
+import { systemClock } from './platform/clock.ts';
+import { migrate } from './platform/db/migrate.ts';
+import { DataDirBusyError, openDatabase } from './platform/db/open.ts';
+import { startService } from './server.ts';
+
+const USAGE = `Usage: botpay <command> [options]
+
+Commands:
+  serve                          Start the service (API, dashboard, workers, tunnel relay)
+  migrate                        Apply pending database migrations and exit
+  owner token create --email E   Create the owner if needed and print a new owner API token
+  tunnel --server URL --token T --port N --path P
+                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
+
+Configuration comes from environment variables (see README.md).`;
+
+type Command = (args: string[]) => Promise<number>;
+
+const commands: Record<string, Command> = {
+  serve: async () => {
+    const config = parseConfig();
+    const service = await startService(config);
+    const log = service.ctx.logger;
+    log.info(
+      { url: config.baseUrl, port: config.port, roles: [...config.roles], database: service.ctx.db.kind },
+      'service started',
+    );
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        log.info({ signal }, 'shutting down');
+        service.close().then(resolve, (error) => {
+          log.error({ err: error }, 'error during shutdown');
+          resolve();
+        });
+      };
+      process.once('SIGTERM', () => stop('SIGTERM'));
+      process.once('SIGINT', () => stop('SIGINT'));
+    });
+    return 0;
+  },
+
+  migrate: async () => {
+    const config = parseConfig();
+    const db = await openDatabase(config);
+    try {
+      const applied = await migrate(db);
+      console.log(applied.length ? `Applied migrations: ${applied.join(', ')}` : 'Database is up to date.');
+    } finally {
+      await db.close();
+    }
+    return 0;
+  },
+
+  owner: async (args) => {
+    if (args[0] !== 'token' || args[1] !== 'create') {
+      console.error('Usage: botpay owner token create --email E [--label L]');
+      return 2;
+    }
+    const { values } = parseArgs({
+      args: args.slice(2),
+      options: { email: { type: 'string' }, label: { type: 'string' } },
+    });
+    const email = values.email?.trim();
+    if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
+      console.error('owner token create: --email must be a valid e-mail address');
+      return 2;
+    }
+    const config = parseConfig();
+    const db = await openDatabase(config);
+    try {
+      await migrate(db);
+      const now = systemClock.now();
+      const token = await db.transaction(async (tx) => {
+        const owner = await findOrCreateOwner(tx, email, now);
+        return createOwnerToken(tx, owner.id, now, values.label ?? 'cli');
+      });
+      console.log(token);
+      console.error(
+        'Owner API token created. It is shown once: store it now. Use it as Authorization: Bearer <token>.',
+      );
+    } finally {
+      await db.close();
+    }
+    return 0;
+  },
+};
+
+export function registerCommand(name: string, command: Command): void {
+  commands[name] = command;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(USAGE);
+    process.exitCode = name ? 0 : 2;
+    return;
+  }
+  const command = commands[name] ?? (await loadLazyCommand(name));
+  if (!command) {
+    console.error(`Unknown command "${name}".\n\n${USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  try {
+    process.exitCode = await command(rest);
+  } catch (error) {
+    if (error instanceof ConfigError || error instanceof DataDirBusyError) {
+      console.error(error.message);
+      process.exitCode = 2;
+      return;
+    }
+    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+    process.exitCode = 1;
+  }
+}
+
+// Commands that live in their modules (tunnel client, doctor) are loaded only when used.
+async function loadLazyCommand(name: string): Promise<Command | undefined> {
+  const lazy: Record<string, () => Promise<Command>> = {};
+  return lazy[name] ? lazy[name]() : undefined;
+}
+
+export type { Config };

@@ -1,0 +1,162 @@
+// One configuration schema, parsed once at start-up. Every variable of DESIGN.md §4 is here with
+// its default; a wrong value stops start-up with a message that names the variable.
+
+export const ALL_ROLES = ['api', 'worker', 'scheduler', 'tunnel'] as const;
+export type Role = (typeof ALL_ROLES)[number];
+
+export interface Config {
+  port: number;
+  host: string;
+  baseUrl: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  tunnelDomain: string;
+  /** Raw SECRET_KEY text; undefined only for the embedded database before it is loaded from DATA_DIR. */
+  secretKey: string | undefined;
+  smtpUrl: string | undefined;
+  mailFrom: string;
+  trustProxy: boolean;
+  roles: ReadonlySet<Role>;
+  registrationRateLimitPerHour: number;
+  checkoutRateLimitPerHour: number;
+  approvalWindowSeconds: number;
+  webhookTimeoutMs: number;
+  webhookRetryDelaysSeconds: readonly number[];
+  allowPrivateWebhookTargets: boolean;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`Invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max)
+    throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+function url(name: string, raw: string, protocols: readonly string[]): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `must be an absolute URL, got "${raw}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
+  }
+  return raw;
+}
+
+export function parseConfig(env: Env = process.env): Config {
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const host = read(env, 'HOST') ?? '0.0.0.0';
+  const baseUrl = url('BASE_URL', read(env, 'BASE_URL') ?? `http://localhost:${port}`, [
+    'http:',
+    'https:',
+  ]).replace(/\/+$/, '');
+  const databaseUrl = read(env, 'DATABASE_URL');
+  if (databaseUrl !== undefined) url('DATABASE_URL', databaseUrl, ['postgres:', 'postgresql:']);
+
+  const tunnelDomain = (read(env, 'TUNNEL_DOMAIN') ?? 'tunnel.localhost').toLowerCase();
+  if (
+    !/^(?=.{1,200}$)([a-z0-9]([a-z0-9-]*[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(tunnelDomain)
+  ) {
+    throw new ConfigError(
+      'TUNNEL_DOMAIN',
+      `must be a DNS name such as tunnel.example.com, got "${tunnelDomain}"`,
+    );
+  }
+
+  const secretKey = read(env, 'SECRET_KEY');
+  if (secretKey !== undefined && secretKey.length < 32) {
+    throw new ConfigError('SECRET_KEY', 'must be at least 32 characters (for example 64 hex characters)');
+  }
+  if (databaseUrl !== undefined && secretKey === undefined) {
+    throw new ConfigError(
+      'SECRET_KEY',
+      'is required when DATABASE_URL is set (generate one with: openssl rand -hex 32)',
+    );
+  }
+
+  const smtpUrl = read(env, 'SMTP_URL');
+  if (smtpUrl !== undefined) url('SMTP_URL', smtpUrl, ['smtp:', 'smtps:']);
+
+  const rolesRaw = read(env, 'ROLES') ?? 'all';
+  const roles = new Set<Role>();
+  for (const part of rolesRaw.split(',').map((r) => r.trim().toLowerCase())) {
+    if (part === 'all') for (const r of ALL_ROLES) roles.add(r);
+    else if ((ALL_ROLES as readonly string[]).includes(part)) roles.add(part as Role);
+    else throw new ConfigError('ROLES', `has unknown role "${part}" (known: all, ${ALL_ROLES.join(', ')})`);
+  }
+
+  const delaysRaw = read(env, 'WEBHOOK_RETRY_DELAYS') ?? '60,300,900,3600,21600';
+  const webhookRetryDelaysSeconds = delaysRaw.split(',').map((part) => {
+    const p = part.trim();
+    if (!/^\d+$/.test(p) || Number(p) > 7 * 86400) {
+      throw new ConfigError(
+        'WEBHOOK_RETRY_DELAYS',
+        `must be a comma-separated list of seconds, got "${delaysRaw}"`,
+      );
+    }
+    return Number(p);
+  });
+
+  const logLevel = read(env, 'LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent`);
+  }
+
+  return {
+    port,
+    host,
+    baseUrl,
+    dataDir: read(env, 'DATA_DIR') ?? './data',
+    databaseUrl,
+    tunnelDomain,
+    secretKey,
+    smtpUrl,
+    mailFrom: read(env, 'MAIL_FROM') ?? 'Bot Payment Service <no-reply@localhost>',
+    trustProxy: boolean(env, 'TRUST_PROXY', false),
+    roles,
+    registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
+    checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),
+    approvalWindowSeconds: integer(env, 'APPROVAL_WINDOW_SECONDS', 900, 1, 7 * 86400),
+    webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 120_000),
+    webhookRetryDelaysSeconds,
+    allowPrivateWebhookTargets: boolean(env, 'ALLOW_PRIVATE_WEBHOOK_TARGETS', false),
+    logLevel,
+  };
+}
+
+/** True when BASE_URL points at this machine: development, where plain-http callbacks are allowed. */
+export function isDevelopmentBaseUrl(config: Pick<Config, 'baseUrl'>): boolean {
+  const host = new URL(config.baseUrl).hostname;
+  return host === 'localhost' || host === '127.0.0.1' || host === '[::1]' || host.endsWith('.localhost');
+}

@@ -1,0 +1,49 @@
+import { newId } from '../platform/ids.ts';
+import type { Queryable } from '../platform/db/port.ts';
+
+// The transactional outbox. Call emitEvent with the transaction that makes the change, so the
+// event commits (or rolls back) with it. The body is serialised once, here: the delivery worker
+// sends exactly these bytes on every attempt, so the signature never changes between retries.
+
+export const EVENTS_CHANNEL = 'botpay_events';
+
+export type EventType =
+  | 'wallet.activated'
+  | 'wallet.funded'
+  | 'wallet.frozen'
+  | 'wallet.unfrozen'
+  | 'wallet.balance_low'
+  | 'purchase.approved'
+  | 'purchase.denied'
+  | 'purchase.expired'
+  | 'task.available'
+  | 'rails.updated';
+
+export interface EmittedEvent {
+  id: string;
+  body: string;
+}
+
+export async function emitEvent(
+  tx: Queryable,
+  event: { botId: string; type: EventType; data: Record<string, unknown>; at: number },
+): Promise<EmittedEvent> {
+  const id = newId('evt');
+  const body = JSON.stringify({
+    id,
+    event: event.type,
+    timestamp: new Date(event.at).toISOString(),
+    bot_id: event.botId,
+    data: event.data,
+  });
+  await tx.query('INSERT INTO events (id, bot_id, type, body, created_at) VALUES ($1, $2, $3, $4, $5)', [
+    id,
+    event.botId,
+    event.type,
+    body,
+    new Date(event.at),
+  ]);
+  // Delivered at commit to every instance listening (LISTEN/NOTIFY): wakes the delivery worker.
+  await tx.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, event.botId]);
+  return { id, body };
+}

@@ -1,0 +1,4 @@
+import { type BackgroundJob, housekeeping } from './runner.ts';
+
+/** Every background job of the service; each module adds its own here. */
+export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping];

@@ -1,0 +1,87 @@
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Config } from '../../config.ts';
+import { randomHex } from '../crypto.ts';
+import { openPglite } from './pglite.ts';
+import type { Db } from './port.ts';
+import { openPostgres } from './postgres.ts';
+
+/** Opens the database the configuration names: PostgreSQL with DATABASE_URL, else PGlite in DATA_DIR. */
+export async function openDatabase(config: Config): Promise<Db> {
+  if (config.databaseUrl) return openPostgres({ connectionString: config.databaseUrl });
+  const dir = resolve(config.dataDir);
+  await mkdir(dir, { recursive: true });
+  const release = await lockDataDir(dir);
+  try {
+    const db = await openPglite({ dataDir: join(dir, 'pg') });
+    const close = db.close.bind(db);
+    return {
+      ...db,
+      async close() {
+        await close();
+        await release();
+      },
+    };
+  } catch (error) {
+    await release();
+    throw error;
+  }
+}
+
+export class DataDirBusyError extends Error {
+  constructor(dir: string, pid: number) {
+    super(
+      `The embedded database in ${dir} is in use by process ${pid} (the running service). ` +
+        'Stop the service first, or use PostgreSQL (DATABASE_URL) to run commands while it runs.',
+    );
+    this.name = 'DataDirBusyError';
+  }
+}
+
+// One process owns an embedded data directory: PGlite has no multi-process access.
+async function lockDataDir(dir: string): Promise<() => Promise<void>> {
+  const lockFile = join(dir, 'service.pid');
+  try {
+    const pid = Number((await readFile(lockFile, 'utf8')).trim());
+    if (pid && pid !== process.pid && isAlive(pid)) throw new DataDirBusyError(dir, pid);
+  } catch (error) {
+    if (error instanceof DataDirBusyError) throw error;
+  }
+  await writeFile(lockFile, String(process.pid), { mode: 0o600 });
+  return async () => {
+    await rm(lockFile, { force: true });
+  };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * SECRET_KEY from the configuration; for the embedded database it is generated on first start and
+ * kept in DATA_DIR/secret_key (mode 0600) so that encrypted columns stay readable after a restart.
+ */
+export async function resolveSecretKey(config: Config): Promise<string> {
+  if (config.secretKey) return config.secretKey;
+  if (config.databaseUrl) throw new Error('SECRET_KEY is required when DATABASE_URL is set');
+  const dir = resolve(config.dataDir);
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, 'secret_key');
+  try {
+    const existing = (await readFile(file, 'utf8')).trim();
+    if (existing.length >= 32) return existing;
+  } catch {
+    // first start: generate below
+  }
+  const key = randomHex(32);
+  await writeFile(file, `${key}\n`, { mode: 0o600, flag: 'wx' }).catch(async () => {
+    // Another process created it first: use theirs.
+  });
+  await chmod(file, 0o600);
+  return (await readFile(file, 'utf8')).trim();
+}

@@ -1,0 +1,74 @@
+import { PGlite } from '@electric-sql/pglite';
+import {
+  type Db,
+  isRetryableTransactionError,
+  type Queryable,
+  type Row,
+  type TransactionOptions,
+} from './port.ts';
+
+export interface PgliteOptions {
+  /** Directory of the data; undefined keeps the database in memory. */
+  dataDir?: string;
+  /** A tarball made by `dumpDataDir` (tests start from a migrated template). */
+  loadDataDir?: Blob | File;
+}
+
+const parsers = { 20: (value: string) => Number(value) };
+
+export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PGlite }> {
+  const raw = await PGlite.create({
+    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+    ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+    parsers,
+  });
+  let closed = false;
+  return {
+    kind: 'pglite',
+    raw,
+    async query<T extends Row>(sql: string, params?: readonly unknown[]) {
+      const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      return result.rows;
+    },
+    async exec(sql: string) {
+      await raw.exec(sql);
+    },
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
+      const retries = opts?.retries ?? 5;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          // PGlite runs one transaction at a time: the whole callback holds its lock.
+          return await raw.transaction(async (t) => {
+            const tx: Queryable = {
+              async query<R extends Row>(sql: string, params?: readonly unknown[]) {
+                const result = await t.query<R>(sql, params as unknown[] | undefined);
+                return result.rows;
+              },
+              async exec(sql: string) {
+                await t.exec(sql);
+              },
+            };
+            return fn(tx);
+          });
+        } catch (error) {
+          if (attempt < retries && isRetryableTransactionError(error)) continue;
+          throw error;
+        }
+      }
+    },
+    async listen(channel, onNotify) {
+      const unsubscribe = await raw.listen(channel, onNotify);
+      return async () => {
+        await unsubscribe();
+      };
+    },
+    async ping() {
+      await raw.query('SELECT 1');
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await raw.close();
+    },
+  };
+}

@@ -1,0 +1,58 @@
+// The database port: the only way the service talks to storage. Two drivers implement it,
+// PostgreSQL (`pg`) and embedded PGlite, with the same SQL and the same migrations.
+//
+// Rule for callers: inside `transaction(fn)`, use only the `tx` handed to `fn`. With PGlite a
+// query on the outer `Db` while a transaction is open waits for that transaction: a deadlock.
+
+export type Row = Record<string, unknown>;
+
+export interface Queryable {
+  query<T extends Row = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  /** Runs a script of several statements without parameters (migrations, test resets). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface TransactionOptions {
+  /** Retries on serialization failures and deadlocks (PostgreSQL 40001 / 40P01). Default 5. */
+  retries?: number;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /** Subscribes to NOTIFY on a channel; returns an unsubscribe function. */
+  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /** Cheap liveness probe for /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL error code of an error thrown by either driver, if any. */
+export function pgErrorCode(error: unknown): string | undefined {
+  if (typeof error === 'object' && error !== null && 'code' in error) {
+    const code = (error as { code: unknown }).code;
+    return typeof code === 'string' ? code : undefined;
+  }
+  return undefined;
+}
+
+export function isRetryableTransactionError(error: unknown): boolean {
+  const code = pgErrorCode(error);
+  return code === '40001' || code === '40P01';
+}
+
+export async function one<T extends Row>(q: Queryable, sql: string, params?: readonly unknown[]): Promise<T> {
+  const rows = await q.query<T>(sql, params);
+  const row = rows[0];
+  if (row === undefined) throw new Error('expected one row, got none');
+  return row;
+}
+
+export async function maybeOne<T extends Row>(
+  q: Queryable,
+  sql: string,
+  params?: readonly unknown[],
+): Promise<T | undefined> {
+  const rows = await q.query<T>(sql, params);
+  return rows[0];
+}

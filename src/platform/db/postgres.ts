@@ -1,0 +1,141 @@
+import pg from 'pg';
+import {
+  type Db,
+  isRetryableTransactionError,
+  type Queryable,
+  type Row,
+  type TransactionOptions,
+} from './port.ts';
+
+// int8 (bigint) columns hold cents: parse them as numbers. Cents stay far below 2^53.
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === 20) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+export interface PostgresOptions {
+  connectionString: string;
+  /** Schema to use (tests isolate themselves in a schema of their own). */
+  schema?: string;
+  max?: number;
+}
+
+export async function openPostgres(options: PostgresOptions): Promise<Db> {
+  const searchPath = options.schema ? `-c search_path=${options.schema}` : undefined;
+  const config: pg.PoolConfig = {
+    connectionString: options.connectionString,
+    max: options.max ?? 20,
+    types,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    ...(searchPath ? { options: searchPath } : {}),
+  };
+  const pool = new pg.Pool(config);
+  // An idle client that loses its connection (PostgreSQL restarted) must not crash the process.
+  pool.on('error', () => {});
+
+  const listeners = new Map<string, Set<(payload: string) => void>>();
+  let listenClient: pg.Client | undefined;
+  let listenConnecting: Promise<pg.Client> | undefined;
+  let closed = false;
+
+  async function connectListener(): Promise<pg.Client> {
+    const client = new pg.Client({ ...config });
+    client.on('notification', (msg) => {
+      for (const fn of listeners.get(msg.channel) ?? []) fn(msg.payload ?? '');
+    });
+    client.on('error', () => {
+      listenClient = undefined;
+      if (!closed) setTimeout(() => void ensureListener().catch(() => {}), 1_000).unref();
+    });
+    await client.connect();
+    for (const channel of listeners.keys()) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    listenClient = client;
+    return client;
+  }
+
+  function ensureListener(): Promise<pg.Client> {
+    if (listenClient) return Promise.resolve(listenClient);
+    listenConnecting ??= connectListener().finally(() => {
+      listenConnecting = undefined;
+    });
+    return listenConnecting;
+  }
+
+  const db: Db = {
+    kind: 'postgres',
+    async query<T extends Row>(sql: string, params?: readonly unknown[]) {
+      const result = await pool.query(sql, params as unknown[] | undefined);
+      return result.rows as T[];
+    },
+    async exec(sql: string) {
+      await pool.query(sql);
+    },
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
+      const retries = opts?.retries ?? 5;
+      for (let attempt = 0; ; attempt++) {
+        const client = await pool.connect();
+        const tx: Queryable = {
+          async query<R extends Row>(sql: string, params?: readonly unknown[]) {
+            const result = await client.query(sql, params as unknown[] | undefined);
+            return result.rows as R[];
+          },
+          async exec(sql: string) {
+            await client.query(sql);
+          },
+        };
+        let broken = false;
+        try {
+          await client.query('BEGIN');
+          const value = await fn(tx);
+          await client.query('COMMIT');
+          return value;
+        } catch (error) {
+          try {
+            await client.query('ROLLBACK');
+          } catch {
+            broken = true;
+          }
+          if (attempt < retries && isRetryableTransactionError(error)) {
+            await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * (attempt + 1)));
+            continue;
+          }
+          throw error;
+        } finally {
+          client.release(broken);
+        }
+      }
+    },
+    async listen(channel, onNotify) {
+      let set = listeners.get(channel);
+      const isNew = !set;
+      if (!set) {
+        set = new Set();
+        listeners.set(channel, set);
+      }
+      set.add(onNotify);
+      if (isNew) {
+        const client = await ensureListener();
+        if (listenClient === client) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      } else {
+        await ensureListener();
+      }
+      return async () => {
+        set.delete(onNotify);
+      };
+    },
+    async ping() {
+      await pool.query('SELECT 1');
+    },
+    async close() {
+      closed = true;
+      const client = listenClient;
+      listenClient = undefined;
+      if (client) await client.end().catch(() => {});
+      await pool.end();
+    },
+  };
+  return db;
+}

@@ -1,0 +1,69 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { type DestinationStream, pino } from 'pino';
+
+// Every secret the service handles, wherever it could appear in a log object. Request bodies are
+// never logged by default; these paths guard against code that logs them on purpose.
+const SECRET_FIELDS = [
+  'api_key',
+  'apiKey',
+  'claim_token',
+  'claimToken',
+  'webhook_secret',
+  'webhookSecret',
+  'tunnel_token',
+  'tunnelToken',
+  'primary_hooks_token',
+  'hooksToken',
+  'pairing_code',
+  'pairingCode',
+  'token',
+  'password',
+  'secret',
+  'secret_key',
+  'missing_digits',
+  'missingDigits',
+  'owner_token',
+];
+
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-csrf-token"]',
+  'res.headers["set-cookie"]',
+  'headers.authorization',
+  'headers.cookie',
+  ...SECRET_FIELDS,
+  ...SECRET_FIELDS.map((f) => `*.${f}`),
+  ...SECRET_FIELDS.map((f) => `*.*.${f}`),
+];
+
+const SECRET_QUERY = /^(token|claim_token|code|key|api_key|secret|t|sig)$/i;
+
+/** The URL with the values of secret-looking query parameters replaced (claim links carry tokens). */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const params = new URLSearchParams(url.slice(q + 1));
+  for (const key of [...params.keys()]) if (SECRET_QUERY.test(key)) params.set(key, '[Redacted]');
+  return `${url.slice(0, q)}?${params.toString()}`;
+}
+
+/** The service's one logger (pino), with every secret redacted; Fastify uses it for request logs. */
+export function createLogger(level: string, stream?: NodeJS.WritableStream): FastifyBaseLogger {
+  const options = {
+    level,
+    redact: { paths: REDACT_PATHS, censor: '[Redacted]' },
+    serializers: {
+      req(req: { method: string; url: string; id: string; ip?: string; headers?: Record<string, unknown> }) {
+        return {
+          id: req.id,
+          method: req.method,
+          url: redactUrl(req.url),
+          host: req.headers?.host,
+          ip: req.ip,
+        };
+      },
+    },
+  };
+  return (stream ? pino(options, stream as DestinationStream) : pino(options)) as FastifyBaseLogger;
+}

@@ -1,0 +1,47 @@
+import nodemailer from 'nodemailer';
+import type { FastifyBaseLogger } from 'fastify';
+
+export interface Mail {
+  to: string;
+  subject: string;
+  text: string;
+  html?: string;
+  /**
+   * Values to hide when the mail goes to the log instead of SMTP. A claim link is a secret the bot
+   * already holds, so the log copy hides it; a development sign-in link is left readable on purpose.
+   */
+  redactInLog?: string[];
+}
+
+/** Outgoing mail. Without SMTP_URL (development) mails are written to the log instead. */
+export interface Mailer {
+  send(mail: Mail): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createMailer(options: {
+  smtpUrl: string | undefined;
+  from: string;
+  logger: FastifyBaseLogger;
+}): Mailer {
+  if (!options.smtpUrl) {
+    return {
+      async send(mail) {
+        // Development only: the text holds sign-in and approval links, which is the point here.
+        let body = mail.text;
+        for (const secret of mail.redactInLog ?? []) body = body.split(secret).join('[Redacted]');
+        options.logger.info({ mail: { to: mail.to, subject: mail.subject, body } }, 'mail (no SMTP_URL set)');
+      },
+      async close() {},
+    };
+  }
+  const transport = nodemailer.createTransport(options.smtpUrl);
+  return {
+    async send(mail) {
+      await transport.sendMail({ from: options.from, ...mail });
+    },
+    async close() {
+      transport.close();
+    },
+  };
+}

@@ -1,0 +1,17 @@
+import { Type } from '@sinclair/typebox';
+
+// Shared response schemas for the OpenAPI document. Additional properties are allowed so that
+// limit details (limit_usd, remaining_usd, field…) are serialised rather than stripped.
+export const ErrorBody = Type.Object(
+  { error: Type.String(), message: Type.Optional(Type.String()) },
+  { additionalProperties: true },
+);
+
+export const RateLimitedBody = Type.Object(
+  { error: Type.Literal('rate_limited'), message: Type.String(), retry_after_seconds: Type.Integer() },
+  { additionalProperties: true },
+);
+
+/** A path parameter holding one of our prefixed ids. */
+export const IdParam = (prefix: string) =>
+  Type.String({ pattern: `^${prefix}_[a-z2-7]{1,64}$`, maxLength: 80 });

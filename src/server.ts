@@ -1,0 +1,69 @@
+import { buildApp, type App } from './app.ts';
+import type { Config } from './config.ts';
+import { ALL_JOBS } from './jobs/index.ts';
+import type { BackgroundJob } from './jobs/runner.ts';
+import { startJobs } from './jobs/runner.ts';
+import { type Clock, systemClock } from './platform/clock.ts';
+import type { AppContext } from './platform/context.ts';
+import { createSecretBox } from './platform/crypto.ts';
+import { migrate } from './platform/db/migrate.ts';
+import { openDatabase, resolveSecretKey } from './platform/db/open.ts';
+import type { Db } from './platform/db/port.ts';
+import { createLogger } from './platform/logger.ts';
+import { createMailer, type Mailer } from './platform/mailer.ts';
+
+export interface Service {
+  app: App;
+  ctx: AppContext;
+  /** Stops accepting, finishes in-flight requests, stops background jobs, closes the database. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  db?: Db;
+  clock?: Clock;
+  mailer?: Mailer;
+  logStream?: NodeJS.WritableStream;
+  jobs?: readonly BackgroundJob[];
+  /** Listen on config.port (default true). Tests that use inject() can skip it. */
+  listen?: boolean;
+}
+
+/** Builds the context (database, secrets, mail), migrates, and starts the app and its jobs. */
+export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
+  const logger = createLogger(config.logLevel, options.logStream);
+  const secretKey = await resolveSecretKey(config);
+  const db = options.db ?? (await openDatabase(config));
+  try {
+    const applied = await migrate(db);
+    if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  const ctx: AppContext = {
+    config,
+    db,
+    clock: options.clock ?? systemClock,
+    secrets: createSecretBox(secretKey),
+    mailer: options.mailer ?? createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, logger }),
+    logger,
+  };
+  const app = await buildApp(ctx);
+  if (options.listen ?? true) await app.listen({ port: config.port, host: config.host });
+  const jobs = await startJobs(ctx, options.jobs ?? ALL_JOBS);
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    ctx,
+    close() {
+      closing ??= (async () => {
+        await app.close();
+        await jobs.stop();
+        await ctx.mailer.close();
+        await db.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,162 @@
+import type { Queryable } from '../platform/db/port.ts';
+import { newId } from '../platform/ids.ts';
+
+// The double-entry ledger. Every money movement is one ledger transaction whose entries sum to
+// zero (a deferred constraint trigger checks it at commit). Wallet balances are projections the
+// database keeps in step with the entries (trigger ledger_apply_entry), and the wallets CHECK
+// constraints make a negative available balance or hold impossible.
+//
+// Accounts: wallet_available (spendable), wallet_held (reserved for pending approvals),
+// owner_funding (what the owner put in, negative), merchant_settlement (paid out for purchases).
+
+export type Account = 'wallet_available' | 'wallet_held' | 'owner_funding' | 'merchant_settlement';
+
+export type LedgerKind = 'funding' | 'purchase' | 'hold' | 'capture' | 'release';
+
+export interface Posting {
+  account: Account;
+  amountCents: number;
+}
+
+export async function postLedger(
+  tx: Queryable,
+  entry: {
+    botId: string;
+    kind: LedgerKind;
+    reference?: string | null;
+    description?: string | null;
+    postings: Posting[];
+    at: number;
+  },
+): Promise<string> {
+  const sum = entry.postings.reduce((s, p) => s + p.amountCents, 0);
+  if (sum !== 0 || entry.postings.some((p) => !Number.isSafeInteger(p.amountCents) || p.amountCents === 0)) {
+    throw new Error(`unbalanced or non-integer ledger posting for ${entry.kind}`);
+  }
+  const id = newId('ltx');
+  const at = new Date(entry.at);
+  await tx.query(
+    'INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at) VALUES ($1,$2,$3,$4,$5,$6)',
+    [id, entry.botId, entry.kind, entry.reference ?? null, entry.description ?? null, at],
+  );
+  const values: string[] = [];
+  const params: unknown[] = [id, entry.botId, at];
+  for (const p of entry.postings) {
+    params.push(p.account, p.amountCents);
+    values.push(`($1, $2, $${params.length - 1}, $${params.length}, $3)`);
+  }
+  await tx.query(
+    `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at) VALUES ${values.join(', ')}`,
+    params,
+  );
+  return id;
+}
+
+/** Owner adds money: owner_funding → wallet_available. */
+export function fundWallet(tx: Queryable, botId: string, amountCents: number, at: number, reference: string) {
+  return postLedger(tx, {
+    botId,
+    kind: 'funding',
+    reference,
+    description: 'Wallet funded by owner',
+    postings: [
+      { account: 'owner_funding', amountCents: -amountCents },
+      { account: 'wallet_available', amountCents },
+    ],
+    at,
+  });
+}
+
+/** Immediate purchase: wallet_available → merchant_settlement. */
+export function debitPurchase(
+  tx: Queryable,
+  botId: string,
+  amountCents: number,
+  at: number,
+  reference: string,
+) {
+  return postLedger(tx, {
+    botId,
+    kind: 'purchase',
+    reference,
+    description: 'Purchase approved',
+    postings: [
+      { account: 'wallet_available', amountCents: -amountCents },
+      { account: 'merchant_settlement', amountCents },
+    ],
+    at,
+  });
+}
+
+/** Pending approval: wallet_available → wallet_held. */
+export function placeHold(tx: Queryable, botId: string, amountCents: number, at: number, reference: string) {
+  return postLedger(tx, {
+    botId,
+    kind: 'hold',
+    reference,
+    description: 'Held for owner approval',
+    postings: [
+      { account: 'wallet_available', amountCents: -amountCents },
+      { account: 'wallet_held', amountCents },
+    ],
+    at,
+  });
+}
+
+/** Approval of a held purchase: wallet_held → merchant_settlement. */
+export function captureHold(
+  tx: Queryable,
+  botId: string,
+  amountCents: number,
+  at: number,
+  reference: string,
+) {
+  return postLedger(tx, {
+    botId,
+    kind: 'capture',
+    reference,
+    description: 'Held purchase approved',
+    postings: [
+      { account: 'wallet_held', amountCents: -amountCents },
+      { account: 'merchant_settlement', amountCents },
+    ],
+    at,
+  });
+}
+
+/** Denial or expiry of a held purchase: wallet_held → wallet_available. */
+export function releaseHold(
+  tx: Queryable,
+  botId: string,
+  amountCents: number,
+  at: number,
+  reference: string,
+) {
+  return postLedger(tx, {
+    botId,
+    kind: 'release',
+    reference,
+    description: 'Hold released',
+    postings: [
+      { account: 'wallet_held', amountCents: -amountCents },
+      { account: 'wallet_available', amountCents },
+    ],
+    at,
+  });
+}
+
+/** Sum of a bot's entries per account, straight from the ledger (tests and `doctor` compare it with the projection). */
+export async function ledgerBalances(q: Queryable, botId: string): Promise<Record<Account, number>> {
+  const rows = await q.query<{ account: Account; total: number }>(
+    'SELECT account, sum(amount_cents)::bigint AS total FROM ledger_entries WHERE bot_id = $1 GROUP BY account',
+    [botId],
+  );
+  const out: Record<Account, number> = {
+    wallet_available: 0,
+    wallet_held: 0,
+    owner_funding: 0,
+    merchant_settlement: 0,
+  };
+  for (const r of rows) out[r.account] = Number(r.total);
+  return out;
+}

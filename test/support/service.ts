@@ -1,0 +1,155 @@
+import { Writable } from 'node:stream';
+import { buildApp, type App } from '../../src/app.ts';
+import { parseConfig, type Config } from '../../src/config.ts';
+import { createOwnerToken, findOrCreateOwner } from '../../src/owners/auth.ts';
+import { FakeClock } from '../../src/platform/clock.ts';
+import type { AppContext } from '../../src/platform/context.ts';
+import { createSecretBox } from '../../src/platform/crypto.ts';
+import { createLogger } from '../../src/platform/logger.ts';
+import type { Mail, Mailer } from '../../src/platform/mailer.ts';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+
+export const TEST_SECRET_KEY = 'test-secret-key-0123456789abcdef0123456789abcdef';
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return parseConfig({
+    BASE_URL: 'http://localhost:8080',
+    SECRET_KEY: TEST_SECRET_KEY,
+    ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
+    LOG_LEVEL: 'info',
+    ...env,
+  });
+}
+
+/** Captures mails instead of sending them (the SMTP server is the edge of the world). */
+export class CapturingMailer implements Mailer {
+  readonly sent: Mail[] = [];
+  async send(mail: Mail): Promise<void> {
+    this.sent.push(mail);
+  }
+  async close(): Promise<void> {}
+}
+
+export interface TestService {
+  app: App;
+  ctx: AppContext;
+  clock: FakeClock;
+  mailer: CapturingMailer;
+  database: TestDatabase;
+  /** Every log line written so far (JSON text). */
+  logs(): string;
+  close(): Promise<void>;
+}
+
+export async function createTestService(
+  options: { env?: Record<string, string>; database?: TestDatabase; clock?: FakeClock } = {},
+): Promise<TestService> {
+  const database = options.database ?? (await createTestDatabase());
+  const config = testConfig(options.env);
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      chunks.push(String(chunk));
+      done();
+    },
+  });
+  const clock = options.clock ?? new FakeClock();
+  const mailer = new CapturingMailer();
+  const ctx: AppContext = {
+    config,
+    db: database.db,
+    clock,
+    secrets: createSecretBox(TEST_SECRET_KEY),
+    mailer,
+    logger: createLogger(config.logLevel, stream),
+  };
+  const app = await buildApp(ctx);
+  await app.ready();
+  return {
+    app,
+    ctx,
+    clock,
+    mailer,
+    database,
+    logs: () => chunks.join(''),
+    async close() {
+      await app.close();
+      if (!options.database) await database.drop();
+    },
+  };
+}
+
+let ipCounter = 0;
+/** A fresh client address per call, so registration rate limits do not couple unrelated tests. */
+export function nextIp(): string {
+  ipCounter++;
+  return `10.${(ipCounter >> 16) & 255}.${(ipCounter >> 8) & 255}.${ipCounter & 255}`;
+}
+
+export interface RegisteredBot {
+  bot_id: string;
+  api_key: string;
+  claim_token: string | null;
+  webhook_secret: string;
+  [key: string]: unknown;
+}
+
+export async function registerBot(
+  svc: TestService,
+  body: Record<string, unknown> = {},
+  ip = nextIp(),
+): Promise<RegisteredBot> {
+  const res = await svc.app.inject({
+    method: 'POST',
+    url: '/api/v1/bots/register',
+    remoteAddress: ip,
+    payload: {
+      bot_name: `bot-${Math.random().toString(36).slice(2, 10)}`,
+      owner_email: 'owner@example.com',
+      callback_url: 'http://127.0.0.1:9/hook',
+      ...body,
+    },
+  });
+  if (res.statusCode !== 201) throw new Error(`registration failed: ${res.statusCode} ${res.body}`);
+  return res.json() as RegisteredBot;
+}
+
+export async function createOwner(
+  svc: TestService,
+  email = `owner-${Math.random().toString(36).slice(2, 8)}@example.com`,
+) {
+  const now = svc.clock.now();
+  return svc.ctx.db.transaction(async (tx) => {
+    const owner = await findOrCreateOwner(tx, email, now);
+    const token = await createOwnerToken(tx, owner.id, now);
+    return { id: owner.id, email: owner.email, token, auth: { authorization: `Bearer ${token}` } };
+  });
+}
+
+export type TestOwner = Awaited<ReturnType<typeof createOwner>>;
+
+/** Registers a bot, claims it for the owner and optionally funds it. */
+export async function activeBot(
+  svc: TestService,
+  owner: TestOwner,
+  options: { fundCents?: number; body?: Record<string, unknown> } = {},
+) {
+  const bot = await registerBot(svc, { owner_email: owner.email, ...options.body });
+  const claim = await svc.app.inject({
+    method: 'POST',
+    url: '/api/v1/owner/claims',
+    headers: owner.auth,
+    payload: { claim_token: bot.claim_token },
+  });
+  if (claim.statusCode !== 200) throw new Error(`claim failed: ${claim.statusCode} ${claim.body}`);
+  if (options.fundCents) {
+    const fund = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`,
+      headers: owner.auth,
+      payload: { amount_cents: options.fundCents },
+    });
+    if (fund.statusCode !== 200) throw new Error(`fund failed: ${fund.statusCode} ${fund.body}`);
+  }
+  return { ...bot, auth: { authorization: `Bearer ${bot.api_key}` } };
+}
