@@ -13,4 +13,32 @@ export interface AppContext {
   secrets: SecretBox;
   mailer: Mailer;
   logger: FastifyBaseLogger;
+  /**
+   * The managed-tunnel relay of this process, when the `tunnel` role runs here. The webhook
+   * worker hands deliveries for tunnel bots straight to it (no DNS), with identical bytes.
+   */
+  tunnelRelay?: LocalTunnelRelay;
+}
+
+export interface RelayedRequest {
+  hostname: string;
+  method: string;
+  /** Path and query, e.g. /hooks/service */
+  path: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  timeoutMs: number;
+}
+
+export interface RelayedResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export interface LocalTunnelRelay {
+  /** True when a tunnel client for this hostname is connected to this process. */
+  hasConnection(hostname: string): boolean;
+  /** Sends the request through the tunnel; rejects when not connected or on timeout. */
+  forward(request: RelayedRequest): Promise<RelayedResponse>;
 }
