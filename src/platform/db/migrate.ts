@@ -62,8 +62,9 @@ export async function migrate(db: Db, migrations?: Migration[]): Promise<number[
 export async function migrationsApplied(db: Db, migrations?: Migration[]): Promise<boolean> {
   const all = migrations ?? (await loadMigrations());
   try {
-    const rows = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations');
-    return rows[0]?.n === all.length;
+    const rows = await db.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const applied = new Set(rows.map((r) => r.version));
+    return all.every((m) => applied.has(m.version));
   } catch {
     return false;
   }
