@@ -146,6 +146,8 @@ CREATE TRIGGER ledger_entries_append_only BEFORE UPDATE OR DELETE ON ledger_entr
 -- body is the exact JSON text that is delivered (signed bytes never change between retries).
 CREATE TABLE events (
   id text PRIMARY KEY,
+  -- Commit-independent insertion order (timestamps tie under a fake clock or within a millisecond).
+  seq bigserial NOT NULL UNIQUE,
   bot_id text NOT NULL REFERENCES bots(id),
   type text NOT NULL,
   body text NOT NULL,

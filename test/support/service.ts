@@ -91,6 +91,9 @@ export interface RegisteredBot {
   api_key: string;
   claim_token: string | null;
   webhook_secret: string;
+  tunnel_token?: string;
+  primary_hooks_token?: string;
+  webhook_url?: string;
   [key: string]: unknown;
 }
 

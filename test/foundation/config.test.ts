@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../../src/config.ts';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const c = parseConfig({});
+    expect(c).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      baseUrl: 'http://localhost:8080',
+      dataDir: './data',
+      databaseUrl: undefined,
+      tunnelDomain: 'tunnel.localhost',
+      trustProxy: false,
+      registrationRateLimitPerHour: 3,
+      checkoutRateLimitPerHour: 30,
+      approvalWindowSeconds: 900,
+      webhookTimeoutMs: 10_000,
+      webhookRetryDelaysSeconds: [60, 300, 900, 3600, 21600],
+      allowPrivateWebhookTargets: false,
+    });
+    expect([...c.roles].sort()).toEqual(['api', 'scheduler', 'tunnel', 'worker']);
+    expect(parseConfig({ PORT: '9000' }).baseUrl).toBe('http://localhost:9000');
+  });
+
+  it.each([
+    ['PORT', { PORT: 'eighty' }],
+    ['PORT', { PORT: '70000' }],
+    ['BASE_URL', { BASE_URL: 'not a url' }],
+    ['BASE_URL', { BASE_URL: 'ftp://x.example.com' }],
+    ['DATABASE_URL', { DATABASE_URL: 'mysql://x', SECRET_KEY: 'k'.repeat(40) }],
+    ['SECRET_KEY', { DATABASE_URL: 'postgres://localhost/x' }],
+    ['SECRET_KEY', { SECRET_KEY: 'short' }],
+    ['TRUST_PROXY', { TRUST_PROXY: 'maybe' }],
+    ['ROLES', { ROLES: 'api,cook' }],
+    ['WEBHOOK_RETRY_DELAYS', { WEBHOOK_RETRY_DELAYS: '60,five' }],
+    ['APPROVAL_WINDOW_SECONDS', { APPROVAL_WINDOW_SECONDS: '0' }],
+    ['TUNNEL_DOMAIN', { TUNNEL_DOMAIN: 'bad domain!' }],
+    ['SMTP_URL', { SMTP_URL: 'http://mail' }],
+    ['ALLOW_PRIVATE_WEBHOOK_TARGETS', { ALLOW_PRIVATE_WEBHOOK_TARGETS: 'sure' }],
+  ])('a wrong %s stops start-up with a message naming it', (variable, env) => {
+    let error: unknown;
+    try {
+      parseConfig(env);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe(variable);
+    expect((error as Error).message).toContain(variable);
+  });
+
+  it('parses roles subsets and booleans', () => {
+    const c = parseConfig({ ROLES: 'api, worker', TRUST_PROXY: 'true', ALLOW_PRIVATE_WEBHOOK_TARGETS: '1' });
+    expect([...c.roles]).toEqual(['api', 'worker']);
+    expect(c.trustProxy).toBe(true);
+    expect(c.allowPrivateWebhookTargets).toBe(true);
+  });
+});

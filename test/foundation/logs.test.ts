@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+
+describe('logs never contain secrets', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { LOG_LEVEL: 'trace' } });
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  it('after registrations, a claim, funding, key rotation and authenticated calls', async () => {
+    const owner = await createOwner(svc);
+    const secrets: string[] = [owner.token];
+    // A tunnel bot (tunnel token, hooks token) and a callback bot, both claimed and funded.
+    for (const body of [{}, { callback_url: 'https://bot.example.com/hook' }]) {
+      const bot = await activeBot(svc, owner, { fundCents: 2500, body });
+      secrets.push(bot.api_key, bot.claim_token!, bot.webhook_secret);
+      if (typeof bot.tunnel_token === 'string') secrets.push(bot.tunnel_token);
+      if (typeof bot.primary_hooks_token === 'string') secrets.push(bot.primary_hooks_token);
+      await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth });
+      // The claim link carries the token in its query string: visiting it must not log it.
+      await svc.app.inject({ url: `/claim?token=${bot.claim_token}` });
+      const rotated = await svc.app.inject({
+        method: 'POST',
+        url: `/api/v1/owner/bots/${bot.bot_id}/api-key/rotate`,
+        headers: owner.auth,
+      });
+      secrets.push(rotated.json().api_key);
+    }
+    const pairing = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/owner/pairing-codes',
+      headers: owner.auth,
+    });
+    secrets.push(pairing.json().pairing_code);
+    // A failed authentication with a real-looking key must not log it either.
+    await svc.app.inject({
+      url: '/api/v1/bot/status',
+      headers: { authorization: `Bearer svc_live_${'ab'.repeat(24)}` },
+    });
+    secrets.push(`svc_live_${'ab'.repeat(24)}`);
+
+    const logs = svc.logs();
+    expect(logs.length).toBeGreaterThan(1000); // the requests were logged…
+    expect(logs).toContain('/api/v1/bot/status');
+    for (const secret of secrets) expect(logs, `secret ${secret.slice(0, 12)}… leaked`).not.toContain(secret);
+  });
+});
