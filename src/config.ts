@@ -24,6 +24,11 @@ export interface Config {
   webhookRetryDelaysSeconds: readonly number[];
   allowPrivateWebhookTargets: boolean;
   logLevel: string;
+  /**
+   * How long an instance may serve a bot's status from memory (0 disables). Changes invalidate
+   * the copy at once through LISTEN/NOTIFY; this bounds staleness if a notification is lost.
+   */
+  statusCacheMs: number;
 }
 
 export class ConfigError extends Error {
@@ -152,6 +157,7 @@ export function parseConfig(env: Env = process.env): Config {
     webhookRetryDelaysSeconds,
     allowPrivateWebhookTargets: boolean(env, 'ALLOW_PRIVATE_WEBHOOK_TARGETS', false),
     logLevel,
+    statusCacheMs: integer(env, 'STATUS_CACHE_MS', 1000, 0, 60_000),
   };
 }
 

@@ -5,6 +5,7 @@ import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
 import { createBotAuthenticator } from './auth.ts';
 import { registerBot } from './register.ts';
 import { StatusResponse, WalletCheckResponse } from './schemas.ts';
+import { createBotStateCache } from './stateCache.ts';
 import { botStatus, walletCheck } from './status.ts';
 
 const RegistrationBody = Type.Object({
@@ -56,6 +57,8 @@ export const BOT_SECURITY = [{ botKey: [] }];
 export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void> {
   const authenticator = createBotAuthenticator(ctx);
   app.decorate('botAuthenticator', authenticator);
+  const stateCache = await createBotStateCache(ctx);
+  app.addHook('onClose', async () => stateCache.stop());
 
   // Every path under /api/v1/bot/ needs the bot's API key; checked once here for all of them,
   // including routes other modules add, so none can forget it.
@@ -89,7 +92,7 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
         response: { 200: StatusResponse, 401: ErrorBody },
       },
     },
-    async (request) => botStatus(ctx, request.bot!.id),
+    async (request) => botStatus(ctx, request.bot!.id, stateCache),
   );
 
   app.get(
@@ -102,7 +105,7 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
         response: { 200: WalletCheckResponse, 401: ErrorBody },
       },
     },
-    async (request) => walletCheck(ctx, request.bot!.id),
+    async (request) => walletCheck(ctx, request.bot!.id, stateCache),
   );
 }
 

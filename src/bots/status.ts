@@ -4,6 +4,7 @@ import { notFound } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { windowStart } from '../platform/time.ts';
 import type { StatusResponseT, WalletCheckResponseT } from './schemas.ts';
+import type { BotStateCache } from './stateCache.ts';
 
 // GET /api/v1/bot/status and GET /api/v1/bot/wallet/check, each answered by one query.
 
@@ -78,8 +79,20 @@ export function statusOf(row: {
   return row.active_rail_count > 0 ? 'active' : 'inactive';
 }
 
-export async function botStatus(ctx: AppContext, botId: string): Promise<StatusResponseT> {
-  const row = await loadState(ctx, botId);
+/** GET /api/v1/bot/status, from the state cache when one is given. */
+export async function botStatus(
+  ctx: AppContext,
+  botId: string,
+  cache?: BotStateCache,
+): Promise<StatusResponseT> {
+  const compute = async () => {
+    const row = await loadState(ctx, botId);
+    return { value: presentStatus(row), ownerId: row.owner_id };
+  };
+  return cache ? cache.get('status', botId, compute) : (await compute()).value;
+}
+
+function presentStatus(row: BotStateRow): StatusResponseT {
   const rails = row.rails ?? [];
   const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
   const status = statusOf({ ...row, active_rail_count: activeRails.length });
@@ -129,8 +142,20 @@ export async function botStatus(ctx: AppContext, botId: string): Promise<StatusR
   };
 }
 
-export async function walletCheck(ctx: AppContext, botId: string): Promise<WalletCheckResponseT> {
-  const row = await loadState(ctx, botId);
+/** GET /api/v1/bot/wallet/check, from the state cache when one is given. */
+export async function walletCheck(
+  ctx: AppContext,
+  botId: string,
+  cache?: BotStateCache,
+): Promise<WalletCheckResponseT> {
+  const compute = async () => {
+    const row = await loadState(ctx, botId);
+    return { value: presentWallet(row), ownerId: row.owner_id };
+  };
+  return cache ? cache.get('wallet', botId, compute) : (await compute()).value;
+}
+
+function presentWallet(row: BotStateRow): WalletCheckResponseT {
   return {
     wallet_status: row.wallet_status,
     balance_usd: centsToUsd(row.available_cents),

@@ -213,3 +213,30 @@ CREATE TABLE cards (
   activated_at timestamptz
 );
 CREATE INDEX cards_bot_idx ON cards (bot_id);
+
+-- Every change that shows in a bot's status or wallet check announces itself on the channel
+-- botpay_bot_state ('bot:<id>' or 'owner:<id>'), delivered at commit to every instance, which
+-- drops its cached copy. PostgreSQL folds identical notifications of one transaction into one.
+CREATE FUNCTION notify_bot_state() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  key text;
+BEGIN
+  IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;
+  IF TG_TABLE_NAME = 'bots' THEN key := 'bot:' || r.id;
+  ELSIF TG_TABLE_NAME = 'owners' THEN key := 'owner:' || r.id;
+  ELSIF TG_TABLE_NAME = 'spend_counters' THEN key := r.scope;
+  ELSE key := 'bot:' || r.bot_id;
+  END IF;
+  IF key LIKE 'bot:%' OR key LIKE 'owner:%' THEN
+    PERFORM pg_notify('botpay_bot_state', key);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER bots_state AFTER INSERT OR UPDATE OR DELETE ON bots FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+CREATE TRIGGER owners_state AFTER UPDATE ON owners FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+CREATE TRIGGER wallets_state AFTER INSERT OR UPDATE ON wallets FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+CREATE TRIGGER rails_state AFTER INSERT OR UPDATE OR DELETE ON rails FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+CREATE TRIGGER cards_state AFTER INSERT OR UPDATE OR DELETE ON cards FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+CREATE TRIGGER events_state AFTER INSERT OR UPDATE OR DELETE ON events FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+CREATE TRIGGER spend_counters_state AFTER INSERT OR UPDATE ON spend_counters FOR EACH ROW EXECUTE FUNCTION notify_bot_state();

@@ -1,6 +1,8 @@
 import { PGlite } from '@electric-sql/pglite';
 import {
+  commitListeners,
   type Db,
+  isReadOnlyStatement,
   isRetryableTransactionError,
   type Queryable,
   type Row,
@@ -23,22 +25,26 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     parsers,
   });
   let closed = false;
+  const commits = commitListeners();
   return {
     kind: 'pglite',
     raw,
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
       const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      if (!isReadOnlyStatement(sql)) commits.fire();
       return result.rows;
     },
     async exec(sql: string) {
       await raw.exec(sql);
+      commits.fire();
     },
+    onCommit: commits.add,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
         try {
           // PGlite runs one transaction at a time: the whole callback holds its lock.
-          return await raw.transaction(async (t) => {
+          const value = await raw.transaction(async (t) => {
             const tx: Queryable = {
               async query<R extends Row>(sql: string, params?: readonly unknown[]) {
                 const result = await t.query<R>(sql, params as unknown[] | undefined);
@@ -50,6 +56,8 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
             };
             return fn(tx);
           });
+          commits.fire();
+          return value;
         } catch (error) {
           if (attempt < retries && isRetryableTransactionError(error)) continue;
           throw error;

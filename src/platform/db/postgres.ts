@@ -1,6 +1,8 @@
 import pg from 'pg';
 import {
+  commitListeners,
   type Db,
+  isReadOnlyStatement,
   isRetryableTransactionError,
   type Queryable,
   type Row,
@@ -40,6 +42,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
   let listenClient: pg.Client | undefined;
   let listenConnecting: Promise<pg.Client> | undefined;
   let closed = false;
+  let everConnected = false;
 
   async function connectListener(): Promise<pg.Client> {
     const client = new pg.Client({ ...config });
@@ -52,7 +55,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     });
     await client.connect();
     for (const channel of listeners.keys()) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    const reconnected = everConnected;
+    everConnected = true;
     listenClient = client;
+    if (reconnected) for (const set of listeners.values()) for (const fn of set) fn('*');
     return client;
   }
 
@@ -64,15 +70,20 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     return listenConnecting;
   }
 
+  const commits = commitListeners();
+
   const db: Db = {
     kind: 'postgres',
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
       const result = await pool.query(sql, params as unknown[] | undefined);
+      if (!isReadOnlyStatement(sql)) commits.fire();
       return result.rows as T[];
     },
     async exec(sql: string) {
       await pool.query(sql);
+      commits.fire();
     },
+    onCommit: commits.add,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
@@ -91,6 +102,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
           await client.query('BEGIN');
           const value = await fn(tx);
           await client.query('COMMIT');
+          commits.fire();
           return value;
         } catch (error) {
           try {

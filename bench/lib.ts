@@ -1,0 +1,154 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { randomBase32 } from '../src/platform/ids.ts';
+import { freePort } from '../test/support/process.ts';
+
+// Shared pieces of the benchmarks: child processes for the system under test and its baseline
+// (so the load generator never shares an event loop with the server), autocannon runs, and the
+// results file that `npm run bench` turns into bench/RESULTS.md.
+
+export const BENCH_DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.TEST_DATABASE_URL ??
+  'postgres://postgres@127.0.0.1:5432/test';
+export const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+
+export interface Child {
+  process: ChildProcess;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Starts a TypeScript entry (or `botpay serve` when script is undefined) and waits for `readyPath`. */
+export async function startChild(
+  script: string | undefined,
+  env: Record<string, string>,
+  readyPath = '/healthz',
+): Promise<Child> {
+  const port = await freePort();
+  const args = script ? ['bin/run-ts.mjs', script] : ['bin/botpay.mjs', 'serve'];
+  const { BASE_URL: _vite, ...parentEnv } = process.env;
+  const child = spawn(process.execPath, args, {
+    env: { ...parentEnv, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${script ?? 'serve'} exited with ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error(`${script ?? 'serve'} did not start`);
+    try {
+      if ((await fetch(url + readyPath)).ok) break;
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    process: child,
+    url,
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+export interface LoadResult {
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+  non2xx: number;
+}
+
+export async function load(options: autocannon.Options): Promise<LoadResult> {
+  // A short warm-up (JIT, pools) that is not counted.
+  await autocannon({ ...options, duration: 2 });
+  const result = await autocannon({ duration: DURATION_SECONDS, ...options });
+  return {
+    requestsPerSecond: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+  };
+}
+
+/** A fresh PostgreSQL schema for one benchmark; returns its DATABASE_URL and a dropper. */
+export async function benchSchema(): Promise<{ url: string; schema: string; drop(): Promise<void> }> {
+  const schema = `bench_${randomBase32(10)}`;
+  const admin = new pg.Client({ connectionString: BENCH_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const url = new URL(BENCH_DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return {
+    url: url.toString(),
+    schema,
+    async drop() {
+      const c = new pg.Client({ connectionString: BENCH_DATABASE_URL });
+      await c.connect();
+      await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await c.end();
+    },
+  };
+}
+
+export interface BenchRow {
+  benchmark: string;
+  database: 'postgres' | 'embedded' | '-';
+  metric: string;
+  value: number;
+  baseline: string;
+  baselineValue: number;
+  ratio: number;
+  goal: string;
+  note?: string;
+}
+
+const RESULTS_DIR = join(process.cwd(), 'bench', 'results');
+
+export async function saveResults(name: string, rows: BenchRow[]): Promise<void> {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  await writeFile(
+    join(RESULTS_DIR, `${name}.json`),
+    JSON.stringify({ at: new Date().toISOString(), machine: machine(), rows }, null, 2),
+  );
+  console.table(
+    rows.map((r) => ({
+      db: r.database,
+      metric: r.metric,
+      value: round(r.value),
+      baseline: `${r.baseline} = ${round(r.baselineValue)}`,
+      ratio: round(r.ratio, 3),
+      goal: r.goal,
+    })),
+  );
+}
+
+export async function readResults(
+  name: string,
+): Promise<{ at: string; machine: string; rows: BenchRow[] } | undefined> {
+  try {
+    return JSON.parse(await readFile(join(RESULTS_DIR, `${name}.json`), 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+export function machine(): string {
+  return `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+}
+
+export function round(n: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}

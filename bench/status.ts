@@ -1,0 +1,62 @@
+import { type BenchRow, load, saveResults, startChild } from './lib.ts';
+import { seedBots, startBenchService } from './seed.ts';
+
+// Authenticated GET /api/v1/bot/status at 50 connections, as a ratio to a Fastify hello-world
+// route measured in the same run. Goal (issue 2): ≥ 0.4 on PostgreSQL.
+const CONNECTIONS = 50;
+
+const hello = await startChild('bench/baseline/hello.ts', {});
+const baseline = await load({ url: `${hello.url}/hello`, connections: CONNECTIONS });
+await hello.stop();
+console.log(`hello-world: ${Math.round(baseline.requestsPerSecond)} req/s, p99 ${baseline.p99Ms} ms`);
+
+const rows: BenchRow[] = [];
+for (const database of ['postgres', 'embedded'] as const) {
+  const svc = await startBenchService(database);
+  try {
+    const bots = await seedBots(svc, 20, 10_000);
+    let i = 0;
+    const result = await load({
+      url: svc.child.url,
+      connections: CONNECTIONS,
+      requests: [
+        {
+          method: 'GET',
+          path: '/api/v1/bot/status',
+          setupRequest: (req) => {
+            const bot = bots[i++ % bots.length]!;
+            return { ...req, headers: { ...req.headers, authorization: `Bearer ${bot.apiKey}` } };
+          },
+        },
+      ],
+    });
+    if (result.errors || result.non2xx)
+      console.warn(`${database}: ${result.errors} errors, ${result.non2xx} non-2xx`);
+    console.log(`${database} status: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms`);
+    rows.push(
+      {
+        benchmark: 'status',
+        database,
+        metric: 'GET /api/v1/bot/status req/s (50 conn)',
+        value: result.requestsPerSecond,
+        baseline: 'hello-world req/s',
+        baselineValue: baseline.requestsPerSecond,
+        ratio: result.requestsPerSecond / baseline.requestsPerSecond,
+        goal: database === 'postgres' ? '≥ 0.4' : '-',
+      },
+      {
+        benchmark: 'status',
+        database,
+        metric: 'status p99 ms',
+        value: result.p99Ms,
+        baseline: 'hello-world p99 ms',
+        baselineValue: baseline.p99Ms,
+        ratio: result.p99Ms / Math.max(1, baseline.p99Ms),
+        goal: '-',
+      },
+    );
+  } finally {
+    await svc.stop();
+  }
+}
+await saveResults('status', rows);
