@@ -96,4 +96,21 @@ describe('bot status cache', () => {
     }
     expect(daily).toBe(40);
   });
+
+  it('a key rotated on one instance stops working on the other within a second', async () => {
+    const owner = await createOwner(a);
+    const bot = await activeBot(a, owner);
+    expect((await a.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(200);
+    const rotated = await b.app.inject({ method: 'POST', url: `/api/v1/owner/bots/${bot.bot_id}/api-key/rotate`, headers: owner.auth });
+    expect(rotated.statusCode).toBe(200);
+    const started = Date.now();
+    let code = 200;
+    while (Date.now() - started < 3000) {
+      code = (await a.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode;
+      if (code === 401) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(code).toBe(401);
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
 });
