@@ -39,7 +39,9 @@ for (const { database, cache } of runs) {
     });
     if (result.errors || result.non2xx)
       console.warn(`${database}: ${result.errors} errors, ${result.non2xx} non-2xx`);
-    console.log(`${database}${label} status: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms`);
+    console.log(
+      `${database}${label} status: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms`,
+    );
     rows.push(
       {
         benchmark: 'status',

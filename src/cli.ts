@@ -11,6 +11,7 @@ const USAGE = `Usage: botpay <command> [options]
 Commands:
   serve                          Start the service (API, dashboard, workers, tunnel relay)
   migrate                        Apply pending database migrations and exit
+  doctor                         Check configuration, database, migrations, secret key and ledger
   owner token create --email E   Create the owner if needed and print a new owner API token
   tunnel --server URL --token T --port N --path P
                                  Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
@@ -120,7 +121,9 @@ export async function main(argv: string[]): Promise<void> {
 
 // Commands that live in their modules (tunnel client, doctor) are loaded only when used.
 async function loadLazyCommand(name: string): Promise<Command | undefined> {
-  const lazy: Record<string, () => Promise<Command>> = {};
+  const lazy: Record<string, () => Promise<Command>> = {
+    doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
+  };
   return lazy[name] ? lazy[name]() : undefined;
 }
 

@@ -11,6 +11,7 @@ import { openDatabase, resolveSecretKey } from './platform/db/open.ts';
 import type { Db } from './platform/db/port.ts';
 import { createLogger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mailer.ts';
+import { createMetrics } from './platform/metrics.ts';
 
 export interface Service {
   app: App;
@@ -48,6 +49,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     secrets: createSecretBox(secretKey),
     mailer: options.mailer ?? createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, logger }),
     logger,
+    metrics: createMetrics(db),
   };
   const app = await buildApp(ctx);
   if (options.listen ?? true) await app.listen({ port: config.port, host: config.host });

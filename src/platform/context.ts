@@ -4,6 +4,7 @@ import type { Clock } from './clock.ts';
 import type { SecretBox } from './crypto.ts';
 import type { Db } from './db/port.ts';
 import type { Mailer } from './mailer.ts';
+import type { Metrics } from './metrics.ts';
 
 /** Dependencies built once at start-up and passed to every module (tests build their own). */
 export interface AppContext {
@@ -13,6 +14,7 @@ export interface AppContext {
   secrets: SecretBox;
   mailer: Mailer;
   logger: FastifyBaseLogger;
+  metrics: Metrics;
   /**
    * The managed-tunnel relay of this process, when the `tunnel` role runs here. The webhook
    * worker hands deliveries for tunnel bots straight to it (no DNS), with identical bytes.

@@ -101,7 +101,11 @@ describe('bot status cache', () => {
     const owner = await createOwner(a);
     const bot = await activeBot(a, owner);
     expect((await a.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(200);
-    const rotated = await b.app.inject({ method: 'POST', url: `/api/v1/owner/bots/${bot.bot_id}/api-key/rotate`, headers: owner.auth });
+    const rotated = await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/api-key/rotate`,
+      headers: owner.auth,
+    });
     expect(rotated.statusCode).toBe(200);
     const started = Date.now();
     let code = 200;

@@ -7,6 +7,7 @@ import type { AppContext } from '../../src/platform/context.ts';
 import { createSecretBox } from '../../src/platform/crypto.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import type { Mail, Mailer } from '../../src/platform/mailer.ts';
+import { createMetrics } from '../../src/platform/metrics.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 
 export const TEST_SECRET_KEY = 'test-secret-key-0123456789abcdef0123456789abcdef';
@@ -62,6 +63,7 @@ export async function createTestService(
     secrets: createSecretBox(TEST_SECRET_KEY),
     mailer,
     logger: createLogger(config.logLevel, stream),
+    metrics: createMetrics(database.db),
   };
   const app = await buildApp(ctx);
   await app.ready();

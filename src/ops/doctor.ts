@@ -1,0 +1,118 @@
+import { type Config, parseConfig } from '../config.ts';
+import { createSecretBox } from '../platform/crypto.ts';
+import { loadMigrations } from '../platform/db/migrate.ts';
+import { openDatabase, resolveSecretKey } from '../platform/db/open.ts';
+import type { Db } from '../platform/db/port.ts';
+
+// `botpay doctor`: checks what an operator needs to trust a deployment — configuration, database,
+// migrations, the secret key (it must decrypt what is stored) and the ledger (projections equal
+// entries). Prints one line per check; exits 1 if any fails.
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<Check[]> {
+  const checks: Check[] = [];
+  let config: Config;
+  try {
+    config = parseConfig(env);
+    checks.push({
+      name: 'configuration',
+      ok: true,
+      detail: `database ${config.databaseUrl ? 'PostgreSQL' : `embedded (${config.dataDir})`}, roles ${[...config.roles].join(',')}`,
+    });
+  } catch (error) {
+    checks.push({ name: 'configuration', ok: false, detail: (error as Error).message });
+    return checks;
+  }
+  let db: Db;
+  try {
+    db = await openDatabase(config);
+    await db.ping();
+    checks.push({ name: 'database', ok: true, detail: `${db.kind} reachable` });
+  } catch (error) {
+    checks.push({ name: 'database', ok: false, detail: (error as Error).message });
+    return checks;
+  }
+  try {
+    const known = await loadMigrations();
+    let applied = new Set<number>();
+    try {
+      applied = new Set(
+        (await db.query<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version),
+      );
+    } catch {
+      // no table yet
+    }
+    const pending = known.filter((m) => !applied.has(m.version));
+    checks.push({
+      name: 'migrations',
+      ok: pending.length === 0,
+      detail:
+        pending.length === 0
+          ? `${known.length} applied`
+          : `pending: ${pending.map((m) => `${m.version}_${m.name}`).join(', ')} (run: botpay migrate)`,
+    });
+
+    try {
+      const box = createSecretBox(await resolveSecretKey(config));
+      const sample = await db
+        .query<{ webhook_secret_enc: string }>(
+          'SELECT webhook_secret_enc FROM bots ORDER BY created_at DESC LIMIT 5',
+        )
+        .catch(() => []);
+      let failures = 0;
+      for (const row of sample) {
+        try {
+          box.decrypt(row.webhook_secret_enc);
+        } catch {
+          failures++;
+        }
+      }
+      checks.push({
+        name: 'secret key',
+        ok: failures === 0,
+        detail:
+          failures === 0
+            ? `decrypts stored secrets (${sample.length} checked)`
+            : `cannot decrypt ${failures} of ${sample.length} stored secrets: wrong SECRET_KEY?`,
+      });
+    } catch (error) {
+      checks.push({ name: 'secret key', ok: false, detail: (error as Error).message });
+    }
+
+    const drift = await db
+      .query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM wallets w
+          LEFT JOIN (SELECT bot_id,
+                            sum(amount_cents) FILTER (WHERE account = 'wallet_available') AS available,
+                            sum(amount_cents) FILTER (WHERE account = 'wallet_held') AS held
+                       FROM ledger_entries GROUP BY bot_id) l ON l.bot_id = w.bot_id
+          WHERE w.available_cents <> coalesce(l.available, 0) OR w.held_cents <> coalesce(l.held, 0)`,
+      )
+      .catch(() => undefined);
+    if (drift) {
+      const n = drift[0]?.n ?? 0;
+      checks.push({
+        name: 'ledger',
+        ok: n === 0,
+        detail:
+          n === 0
+            ? 'wallet balances equal their ledger entries'
+            : `${n} wallets differ from their ledger entries`,
+      });
+    }
+  } finally {
+    await db.close();
+  }
+  return checks;
+}
+
+export async function doctorCommand(): Promise<number> {
+  const checks = await runDoctor();
+  for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);
+  return checks.every((c) => c.ok) ? 0 : 1;
+}
