@@ -23,6 +23,7 @@ const INJECTIONS = [
   "' OR '1'='1",
   "'; DROP TABLE bots; --",
   '"><script>alert(1)</script>',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, on purpose
   '${7*7}',
   '{{constructor.constructor("return process")()}}',
   '../../../../etc/passwd',
