@@ -2,9 +2,12 @@
 // waits for the claim, receives signed webhooks, reports its wallet, fulfils tasks and buys
 // something. Everything it does goes through the SDK in packages/client.
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { BotPayClient, type CheckoutRequest, isBotPayError } from '../../packages/client/src/index.ts';
 import { createNodeWebhookHandler } from '../../packages/client/src/webhooks/index.ts';
 
@@ -22,6 +25,8 @@ export interface BotOptions {
    */
   receiver: 'direct' | 'tunnel';
   receiverPort: number;
+  /** In tunnel mode, run the tunnel client (this repository's `botpay tunnel`) as a child process. */
+  spawnTunnel?: boolean;
   /** A purchase to make once active (e.g. from BUY_* variables). */
   purchase?: CheckoutRequest;
   /** How often to check whether the owner has claimed the bot. Default 5 s. */
@@ -60,6 +65,7 @@ export function runBot(options: BotOptions): RunningBot {
   const controller = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   let server: Server | undefined;
+  let tunnel: ChildProcess | undefined;
 
   const done = (async () => {
     const service = new BotPayClient({
@@ -75,7 +81,14 @@ export function runBot(options: BotOptions): RunningBot {
     receiver.setSecret(state.webhook_secret);
     const bot = service.withApiKey(state.api_key);
     if (state.receiver === 'tunnel' && state.tunnel_client_command) {
-      log(`tunnel: run this in another terminal and keep it running: ${state.tunnel_client_command}`);
+      if (options.spawnTunnel) tunnel = startTunnelClient(state.tunnel_client_command, log);
+      else {
+        // The command holds the tunnel token: print it masked, the full one is in the state file.
+        log(
+          `tunnel: run the tunnel client and keep it running: ${maskTunnelToken(state.tunnel_client_command)} ` +
+            `(full command: tunnel_client_command in ${options.stateFile})`,
+        );
+      }
     }
 
     let status = await bot.status({ signal });
@@ -102,6 +115,7 @@ export function runBot(options: BotOptions): RunningBot {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     }
   })().finally(async () => {
+    tunnel?.kill();
     await closeServer(server);
   });
 
@@ -233,6 +247,28 @@ async function buy(
     // Card details are never logged; refusals are, with what the service said.
     log(`purchase refused: ${what}: ${error.code} (${error.message})`);
   }
+}
+
+const BOTPAY_BIN = fileURLToPath(new URL('../../bin/botpay.mjs', import.meta.url));
+
+export function maskTunnelToken(command: string): string {
+  return command.replace(/svc_tun_[0-9a-f]+/g, 'svc_tun_…');
+}
+
+/**
+ * Runs `tunnel_client_command` with this repository's CLI (`botpay` → `node bin/botpay.mjs`), and
+ * logs what the client prints, with the token masked.
+ */
+function startTunnelClient(command: string, log: (line: string) => void): ChildProcess {
+  const [program, ...args] = command.split(' ');
+  if (program !== 'botpay') throw new Error(`unexpected tunnel client command: ${maskTunnelToken(command)}`);
+  const child = spawn(process.execPath, [BOTPAY_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  log(`tunnel: started the tunnel client (pid ${child.pid})`);
+  for (const stream of [child.stdout, child.stderr]) {
+    createInterface({ input: stream }).on('line', (line) => log(`tunnel: ${maskTunnelToken(line)}`));
+  }
+  child.on('exit', (code, signal) => log(`tunnel: client exited (${signal ?? `code ${code}`})`));
+  return child;
 }
 
 async function readState(file: string): Promise<SavedState | undefined> {

@@ -24,6 +24,7 @@ const bot = runBot({
   stateFile: resolve(env.BOT_STATE_FILE ?? '.botpay-example-bot.json'),
   receiver,
   receiverPort: Number(env.BOT_RECEIVER_PORT ?? 18080),
+  spawnTunnel: env.BOT_TUNNEL === 'spawn',
   ...(purchase ? { purchase } : {}),
   once: env.BOT_ONCE === 'true',
 });

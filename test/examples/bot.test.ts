@@ -154,12 +154,37 @@ describe('example bot', () => {
     });
     try {
       const line = await output.waitFor(/^tunnel: /);
-      expect(line).toMatch(
-        /botpay tunnel --server \S+ --token svc_tun_[0-9a-f]{48} --port \d+ --path \/webhook$/,
-      );
+      // The token is masked on screen; the full command is in the state file.
+      expect(line).toMatch(/botpay tunnel --server \S+ --token svc_tun_… --port \d+ --path \/webhook /);
+      const state = JSON.parse(await readFile(join(dir, 'tunnel.json'), 'utf8'));
+      expect(state.tunnel_client_command).toMatch(/--token svc_tun_[0-9a-f]{48} /);
+      await output.waitFor(/^claim link: /);
+      expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
+    } finally {
+      await bot.stop();
+    }
+  });
+
+  it('can run the tunnel client itself, masking the token in what it relays', async () => {
+    const output = lines();
+    const bot = runBot({
+      baseUrl,
+      botName: 'tunnel-spawner',
+      ownerEmail: 'tunnel-owner@example.com',
+      stateFile: join(dir, 'spawn.json'),
+      receiver: 'tunnel',
+      receiverPort: 0,
+      spawnTunnel: true,
+      claimPollMs: 20,
+      log: output.log,
+    });
+    try {
+      await output.waitFor(/^tunnel: started the tunnel client \(pid \d+\)$/);
       await output.waitFor(/^claim link: /);
     } finally {
       await bot.stop();
     }
+    await output.waitFor(/^tunnel: client exited/);
+    expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
   });
 });
