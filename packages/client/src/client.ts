@@ -273,8 +273,7 @@ export class BotPayClient {
     for (let attempt = 1; ; attempt++) {
       let error: BotPayError;
       try {
-        const res = await this.attempt(url, spec.method, headers, payload, spec.signal);
-        const text = await res.text();
+        const { res, text } = await this.attempt(url, spec.method, headers, payload, spec.signal);
         if (res.ok) return { status: res.status, body: parseSuccess<T>(res, text) };
         error = errorFromResponse(res.status, res.headers, text);
       } catch (caught) {
@@ -294,11 +293,13 @@ export class BotPayClient {
     headers: Record<string, string>,
     body: string | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<Response> {
+  ): Promise<{ res: Response; text: string }> {
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     try {
-      return await this.fetchImpl(url, { method, headers, body, signal: combined, redirect: 'error' });
+      const res = await this.fetchImpl(url, { method, headers, body, signal: combined, redirect: 'error' });
+      // Read the body under the same timeout: a connection can also die half-way through it.
+      return { res, text: await res.text() };
     } catch (cause) {
       if (signal?.aborted) throw signal.reason;
       if (timeout.aborted) {

@@ -136,6 +136,17 @@ describe('automatic retries', () => {
     expect(waits).toHaveLength(2);
   });
 
+  it('retries a read whose answer is cut off half-way through the body', async () => {
+    const { server, client } = await setup((_req, res, i) => {
+      if (i > 0) return json(res, 200, STATUS);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '500' });
+      res.write('{"bot_id":"bot_');
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    await expect(client.status()).resolves.toMatchObject({ bot_id: 'bot_x' });
+    expect(server.requests).toHaveLength(2);
+  });
+
   it('times out an attempt that gets no answer and retries it', async () => {
     const { server, client } = await setup(() => {}, { maxAttempts: 2, timeoutMs: 150 });
     const error = await client.status().catch((e) => e);
