@@ -1,10 +1,10 @@
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBot } from '../../examples/bot/bot.ts';
 import { signPayload } from '../../packages/client/src/webhooks/verify.ts';
-import { createOwner, createTestService, type TestService } from '../support/service.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
 // The example bot against the real service on loopback: what it prints is what a developer sees.
 
@@ -186,5 +186,64 @@ describe('example bot', () => {
     }
     await output.waitFor(/^tunnel: client exited/);
     expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
+  });
+
+  // Runs once the checkout module is merged (skipped while the route does not exist).
+  it('buys something, waits for the owner to approve, and never prints the card details', async (t) => {
+    if (!svc.app.hasRoute({ method: 'POST', url: '/api/v1/bot/merchant/checkout' })) return t.skip();
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 5_000 });
+    const call = async (url: string, payload: object) => {
+      const res = await svc.app.inject({ method: 'POST', url, headers: owner.auth, payload });
+      expect(res.statusCode, res.body).toBeLessThan(300);
+      return res.json() as Record<string, unknown>;
+    };
+    const card = await call(`/api/v1/owner/bots/${bot.bot_id}/cards`, { label: 'example' });
+    await call(`/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`, {
+      missing_digits: '482',
+      expiry_month: '07',
+      expiry_year: '2031',
+    });
+    // Credentials saved as the bot saves them after registering.
+    const stateFile = join(dir, 'buyer.json');
+    await writeFile(
+      stateFile,
+      JSON.stringify({
+        base_url: baseUrl,
+        bot_id: bot.bot_id,
+        api_key: bot.api_key,
+        webhook_secret: bot.webhook_secret,
+        receiver: 'direct',
+        receiver_port: 0,
+      }),
+      { mode: 0o600 },
+    );
+    const output = lines();
+    const buyer = runBot({
+      baseUrl,
+      botName: 'buyer',
+      stateFile,
+      receiver: 'direct',
+      receiverPort: 0,
+      once: true,
+      purchase: {
+        profile_index: card.real_profile_index as number,
+        merchant_name: 'Example Store',
+        merchant_url: 'https://store.example.com',
+        item_name: 'USB cable',
+        amount_cents: 300,
+        category: 'retail',
+      },
+      clientSleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.min(ms, 50))),
+      log: output.log,
+    });
+    const pending = await output.waitFor(/^purchase pending owner approval: USB cable for \$3\.00/);
+    const confirmationId = /(chk_[a-z2-7]+)/.exec(pending)![1]!;
+    await call(`/api/v1/owner/approvals/${confirmationId}/approve`, {});
+    await buyer.done;
+    expect(output.out).toContainEqual(
+      `purchase approved by the owner: ${confirmationId}; card details received`,
+    );
+    expect(output.out.join('\n')).not.toContain('482');
   });
 });
