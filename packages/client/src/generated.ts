@@ -1,0 +1,126 @@
+// Generated from the service OpenAPI document by packages/client/scripts/generate-types.ts.
+// Do not edit: run `npm run generate -w packages/client` after changing a bot route schema.
+// test/generated.test.ts fails when this file and the routes disagree.
+
+/** Request and response types of every bot endpoint, keyed by "METHOD /path". */
+export interface BotOperations {
+  'GET /api/v1/bot/status': {
+    responses: {
+      200: {
+        bot_id: string;
+        bot_name: string;
+        status: 'active' | 'pending' | 'frozen' | 'inactive';
+        default_rail: string | null;
+        active_rails?: Array<string>;
+        rails: Record<
+          string,
+          {
+            status: string;
+            balance_usd: number;
+            spending_limits?: {
+              per_transaction_usd: number;
+              monthly_usd: number;
+              monthly_spent_usd: number;
+              monthly_remaining_usd: number;
+            };
+            address?: string;
+            [key: string]: unknown;
+          }
+        >;
+        master_guardrails: {
+          per_transaction_usd: number;
+          daily_budget_usd: number;
+          monthly_budget_usd: number;
+        } | null;
+        message?: string;
+        pending_messages?: number;
+        webhook_status?: string;
+        webhook_fail_count?: number;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'GET /api/v1/bot/wallet/check': {
+    responses: {
+      200: {
+        wallet_status: string;
+        balance_usd: number;
+        card_status: string;
+        spending_limits: {
+          per_transaction_usd: number;
+          monthly_usd: number;
+          monthly_spent_usd: number;
+          monthly_remaining_usd: number;
+        };
+        pending_topups: number;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'POST /api/v1/bots/register': {
+    body: {
+      bot_name: string;
+      owner_email: string;
+      description?: string;
+      callback_url?: string;
+      pairing_code?: string;
+      bot_type?: string;
+      local_port?: number;
+      webhook_path?: string;
+    };
+    responses: {
+      201: {
+        bot_id: string;
+        api_key: string;
+        claim_token: string | null;
+        status: 'pending_owner_verification' | 'active';
+        owner_verification_url?: string;
+        paired?: boolean;
+        owner_uid?: string;
+        webhook_secret?: string;
+        webhook_note?: string;
+        webhook_url?: string;
+        tunnel_token?: string;
+        tunnel_setup?: {
+          webhook_url: string;
+          tunnel_token: string;
+          tunnel_client_command: string;
+          local_port: number;
+          webhook_path: string;
+          steps: Array<string>;
+          webhook_headers: Record<string, string>;
+          retry_policy: string;
+          primary_gateway_config?: Record<string, unknown>;
+          [key: string]: unknown;
+        };
+        primary_hooks_token?: string;
+        primary_hooks_token_note?: string;
+        important: string;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      409: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      429: {
+        error: 'rate_limited';
+        message: string;
+        retry_after_seconds: number;
+        [key: string]: unknown;
+      };
+    };
+  };
+}

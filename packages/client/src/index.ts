@@ -1,0 +1,19 @@
+export {
+  BotPayClient,
+  type BotPayClientOptions,
+  type CallOptions,
+  type CheckoutOptions,
+  CLIENT_OPERATIONS,
+  CLIENT_VERSION,
+} from './client.ts';
+export { BotPayError, type BotPayErrorCode, isBotPayError } from './errors.ts';
+export type { BotOperations } from './generated.ts';
+export { DEFAULT_RETRY, type RetryOptions } from './retry.ts';
+export type * from './types.ts';
+export {
+  FAST_PHASE_MS,
+  FAST_POLL_MS,
+  SLOW_POLL_MS,
+  type WaitForDecisionOptions,
+} from './waitForDecision.ts';
+export { signPayload, verifySignature } from './webhooks/verify.ts';

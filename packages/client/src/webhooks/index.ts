@@ -1,0 +1,13 @@
+export type { WebhookEvent } from '../types.ts';
+export { createNodeWebhookHandler, readRawBody } from './node.ts';
+export {
+  createWebhookReceiver,
+  DEFAULT_MAX_BODY_BYTES,
+  type DedupeStore,
+  MemoryDedupeStore,
+  type ReceiverAnswer,
+  type WebhookContext,
+  type WebhookReceiver,
+  type WebhookReceiverOptions,
+} from './receiver.ts';
+export { signPayload, verifySignature } from './verify.ts';

@@ -1,0 +1,249 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runBot } from '../../examples/bot/bot.ts';
+import { signPayload } from '../../packages/client/src/webhooks/verify.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+
+// The example bot against the real service on loopback: what it prints is what a developer sees.
+
+function lines() {
+  const out: string[] = [];
+  const waiters: Array<{ pattern: RegExp; resolve: (line: string) => void }> = [];
+  return {
+    out,
+    log: (line: string) => {
+      out.push(line);
+      for (const w of [...waiters]) {
+        if (w.pattern.test(line)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(line);
+        }
+      }
+    },
+    waitFor(pattern: RegExp): Promise<string> {
+      const found = out.find((l) => pattern.test(l));
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        waiters.push({ pattern, resolve });
+        setTimeout(() => reject(new Error(`no line matching ${pattern}; got:\n${out.join('\n')}`)), 15_000);
+      });
+    },
+  };
+}
+
+describe('example bot', () => {
+  let svc: TestService;
+  let baseUrl: string;
+  let dir: string;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { REGISTRATION_RATE_LIMIT_PER_HOUR: '1000' } });
+    baseUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
+    dir = await mkdtemp(join(tmpdir(), 'botpay-example-'));
+  });
+  afterAll(async () => {
+    await svc?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('registers, prints the claim link, waits for the claim, reports the wallet and receives webhooks', async () => {
+    const owner = await createOwner(svc);
+    const stateFile = join(dir, 'state.json');
+    const output = lines();
+    const bot = runBot({
+      baseUrl,
+      botName: 'example',
+      ownerEmail: owner.email,
+      stateFile,
+      receiver: 'direct',
+      receiverPort: 0,
+      claimPollMs: 20,
+      log: output.log,
+    });
+    try {
+      const registered = await output.waitFor(/^registered bot_/);
+      const botId = /registered (bot_[a-z2-7]+)/.exec(registered)![1]!;
+      const claimLine = await output.waitFor(/^claim link: /);
+      const token = new URL(claimLine.slice('claim link: '.length)).searchParams.get('token');
+      expect(token).toMatch(/^svc_claim_/);
+      await output.waitFor(/^waiting for the owner/);
+
+      // The owner claims and funds in the dashboard (here: the owner API).
+      const claimed = await svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/owner/claims',
+        headers: owner.auth,
+        payload: { claim_token: token },
+      });
+      expect(claimed.statusCode).toBe(200);
+      const funded = await svc.app.inject({
+        method: 'POST',
+        url: `/api/v1/owner/bots/${botId}/wallet/fund`,
+        headers: owner.auth,
+        payload: { amount_cents: 2500 },
+      });
+      expect(funded.statusCode).toBe(200);
+
+      await output.waitFor(/^claimed: status active$/);
+      await output.waitFor(/^status active, wallet active, balance \$(0|25)\.00/);
+      await output.waitFor(/^listening for webhooks/);
+
+      // The state file holds the credentials, readable only by the bot's user.
+      const state = JSON.parse(await readFile(stateFile, 'utf8'));
+      expect(state).toMatchObject({ bot_id: botId, receiver: 'direct' });
+      expect((await stat(stateFile)).mode & 0o777).toBe(0o600);
+
+      // A delivery signed the way the service signs it is logged once; a forged one is refused.
+      const body = JSON.stringify({
+        id: 'evt_example1',
+        event: 'wallet.funded',
+        timestamp: new Date().toISOString(),
+        bot_id: botId,
+        data: { amount_usd: 25 },
+      });
+      const url = `http://127.0.0.1:${bot.receiverPort()}/webhook`;
+      const headers = {
+        'content-type': 'application/json',
+        'x-service-signature': signPayload(body, state.webhook_secret),
+      };
+      expect((await fetch(url, { method: 'POST', body, headers })).status).toBe(200);
+      expect((await fetch(url, { method: 'POST', body, headers })).status).toBe(200);
+      const forged = { ...headers, 'x-service-signature': signPayload(body, 'whsec_wrong') };
+      expect((await fetch(url, { method: 'POST', body, headers: forged })).status).toBe(401);
+      await output.waitFor(/^webhook wallet\.funded evt_example1 /);
+      expect(output.out.filter((l) => l.startsWith('webhook wallet.funded evt_example1'))).toHaveLength(1);
+      // No secret is ever printed.
+      expect(output.out.join('\n')).not.toContain(state.api_key);
+      expect(output.out.join('\n')).not.toContain(state.webhook_secret);
+    } finally {
+      await bot.stop();
+    }
+
+    // A restart reuses the saved credentials instead of registering again.
+    const again = lines();
+    const second = runBot({
+      baseUrl,
+      botName: 'example',
+      stateFile,
+      receiver: 'direct',
+      receiverPort: 0,
+      once: true,
+      log: again.log,
+    });
+    await second.done;
+    expect(again.out).toContainEqual(expect.stringMatching(/^reusing saved credentials for bot_/));
+    expect(again.out.some((l) => l.startsWith('registered'))).toBe(false);
+    expect(again.out.some((l) => l.startsWith('claim link'))).toBe(false);
+    expect(again.out).toContainEqual(
+      expect.stringMatching(/^status active, wallet active, balance \$25\.00/),
+    );
+  });
+
+  it('prints the tunnel client command when registered without a callback URL', async () => {
+    const output = lines();
+    const bot = runBot({
+      baseUrl,
+      botName: 'tunnelled',
+      ownerEmail: 'tunnel-owner@example.com',
+      stateFile: join(dir, 'tunnel.json'),
+      receiver: 'tunnel',
+      receiverPort: 0,
+      claimPollMs: 20,
+      log: output.log,
+    });
+    try {
+      const line = await output.waitFor(/^tunnel: /);
+      // The token is masked on screen; the full command is in the state file.
+      expect(line).toMatch(/botpay tunnel --server \S+ --token svc_tun_… --port \d+ --path \/webhook /);
+      const state = JSON.parse(await readFile(join(dir, 'tunnel.json'), 'utf8'));
+      expect(state.tunnel_client_command).toMatch(/--token svc_tun_[0-9a-f]{48} /);
+      await output.waitFor(/^claim link: /);
+      expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
+    } finally {
+      await bot.stop();
+    }
+  });
+
+  it('can run the tunnel client itself, masking the token in what it relays', async () => {
+    const output = lines();
+    const bot = runBot({
+      baseUrl,
+      botName: 'tunnel-spawner',
+      ownerEmail: 'tunnel-owner@example.com',
+      stateFile: join(dir, 'spawn.json'),
+      receiver: 'tunnel',
+      receiverPort: 0,
+      spawnTunnel: true,
+      claimPollMs: 20,
+      log: output.log,
+    });
+    try {
+      await output.waitFor(/^tunnel: started the tunnel client \(pid \d+\)$/);
+      await output.waitFor(/^claim link: /);
+    } finally {
+      await bot.stop();
+    }
+    await output.waitFor(/^tunnel: client exited/);
+    expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
+  });
+
+  // Runs once the checkout module is merged (skipped while the route does not exist).
+  it('buys something, waits for the owner to approve, and never prints the card details', async (t) => {
+    if (!svc.app.hasRoute({ method: 'POST', url: '/api/v1/bot/merchant/checkout' })) return t.skip();
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 5_000 });
+    const call = async (url: string, payload: object) => {
+      const res = await svc.app.inject({ method: 'POST', url, headers: owner.auth, payload });
+      expect(res.statusCode, res.body).toBeLessThan(300);
+      return res.json() as Record<string, unknown>;
+    };
+    const card = await call(`/api/v1/owner/bots/${bot.bot_id}/cards`, { label: 'example' });
+    await call(`/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`, {
+      missing_digits: '482',
+      expiry_month: '07',
+      expiry_year: '2031',
+    });
+    // Credentials saved as the bot saves them after registering.
+    const stateFile = join(dir, 'buyer.json');
+    await writeFile(
+      stateFile,
+      JSON.stringify({
+        base_url: baseUrl,
+        bot_id: bot.bot_id,
+        api_key: bot.api_key,
+        webhook_secret: bot.webhook_secret,
+        receiver: 'direct',
+        receiver_port: 0,
+      }),
+      { mode: 0o600 },
+    );
+    const output = lines();
+    const buyer = runBot({
+      baseUrl,
+      botName: 'buyer',
+      stateFile,
+      receiver: 'direct',
+      receiverPort: 0,
+      once: true,
+      purchase: {
+        profile_index: card.real_profile_index as number,
+        merchant_name: 'Example Store',
+        merchant_url: 'https://store.example.com',
+        item_name: 'USB cable',
+        amount_cents: 300,
+        category: 'retail',
+      },
+      clientSleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.min(ms, 50))),
+      log: output.log,
+    });
+    const pending = await output.waitFor(/^purchase pending owner approval: USB cable for \$3\.00/);
+    const confirmationId = /(chk_[a-z2-7]+)/.exec(pending)![1]!;
+    await call(`/api/v1/owner/approvals/${confirmationId}/approve`, {});
+    await buyer.done;
+    expect(output.out).toContainEqual(
+      `purchase approved by the owner: ${confirmationId}; card details received`,
+    );
+    expect(output.out.join('\n')).not.toContain('482');
+  });
+});
