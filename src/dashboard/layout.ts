@@ -53,7 +53,7 @@ export function page(options: PageOptions): string {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 ${session ? html`<meta name="csrf-token" content="${session.csrfToken}">` : ''}
 <title>${options.title} · Bot Payment Service</title>
 <link rel="stylesheet" href="/assets/dashboard.css">

@@ -73,7 +73,8 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       reply.header('content-security-policy', CSP);
       reply.header('x-frame-options', 'DENY');
       reply.header('x-content-type-options', 'nosniff');
-      reply.header('referrer-policy', 'no-referrer');
+      // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on form posts.
+      reply.header('referrer-policy', 'same-origin');
       reply.header('cache-control', 'no-store');
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) request.dashboard = session;
