@@ -28,7 +28,12 @@ const SignInQuery = Type.Object({
   claim_token: Text(200),
   signed_out: Text(5),
 });
-const SignInBody = Type.Object({ email: Text(300), next: Text(500), claim_token: Text(200), _csrf: Text(200) });
+const SignInBody = Type.Object({
+  email: Text(300),
+  next: Text(500),
+  claim_token: Text(200),
+  _csrf: Text(200),
+});
 const VerifyQuery = Type.Object({ token: Text(200) });
 const VerifyBody = Type.Object({ token: Text(200), _csrf: Text(200) });
 
@@ -172,7 +177,10 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
 
   app.get(
     '/signin/verify',
-    { schema: { tags, summary: 'Confirm a sign-in link', querystring: VerifyQuery }, config: { public: true } },
+    {
+      schema: { tags, summary: 'Confirm a sign-in link', querystring: VerifyQuery },
+      config: { public: true },
+    },
     async (request, reply) => {
       const token = request.query.token ?? '';
       const state = await inspectMagicLink(ctx, token);

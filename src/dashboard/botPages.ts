@@ -109,7 +109,8 @@ export function registerBotPages(app: App, ctx: AppContext): void {
 <div class="spread"><h1>${bot.bot_name}</h1>${pill(frozen ? 'frozen' : bot.status)}</div>
 <p class="lead">${bot.description ?? ''} <code class="small">${bot.bot_id}</code></p>
 <ul class="subnav">${BOT_TABS.map(
-      (t) => html`<li><a href="${base}${t.path}"${t.key === 'overview' ? html` aria-current="page"` : ''}>${t.label}</a></li>`,
+      (t) =>
+        html`<li><a href="${base}${t.path}"${t.key === 'overview' ? html` aria-current="page"` : ''}>${t.label}</a></li>`,
     )}</ul>
 ${options.top ?? ''}
 <div class="card"><dl class="facts">
@@ -147,10 +148,15 @@ ${options.top ?? ''}
 <section class="card stack" aria-labelledby="rails-h"><h2 id="rails-h">Payment rails</h2>
   <div class="spread"><div><strong>Card wallet</strong> ${pill(rail('card_wallet')?.status ?? 'inactive')}
     <div class="muted small">Purchases with your self-hosted cards.</div></div>
-    ${postButton(`${base}/rails/card_wallet`, rail('card_wallet')?.status === 'active' ? 'Turn off' : 'Turn on', csrf, {
-      className: 'secondary',
-      fields: { status: rail('card_wallet')?.status === 'active' ? 'inactive' : 'active' },
-    })}</div>
+    ${postButton(
+      `${base}/rails/card_wallet`,
+      rail('card_wallet')?.status === 'active' ? 'Turn off' : 'Turn on',
+      csrf,
+      {
+        className: 'secondary',
+        fields: { status: rail('card_wallet')?.status === 'active' ? 'inactive' : 'active' },
+      },
+    )}</div>
   <div class="spread"><div><strong>Partner wallet</strong> ${pill(rail('partner_wallet')?.status ?? 'inactive')}
     <div class="muted small">${rail('partner_wallet')?.address ? html`Address <code>${rail('partner_wallet')?.address ?? ''}</code>` : 'Pays to a partner wallet address.'}</div></div>
     ${
@@ -260,7 +266,14 @@ ${options.top ?? ''}
   ] as const) {
     app.post<{ Params: BotParamsT }>(
       `/bots/:bot_id/${action}`,
-      { schema: { tags, summary: frozen ? 'Freeze the wallet' : 'Unfreeze the wallet', params: BotParams, body: Form } },
+      {
+        schema: {
+          tags,
+          summary: frozen ? 'Freeze the wallet' : 'Unfreeze the wallet',
+          params: BotParams,
+          body: Form,
+        },
+      },
       async (request, reply) => {
         await setWalletFrozen(ctx, request.dashboard!.ownerId, request.params.bot_id, frozen);
         return reply.redirect(`/bots/${request.params.bot_id}?notice=${frozen ? 'frozen' : 'unfrozen'}`, 303);
@@ -334,7 +347,11 @@ ${options.top ?? ''}
     async (request, reply) => {
       const result = await rotateWebhookSecret(ctx, request.dashboard!.ownerId, request.params.bot_id);
       return botPage(request, reply, request.params.bot_id, {
-        top: shownOnce('New webhook secret', result.webhook_secret, 'Your bot verifies webhook signatures with it.'),
+        top: shownOnce(
+          'New webhook secret',
+          result.webhook_secret,
+          'Your bot verifies webhook signatures with it.',
+        ),
       });
     },
   );

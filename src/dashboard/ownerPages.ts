@@ -1,7 +1,12 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
-import { claimBot, createPairingCode, getMasterGuardrails, updateMasterGuardrails } from '../owners/service.ts';
+import {
+  claimBot,
+  createPairingCode,
+  getMasterGuardrails,
+  updateMasterGuardrails,
+} from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import { maybeOne } from '../platform/db/port.ts';
@@ -38,7 +43,11 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
   app.get(
     '/claim',
     {
-      schema: { tags, summary: 'Claim a bot (signs in first)', querystring: Type.Object({ token: Text(200) }) },
+      schema: {
+        tags,
+        summary: 'Claim a bot (signs in first)',
+        querystring: Type.Object({ token: Text(200) }),
+      },
       // Public so that a signed-out owner is sent to sign-in with the token kept for the way back.
       config: { public: true },
     },
@@ -103,7 +112,11 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
   app.post(
     '/claim',
     {
-      schema: { tags, summary: 'Claim a bot', body: Type.Object({ claim_token: Text(200), _csrf: Text(200) }) },
+      schema: {
+        tags,
+        summary: 'Claim a bot',
+        body: Type.Object({ claim_token: Text(200), _csrf: Text(200) }),
+      },
     },
     async (request, reply) => {
       const session = request.dashboard!;
@@ -179,7 +192,12 @@ ${fresh ?? ''}
     },
   );
 
-  const guardrailsPage = async (request: FastifyRequest, reply: FastifyReply, status: number, top: SafeHtml | string) => {
+  const guardrailsPage = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    status: number,
+    top: SafeHtml | string,
+  ) => {
     const session = request.dashboard!;
     const g = await getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now());
     return sendHtml(
@@ -240,7 +258,10 @@ ${top}
             request,
             reply,
             400,
-            flash('bad', `“${value}” is not an amount we can use (dollars, up to $${(max / 100).toLocaleString('en-US')}).`),
+            flash(
+              'bad',
+              `“${value}” is not an amount we can use (dollars, up to $${(max / 100).toLocaleString('en-US')}).`,
+            ),
           );
         }
         input[`${name}_cents`] = cents;
@@ -249,34 +270,44 @@ ${top}
         return guardrailsPage(request, reply, 400, flash('bad', 'Enter at least one amount to change.'));
       await updateMasterGuardrails(ctx, request.dashboard!.ownerId, input);
       const back = request.body.return_to;
-      if (back && /^bot_[a-z2-7]{1,64}$/.test(back)) return reply.redirect(`/bots/${back}?notice=guardrails`, 303);
+      if (back && /^bot_[a-z2-7]{1,64}$/.test(back))
+        return reply.redirect(`/bots/${back}?notice=guardrails`, 303);
       return reply.redirect('/guardrails?notice=guardrails', 303);
     },
   );
 
-  app.get('/activity', { schema: { tags, summary: 'Account activity (audit log)' } }, async (request, reply) => {
-    const session = request.dashboard!;
-    const rows = await ctx.db.query<{ action: string; details: unknown; created_at: Date; bot_name: string | null }>(
-      `SELECT a.action, a.details, a.created_at, b.name AS bot_name
+  app.get(
+    '/activity',
+    { schema: { tags, summary: 'Account activity (audit log)' } },
+    async (request, reply) => {
+      const session = request.dashboard!;
+      const rows = await ctx.db.query<{
+        action: string;
+        details: unknown;
+        created_at: Date;
+        bot_name: string | null;
+      }>(
+        `SELECT a.action, a.details, a.created_at, b.name AS bot_name
          FROM audit_log a LEFT JOIN bots b ON b.id = a.bot_id AND b.owner_id = a.owner_id
         WHERE a.owner_id = $1 ORDER BY a.created_at DESC, a.id DESC LIMIT 100`,
-      [session.ownerId],
-    );
-    return sendHtml(
-      reply,
-      200,
-      page({
-        title: 'Activity',
-        session,
-        nav: 'activity',
-        body: html`<h1>Activity</h1><p class="lead">Everything done in your account, newest first.</p>
+        [session.ownerId],
+      );
+      return sendHtml(
+        reply,
+        200,
+        page({
+          title: 'Activity',
+          session,
+          nav: 'activity',
+          body: html`<h1>Activity</h1><p class="lead">Everything done in your account, newest first.</p>
 <div class="card">${auditTable(
-          rows.map((r) => ({ ...r, created_at: iso(r.created_at) })),
-          { showBot: true },
-        )}</div>`,
-      }),
-    );
-  });
+            rows.map((r) => ({ ...r, created_at: iso(r.created_at) })),
+            { showBot: true },
+          )}</div>`,
+        }),
+      );
+    },
+  );
 }
 
 /** The master guardrails form (on the guardrails page, and on a bot page with return_to = the bot). */

@@ -6,7 +6,10 @@ import { when } from './layout.ts';
 /** "25", "25.5", "$1,250.00" → cents; undefined when it is not an amount with at most 2 decimals. */
 export function parseUsdToCents(input: unknown): number | undefined {
   if (typeof input !== 'string') return undefined;
-  const text = input.trim().replace(/^\$\s*/, '').replace(/,/g, '');
+  const text = input
+    .trim()
+    .replace(/^\$\s*/, '')
+    .replace(/,/g, '');
   const match = /^(\d{1,10})(?:\.(\d{1,2}))?$/.exec(text);
   if (!match) return undefined;
   const cents = Number(match[1]) * 100 + Number((match[2] ?? '').padEnd(2, '0'));

@@ -59,7 +59,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     const raw = app.parseCookie(request.headers.cookie ?? '')[sessionCookie];
     const session = await loadSession(ctx, raw);
     if (!session) return undefined;
-    if (!SAFE_METHODS.has(request.method) && !csrfMatches(session.csrfToken, request.headers['x-csrf-token'])) {
+    if (
+      !SAFE_METHODS.has(request.method) &&
+      !csrfMatches(session.csrfToken, request.headers['x-csrf-token'])
+    ) {
       throw new ApiError('csrf_failed', 'Send the CSRF token of your session in the X-CSRF-Token header.');
     }
     return { id: session.ownerId, email: session.email, via: 'session' as const };
@@ -124,7 +127,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     scope.setErrorHandler((error: FastifyError, request, reply) => {
       const session = request.dashboard;
       const send = (status: number, title: string, text: string) =>
-        reply.status(status).type('text/html; charset=utf-8').send(messagePage(title, text, { session }));
+        reply
+          .status(status)
+          .type('text/html; charset=utf-8')
+          .send(messagePage(title, text, { session }));
       if (error instanceof ApiError) {
         if (error.code === 'not_found' || error.status === 404) return notFoundPage(reply, session);
         if (error.code === 'rate_limited') {
@@ -138,14 +144,19 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       if (error.validation) {
         return send(400, 'Something in the form was not right', 'Go back, check the values and try again.');
       }
-      if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return send(413, 'Too much data', 'The form is too large.');
+      if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+        return send(413, 'Too much data', 'The form is too large.');
       if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
         return send(415, 'Unsupported form', 'Send the form from the dashboard page.');
       if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
         return send(error.statusCode, 'That did not work', 'The request was not understood.');
       }
       request.log.error({ err: error }, 'dashboard error');
-      return send(500, 'Something went wrong', `Please try again. If it keeps happening, quote request ${request.id}.`);
+      return send(
+        500,
+        'Something went wrong',
+        `Please try again. If it keeps happening, quote request ${request.id}.`,
+      );
     });
 
     scope.get(

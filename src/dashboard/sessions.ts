@@ -222,10 +222,10 @@ export async function loadSession(
 export async function signOut(ctx: AppContext, session: DashboardSession): Promise<void> {
   const now = ctx.clock.now();
   await ctx.db.transaction(async (tx) => {
-    await tx.query(
-      'UPDATE owner_sessions SET revoked_at = $2 WHERE id_hash = $1 AND revoked_at IS NULL',
-      [session.idHash, new Date(now)],
-    );
+    await tx.query('UPDATE owner_sessions SET revoked_at = $2 WHERE id_hash = $1 AND revoked_at IS NULL', [
+      session.idHash,
+      new Date(now),
+    ]);
     await audit(tx, { ownerId: session.ownerId, action: 'owner.signed_out', at: now });
   });
 }

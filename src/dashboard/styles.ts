@@ -58,7 +58,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .bot-list{list-style:none;margin:0;padding:0;display:grid;gap:12px}
 .bot-item a.bot-name{font-weight:700;font-size:1.1rem;text-decoration:none}
 .facts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px 16px;margin:12px 0 0}
-.facts dt{font-size:13px;color:var(--muted)}.facts dd{margin:0;font-weight:600}
+.facts dt{font-size:13px;color:var(--muted)}.facts dd{margin:0;font-weight:600;overflow-wrap:anywhere;min-width:0}
 details>summary{cursor:pointer;font-weight:600;color:var(--brand);min-height:32px}
 details[open]>summary{margin-bottom:10px}
 .subnav{display:flex;gap:4px;flex-wrap:wrap;margin:0 0 16px;padding:0;list-style:none;border-bottom:1px solid var(--line)}
@@ -73,5 +73,6 @@ footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);fon
   .grid.three{grid-template-columns:repeat(3,1fr)}
   .facts{grid-template-columns:repeat(4,minmax(0,1fr))}
   h1{font-size:1.9rem}
+  .center .facts{grid-template-columns:repeat(2,minmax(0,1fr))}
 }
 `;

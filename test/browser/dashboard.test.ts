@@ -21,7 +21,9 @@ const inCi = process.env.CI === 'true';
 if (!haveChromium && inCi) {
   describe('dashboard in a browser', () => {
     it('needs chromium', () => {
-      throw new Error(`Chromium is not installed at ${CHROMIUM}; CI must install it (apt-get install chromium).`);
+      throw new Error(
+        `Chromium is not installed at ${CHROMIUM}; CI must install it (apt-get install chromium).`,
+      );
     });
   });
 }
@@ -170,8 +172,14 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       }),
     });
     expect(registered.status).toBe(201);
-    const bot = (await registered.json()) as { bot_id: string; api_key: string; owner_verification_url: string };
-    expect(bot.owner_verification_url).toBe(`${base}/claim?token=${new URL(bot.owner_verification_url).searchParams.get('token')}`);
+    const bot = (await registered.json()) as {
+      bot_id: string;
+      api_key: string;
+      owner_verification_url: string;
+    };
+    expect(bot.owner_verification_url).toBe(
+      `${base}/claim?token=${new URL(bot.owner_verification_url).searchParams.get('token')}`,
+    );
 
     // The claim link first leads to sign-in.
     await page.goto(bot.owner_verification_url);
@@ -208,8 +216,13 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Add funds' }).click();
     await arrive(/notice=funded/);
     expect(await page.getByTestId('balance').textContent()).toBe('$25.00');
-    const status = await fetch(`${base}/api/v1/bot/status`, { headers: { authorization: `Bearer ${bot.api_key}` } });
-    expect(((await status.json()) as { rails: { card_wallet: { balance_usd: number } } }).rails.card_wallet.balance_usd).toBe(25);
+    const status = await fetch(`${base}/api/v1/bot/status`, {
+      headers: { authorization: `Bearer ${bot.api_key}` },
+    });
+    expect(
+      ((await status.json()) as { rails: { card_wallet: { balance_usd: number } } }).rails.card_wallet
+        .balance_usd,
+    ).toBe(25);
     await shoot('06-bot-funded');
 
     // Freeze and unfreeze.
@@ -228,9 +241,13 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     const newKey = (await page.getByTestId('secret-value').textContent())!.trim();
     expect(newKey).toMatch(/^svc_live_[0-9a-f]{48}$/);
     await shoot('08-key-rotated');
-    const oldKey = await fetch(`${base}/api/v1/bot/status`, { headers: { authorization: `Bearer ${bot.api_key}` } });
+    const oldKey = await fetch(`${base}/api/v1/bot/status`, {
+      headers: { authorization: `Bearer ${bot.api_key}` },
+    });
     expect(oldKey.status).toBe(401);
-    const freshKey = await fetch(`${base}/api/v1/bot/status`, { headers: { authorization: `Bearer ${newKey}` } });
+    const freshKey = await fetch(`${base}/api/v1/bot/status`, {
+      headers: { authorization: `Bearer ${newKey}` },
+    });
     expect(freshKey.status).toBe(200);
     await page.goto(`${base}/bots/${bot.bot_id}`);
     expect(await page.content()).not.toContain(newKey);
@@ -272,12 +289,17 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
 
     // The used link now explains itself.
     await page.goto(link!);
-    await expect(page.getByRole('heading', { name: 'This link was already used' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('heading', { name: 'This link was already used' }).isVisible()).resolves.toBe(
+      true,
+    );
     await shoot('15-link-used');
 
-    await page.getByRole('button', { name: 'Sign out' }).isVisible().then(async (visible) => {
-      if (!visible) await page.goto(`${base}/`);
-    });
+    await page
+      .getByRole('button', { name: 'Sign out' })
+      .isVisible()
+      .then(async (visible) => {
+        if (!visible) await page.goto(`${base}/`);
+      });
     await page.goto(`${base}/`);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await arrive(`${base}/signin?signed_out=1`);

@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { activeBot, createOwner, createTestService, registerBot, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  registerBot,
+  type TestService,
+} from '../support/service.ts';
+import { placeHold } from '../../src/wallet/ledger.ts';
 import { csrfIn, type FormClient, signIn } from './browserless.ts';
 
 // Every dashboard action through its form: the right change, the audit entry, friendly errors
@@ -47,13 +54,15 @@ describe('overview', () => {
     expect(res.body).toContain('$0.00');
     expect(res.body).toContain('healthy');
     expect(res.body).toContain('Nothing is waiting for you');
-    await svc.ctx.db.query(`UPDATE bots SET webhook_status = 'degraded', webhook_fail_count = 3 WHERE id = $1`, [
-      bot.bot_id,
-    ]);
+    await svc.ctx.db.query(
+      `UPDATE bots SET webhook_status = 'degraded', webhook_fail_count = 3 WHERE id = $1`,
+      [bot.bot_id],
+    );
     expect((await client.get('/')).body).toContain('degraded (3 failed)');
-    await svc.ctx.db.query(`UPDATE bots SET webhook_status = 'active', webhook_fail_count = 0 WHERE id = $1`, [
-      bot.bot_id,
-    ]);
+    await svc.ctx.db.query(
+      `UPDATE bots SET webhook_status = 'active', webhook_fail_count = 0 WHERE id = $1`,
+      [bot.bot_id],
+    );
   });
 });
 
@@ -93,18 +102,30 @@ describe('bot page actions', () => {
   });
 
   it('turns rails on and off; the partner wallet needs an address', async () => {
-    const missing = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, { status: 'active', address: '' });
+    const missing = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+      status: 'active',
+      address: '',
+    });
     expect(missing.statusCode).toBe(400);
     expect(missing.body).toContain('Enter the partner wallet address');
-    const spaces = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, { status: 'active', address: 'a b' });
+    const spaces = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+      status: 'active',
+      address: 'a b',
+    });
     expect(spaces.statusCode).toBe(400);
-    const on = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, { status: 'active', address: 'pw_123' });
+    const on = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+      status: 'active',
+      address: 'pw_123',
+    });
     expect(on.statusCode).toBe(303);
     const rails = await svc.ctx.db.query<{ rail_key: string; status: string; address: string | null }>(
       'SELECT rail_key, status, address FROM rails WHERE bot_id = $1 ORDER BY rail_key',
       [bot.bot_id],
     );
-    expect(rails.find((r) => r.rail_key === 'partner_wallet')).toMatchObject({ status: 'active', address: 'pw_123' });
+    expect(rails.find((r) => r.rail_key === 'partner_wallet')).toMatchObject({
+      status: 'active',
+      address: 'pw_123',
+    });
     expect(await lastAudit()).toMatchObject({ action: 'rail.updated', details: { rail: 'partner_wallet' } });
     const bad = await client.submit(botUrl, `${botUrl}/rails/card_wallet`, { status: 'sideways' });
     expect(bad.statusCode).toBe(400);
@@ -116,7 +137,10 @@ describe('bot page actions', () => {
     const key = /data-testid="secret-value">(svc_live_[0-9a-f]{48})</.exec(res.body)?.[1];
     expect(key).toBeDefined();
     expect((await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(401);
-    const fresh = await svc.app.inject({ url: '/api/v1/bot/status', headers: { authorization: `Bearer ${key}` } });
+    const fresh = await svc.app.inject({
+      url: '/api/v1/bot/status',
+      headers: { authorization: `Bearer ${key}` },
+    });
     expect(fresh.statusCode).toBe(200);
     const again = await client.get(botUrl);
     expect(again.body).not.toContain(key!);
@@ -151,7 +175,11 @@ describe('pairing codes', () => {
     expect(res.statusCode).toBe(200);
     const code = /data-testid="pairing-code">(\d{6})</.exec(res.body)?.[1];
     expect(code).toBeDefined();
-    const paired = await registerBot(svc, { owner_email: 'dora@example.com', pairing_code: code, bot_name: 'paired-one' });
+    const paired = await registerBot(svc, {
+      owner_email: 'dora@example.com',
+      pairing_code: code,
+      bot_name: 'paired-one',
+    });
     expect(paired.status).toBe('active');
     const list = await client.get('/pairing');
     expect(list.body).not.toContain(code!);
@@ -161,14 +189,18 @@ describe('pairing codes', () => {
 
   it('says so when the hourly limit is reached', async () => {
     let last = 200;
-    for (let i = 0; i < 5 && last === 200; i++) last = (await client.submit('/pairing', '/pairing')).statusCode;
+    for (let i = 0; i < 5 && last === 200; i++)
+      last = (await client.submit('/pairing', '/pairing')).statusCode;
     expect(last).toBe(429);
   });
 });
 
 describe('master guardrails', () => {
   it('saves only the amounts given, from the guardrails page and from a bot page', async () => {
-    const res = await client.submit('/guardrails', '/guardrails', { per_transaction_usd: '12.50', daily_budget_usd: '' });
+    const res = await client.submit('/guardrails', '/guardrails', {
+      per_transaction_usd: '12.50',
+      daily_budget_usd: '',
+    });
     expect(res.headers.location).toBe('/guardrails?notice=guardrails');
     const page = await client.get('/guardrails?notice=guardrails');
     expect(page.body).toContain('Master guardrails saved.');
@@ -188,13 +220,18 @@ describe('master guardrails', () => {
   });
 
   it('refuses bad amounts and empty forms without changing anything', async () => {
-    for (const fields of [{ per_transaction_usd: 'lots' }, { daily_budget_usd: '1000001' }, {}]) {
+    for (const fields of <Array<Record<string, string>>>[
+      { per_transaction_usd: 'lots' },
+      { daily_budget_usd: '1000001' },
+      {},
+    ]) {
       const res = await client.submit('/guardrails', '/guardrails', fields);
       expect(res.statusCode).toBe(400);
     }
-    const row = await svc.ctx.db.query<{ p: number }>('SELECT master_per_transaction_cents::int AS p FROM owners WHERE id = $1', [
-      owner.id,
-    ]);
+    const row = await svc.ctx.db.query<{ p: number }>(
+      'SELECT master_per_transaction_cents::int AS p FROM owners WHERE id = $1',
+      [owner.id],
+    );
     expect(row[0]!.p).toBe(1250);
   });
 });
@@ -207,5 +244,18 @@ describe('activity', () => {
     expect(text).toContain('Signed in');
     expect(text).toContain('Created a pairing code');
     expect(text.indexOf('Changed master guardrails')).toBeLessThan(text.indexOf('Signed in'));
+  });
+});
+
+describe('pending approvals', () => {
+  it('are counted on the overview and the bot page shows the held money', async () => {
+    // A held purchase as the checkout engine records it: a hold without capture or release.
+    await svc.ctx.db.transaction((tx) => placeHold(tx, bot.bot_id, 1_250, svc.clock.now(), 'chk_heldone'));
+    const overview = await client.get('/');
+    expect(overview.body).toContain('1 purchase waiting for your decision.');
+    expect(overview.body).toContain('1 approval');
+    const page = await client.get(botUrl);
+    expect(page.body).toContain('1 purchase(s) are waiting for your approval.');
+    expect(page.body).toContain('$12.50');
   });
 });

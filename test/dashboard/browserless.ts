@@ -40,7 +40,11 @@ export class FormClient {
     return res;
   }
 
-  async post(url: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  async post(
+    url: string,
+    form: Record<string, string>,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
     const res = (await this.svc.app.inject({
       method: 'POST',
       url,

@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { activeBot, createOwner, createTestService, registerBot, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  registerBot,
+  type TestService,
+} from '../support/service.ts';
 import { csrfIn, FormClient, signIn } from './browserless.ts';
 
 // Dashboard security: CSRF on forms and on session-authenticated JSON calls, another owner's bot
@@ -14,7 +20,10 @@ let bot: Awaited<ReturnType<typeof activeBot>>;
 beforeAll(async () => {
   svc = await createTestService();
   aliceOwner = await createOwner(svc, 'alice@example.com');
-  bot = await activeBot(svc, aliceOwner, { fundCents: 1000, body: { bot_name: '<script>alert(1)</script>' } });
+  bot = await activeBot(svc, aliceOwner, {
+    fundCents: 1000,
+    body: { bot_name: '<script>alert(1)</script>' },
+  });
   alice = await signIn(svc, 'alice@example.com', '10.40.0.1');
   mallory = await signIn(svc, 'mallory@example.com', '10.40.0.2');
 });
@@ -31,9 +40,10 @@ async function wallet() {
 }
 
 async function auditCount() {
-  const rows = await svc.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_log WHERE bot_id = $1', [
-    bot.bot_id,
-  ]);
+  const rows = await svc.ctx.db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM audit_log WHERE bot_id = $1',
+    [bot.bot_id],
+  );
   return rows[0]!.n;
 }
 
@@ -116,7 +126,12 @@ describe('CSRF', () => {
     expect(list.json().bots.map((b: { bot_id: string }) => b.bot_id)).toEqual([bot.bot_id]);
 
     const url = `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`;
-    const missing = await svc.app.inject({ method: 'POST', url, headers: { cookie }, payload: { amount_cents: 100 } });
+    const missing = await svc.app.inject({
+      method: 'POST',
+      url,
+      headers: { cookie },
+      payload: { amount_cents: 100 },
+    });
     expect(missing.statusCode).toBe(403);
     expect(missing.json()).toMatchObject({ error: 'csrf_failed' });
     const wrong = await svc.app.inject({
@@ -158,7 +173,10 @@ describe('CSRF', () => {
     expect((await wallet()).available_cents).toBe(1200);
 
     // Another owner's session sees none of it.
-    const other = await svc.app.inject({ url: `/api/v1/owner/bots/${bot.bot_id}`, headers: { cookie: mallory.cookieHeader() } });
+    const other = await svc.app.inject({
+      url: `/api/v1/owner/bots/${bot.bot_id}`,
+      headers: { cookie: mallory.cookieHeader() },
+    });
     expect(other.statusCode).toBe(404);
   });
 });
@@ -196,7 +214,10 @@ describe("another owner's bot", () => {
   it('an unclaimed bot cannot be claimed twice', async () => {
     const pending = await registerBot(svc, { owner_email: 'alice@example.com' });
     const claimPage = await mallory.get(`/claim?token=${pending.claim_token}`);
-    const first = await mallory.post('/claim', { _csrf: csrfIn(claimPage.body, '/claim'), claim_token: pending.claim_token! });
+    const first = await mallory.post('/claim', {
+      _csrf: csrfIn(claimPage.body, '/claim'),
+      claim_token: pending.claim_token!,
+    });
     expect(first.statusCode).toBe(303);
     const second = await alice.post('/claim', {
       _csrf: csrfIn((await alice.get('/claim')).body, '/claim'),
@@ -217,7 +238,11 @@ describe('pages without a session', () => {
     }
     const post = await anon.post(`/bots/${bot.bot_id}/fund`, { amount_usd: '1' });
     expect(post.statusCode).toBe(401);
-    const forged = await anon.post(`/bots/${bot.bot_id}/freeze`, {}, { cookie: 'botpay_session=' + 'f'.repeat(64) });
+    const forged = await anon.post(
+      `/bots/${bot.bot_id}/freeze`,
+      {},
+      { cookie: `botpay_session=${'f'.repeat(64)}` },
+    );
     expect(forged.statusCode).toBe(401);
     expect((await wallet()).status).toBe('active');
   });

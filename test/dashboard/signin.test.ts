@@ -50,7 +50,10 @@ describe('magic link sign-in', () => {
     const again = await client.get(`${link!.pathname}${link!.search}`);
     expect(again.statusCode).toBe(200);
 
-    const verify = await client.post('/signin/verify', { token, _csrf: csrfIn(confirm.body, '/signin/verify') });
+    const verify = await client.post('/signin/verify', {
+      token,
+      _csrf: csrfIn(confirm.body, '/signin/verify'),
+    });
     expect(verify.statusCode).toBe(303);
     expect(verify.headers.location).toBe('/');
     const cookie = verify.cookies.find((c) => c.name === 'botpay_session')!;
@@ -133,7 +136,9 @@ describe('magic link sign-in', () => {
     const address = email();
     const before = svc.mailer.sent.length;
     for (let i = 0; i < 5; i++) {
-      const res = await new FormClient(svc, `10.30.0.${i + 1}`).submit('/signin', '/signin', { email: address });
+      const res = await new FormClient(svc, `10.30.0.${i + 1}`).submit('/signin', '/signin', {
+        email: address,
+      });
       expect(res.statusCode).toBe(303);
     }
     const limited = await new FormClient(svc, '10.30.0.99').submit('/signin', '/signin', { email: address });
@@ -193,7 +198,10 @@ describe('magic link sign-in', () => {
   });
 
   it('sends a signed-out owner from a claim link to sign-in and back to the claim', async () => {
-    const bot = await registerBot(svc, { owner_email: 'claimer@example.com', bot_name: 'Grocery <b>Helper</b>' });
+    const bot = await registerBot(svc, {
+      owner_email: 'claimer@example.com',
+      bot_name: 'Grocery <b>Helper</b>',
+    });
     const client = new FormClient(svc, ip());
     const claimUrl = `/claim?token=${bot.claim_token}`;
     const first = await client.get(claimUrl);
@@ -210,7 +218,9 @@ describe('magic link sign-in', () => {
     // The claim token rides along encrypted, never in plain text.
     const dump = JSON.stringify(await svc.ctx.db.query('SELECT * FROM magic_links'));
     expect(dump).not.toContain(bot.claim_token!);
-    const link = new URL(magicLinkIn(svc.mailer.sent.slice(before).find((m) => m.to === 'claimer@example.com')!.text));
+    const link = new URL(
+      magicLinkIn(svc.mailer.sent.slice(before).find((m) => m.to === 'claimer@example.com')!.text),
+    );
     const verify = await client.submit(`${link.pathname}${link.search}`, '/signin/verify', {
       token: link.searchParams.get('token')!,
     });
