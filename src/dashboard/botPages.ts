@@ -66,7 +66,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
         )}</ul>`
       : html`<div class="card empty stack"><h2>No bots yet</h2>
   <p class="muted">When a bot registers with your e-mail address, it gives you a claim link. Or create a pairing code and tell it to your bot.</p>
-  <div class="row" style="justify-content:center"><a class="button" href="/pairing">Create a pairing code</a><a class="button secondary" href="/claim">I have a claim link</a></div></div>`;
+  <div class="row centered"><a class="button" href="/pairing">Create a pairing code</a><a class="button secondary" href="/claim">I have a claim link</a></div></div>`;
     return sendHtml(
       reply,
       200,

@@ -65,6 +65,7 @@ details[open]>summary{margin-bottom:10px}
 .subnav a{display:block;padding:8px 12px;text-decoration:none;color:var(--muted);border-bottom:2px solid transparent}
 .subnav a[aria-current=page]{color:var(--brand);border-color:var(--brand)}
 .center{max-width:460px;margin:6vh auto 0}
+.row.centered{justify-content:center}
 .empty{text-align:center;padding:32px 16px}
 footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);font-size:13px}
 @media (min-width:720px){

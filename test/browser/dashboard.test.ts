@@ -60,6 +60,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   let base: string;
   let browser: Browser;
   let page: Page;
+  const cspViolations: string[] = [];
 
   async function nextMail(to: string, after: number): Promise<ReceivedMail> {
     const deadline = Date.now() + 15_000;
@@ -150,6 +151,10 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
+    // The pages must work under their own Content-Security-Policy (no inline styles or scripts).
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+    });
   });
 
   afterAll(async () => {
@@ -205,6 +210,11 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await arrive(/\/claim\?token=/);
     await expect(page.getByRole('heading', { name: 'Claim “Pantry Bot”?' }).isVisible()).resolves.toBe(true);
     await shoot('04-claim');
+    const claimUrl = page.url();
+    await page.goto(`${base}/`);
+    await expect(page.getByRole('heading', { name: 'No bots yet' }).isVisible()).resolves.toBe(true);
+    await shoot('04b-overview-empty');
+    await page.goto(claimUrl);
 
     await page.getByRole('button', { name: 'Claim this bot' }).click();
     await arrive(`${base}/bots/${bot.bot_id}?notice=claimed`);
@@ -294,17 +304,12 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     );
     await shoot('15-link-used');
 
-    await page
-      .getByRole('button', { name: 'Sign out' })
-      .isVisible()
-      .then(async (visible) => {
-        if (!visible) await page.goto(`${base}/`);
-      });
     await page.goto(`${base}/`);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await arrive(`${base}/signin?signed_out=1`);
     await shoot('16-signed-out');
     await page.goto(`${base}/bots/${bot.bot_id}`);
     expect(new URL(page.url()).pathname).toBe('/signin');
+    expect(cspViolations).toEqual([]);
   });
 });
