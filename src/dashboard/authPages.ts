@@ -214,6 +214,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
       const result = await signInWithMagicLink(ctx, request.body.token ?? '', {
         ip: request.ip,
         userAgent: request.headers['user-agent'],
+        replacesSessionHash: request.dashboard?.idHash,
       });
       if (!result.ok) {
         const problem = linkProblemPage(result.reason);

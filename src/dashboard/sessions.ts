@@ -142,7 +142,7 @@ export type SignInResult =
 export async function signInWithMagicLink(
   ctx: AppContext,
   token: string,
-  meta: { ip: string; userAgent: string | undefined },
+  meta: { ip: string; userAgent: string | undefined; replacesSessionHash?: string | undefined },
 ): Promise<SignInResult> {
   if (!TOKEN_PATTERN.test(token)) return { ok: false, reason: 'unknown' };
   const now = ctx.clock.now();
@@ -156,6 +156,13 @@ export async function signInWithMagicLink(
     );
     if (!link) return { ok: false, reason: await failureReason(tx, token, now) };
     const owner = await findOrCreateOwner(tx, link.email, now);
+    // Signing in again in the same browser replaces its session rather than leaving one behind.
+    if (meta.replacesSessionHash) {
+      await tx.query('UPDATE owner_sessions SET revoked_at = $2 WHERE id_hash = $1 AND revoked_at IS NULL', [
+        meta.replacesSessionHash,
+        new Date(now),
+      ]);
+    }
     const sessionId = randomHex(32);
     await tx.query(
       `INSERT INTO owner_sessions (id_hash, owner_id, created_at, last_seen_at, expires_at, ip, user_agent)

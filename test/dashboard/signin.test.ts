@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/platform/crypto.ts';
+import { createMailer } from '../../src/platform/mailer.ts';
 import { createTestService, registerBot, type TestService } from '../support/service.ts';
 import { csrfIn, FormClient, magicLinkIn, signIn } from './browserless.ts';
 
@@ -75,6 +76,35 @@ describe('magic link sign-in', () => {
     );
     expect(audit.map((a) => a.action)).toEqual(['owner.signed_in']);
     expect(svc.logs()).not.toContain(cookie.value);
+    // The link was fetched (GET) twice: request logs carry it redacted.
+    expect(svc.logs()).toContain('/signin/verify?token=%5BRedacted%5D');
+    expect(svc.logs()).not.toContain(token);
+  });
+
+  it('lets exactly one of two simultaneous uses of a link through', async () => {
+    const client = new FormClient(svc, ip());
+    const { link } = await requestLink(client, email());
+    const confirm = await client.get(`${link!.pathname}${link!.search}`);
+    const form = { token: link!.searchParams.get('token')!, _csrf: csrfIn(confirm.body, '/signin/verify') };
+    const results = await Promise.all([
+      client.post('/signin/verify', form),
+      client.post('/signin/verify', form),
+    ]);
+    expect(results.map((r) => r.statusCode).sort()).toEqual([303, 410]);
+  });
+
+  it('replaces the browser’s session when it signs in again', async () => {
+    const address = email();
+    const client = await signIn(svc, address, ip());
+    const first = client.cookieHeader();
+    const { link } = await requestLink(new FormClient(svc, ip()), address);
+    await client.submit(`${link!.pathname}${link!.search}`, '/signin/verify', {
+      token: link!.searchParams.get('token')!,
+    });
+    expect(client.cookieHeader()).not.toBe(first);
+    expect((await client.get('/')).statusCode).toBe(200);
+    const old = await svc.app.inject({ url: '/', headers: { cookie: first, accept: 'text/html' } });
+    expect(old.statusCode).toBe(303);
   });
 
   it('refuses a reused link with a clear page and no session', async () => {
@@ -253,6 +283,25 @@ describe('magic link sign-in', () => {
       });
       expect(res.headers.location).toBe('/');
       client.jar.delete('botpay_session');
+    }
+  });
+});
+
+describe('development without SMTP_URL', () => {
+  it('writes the sign-in link readably to the log, and it works', async () => {
+    const dev = await createTestService();
+    try {
+      dev.ctx.mailer = createMailer({ smtpUrl: undefined, from: 'x@localhost', logger: dev.ctx.logger });
+      const client = new FormClient(dev);
+      expect((await client.submit('/signin', '/signin', { email: 'dev@example.com' })).statusCode).toBe(303);
+      const link = new URL(magicLinkIn(dev.logs()));
+      const res = await client.submit(`${link.pathname}${link.search}`, '/signin/verify', {
+        token: link.searchParams.get('token')!,
+      });
+      expect(res.statusCode).toBe(303);
+      expect((await client.get('/')).body).toContain('dev@example.com');
+    } finally {
+      await dev.close();
     }
   });
 });
