@@ -79,6 +79,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on form posts.
       reply.header('referrer-policy', 'same-origin');
       reply.header('cache-control', 'no-store');
+      if (request.url.startsWith('/assets/')) return; // static: no session lookup
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) request.dashboard = session;
       const pre = request.cookies[preCookie];
@@ -88,6 +89,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     scope.addHook('preHandler', async (request, reply) => {
       const isPublic = request.routeOptions.config.public === true;
       if (SAFE_METHODS.has(request.method)) {
+        if (request.url.startsWith('/assets/')) return;
         if (isPublic && !request.preSessionId) {
           request.preSessionId = randomHex(16);
           reply.setCookie(preCookie, request.preSessionId, {

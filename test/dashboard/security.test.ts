@@ -261,6 +261,15 @@ describe('pages', () => {
     expect(res.headers['cache-control']).toBe('no-store');
   });
 
+  it('share one cacheable stylesheet that sets no cookie', async () => {
+    const css = await svc.app.inject({ url: '/assets/dashboard.css' });
+    expect(css.statusCode).toBe(200);
+    expect(css.headers['content-type']).toMatch(/text\/css/);
+    expect(css.headers['cache-control']).toBe('public, max-age=3600');
+    expect(css.headers['set-cookie']).toBeUndefined();
+    expect(css.body).toContain('@media (min-width:720px)');
+  });
+
   it('show a friendly 404 to browsers and JSON to API clients', async () => {
     const page = await alice.get('/no/such/page');
     expect(page.statusCode).toBe(404);
