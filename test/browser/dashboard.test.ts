@@ -13,7 +13,8 @@ import { testConfig } from '../support/service.ts';
 // listening service whose mailer speaks SMTP to a real smtp-server on loopback. Nothing is mocked:
 // the magic link is read out of the mail the SMTP server received.
 
-const CHROMIUM = '/usr/bin/chromium';
+// CHROMIUM_PATH only to point at another build (or to check the missing-browser behaviour).
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(process.cwd(), 'test-artifacts', 'screenshots');
 const haveChromium = existsSync(CHROMIUM);
 const inCi = process.env.CI === 'true';
