@@ -167,6 +167,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
 
   it('signs in by e-mail, claims a bot, pairs, funds, freezes, unfreezes and rotates a key', async () => {
     const ownerEmail = 'owner.browser@example.com';
+    const mailsAtStart = inbox.length;
     const registered = await fetch(`${base}/api/v1/bots/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -188,6 +189,10 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     );
 
     // The claim link first leads to sign-in.
+    // The owner follows the claim link from the registration mail the SMTP server received.
+    const claimMail = decodeQuotedPrintable((await nextMail(ownerEmail, mailsAtStart)).raw);
+    expect(claimMail).toContain('A bot named "Pantry Bot" registered');
+    expect(claimMail).toContain(bot.owner_verification_url);
     await page.goto(bot.owner_verification_url);
     expect(new URL(page.url()).pathname).toBe('/signin');
     await expect(page.getByText('come straight back to claim').isVisible()).resolves.toBe(true);
@@ -221,6 +226,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await arrive(`${base}/bots/${bot.bot_id}?notice=claimed`);
     await expect(page.getByText('The bot is yours now').isVisible()).resolves.toBe(true);
     await shoot('05-bot-claimed');
+    const claimedNotice = decodeQuotedPrintable((await nextMail(ownerEmail, mailsBefore + 1)).raw);
+    expect(claimedNotice).toContain(`The bot "Pantry Bot" (${bot.bot_id}) was claimed`);
 
     // Fund the wallet.
     await page.getByLabel('Amount, $').fill('25');
