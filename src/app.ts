@@ -11,6 +11,7 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
+import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
@@ -106,6 +107,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   });
 
   app.setNotFoundHandler((request, reply) => {
+    // People in a browser get the friendly page; API clients the JSON error.
+    if (wantsHtml(request)) return notFoundPage(reply);
     reply
       .status(404)
       .send({ error: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
@@ -150,6 +153,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   await registerBotRoutes(app, ctx);
   await registerOwnerRoutes(app, ctx);
+  await registerDashboardRoutes(app, ctx);
   return app;
 }
 

@@ -1,4 +1,9 @@
-import { type BackgroundJob, housekeeping } from './runner.ts';
+import { pruneSignInRecords } from '../dashboard/sessions.ts';
+import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
+
+const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (ctx) =>
+  pruneSignInRecords(ctx.db, ctx.clock.now()),
+);
 
 /** Every background job of the service; each module adds its own here. */
-export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping];
+export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping, pruneSignIns];

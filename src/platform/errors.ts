@@ -11,6 +11,7 @@ export const ERROR_STATUS = {
   'Authentication required': 401,
   insufficient_funds: 402,
   forbidden: 403,
+  csrf_failed: 403,
   wallet_not_active: 403,
   wallet_frozen: 403,
   card_not_active: 403,

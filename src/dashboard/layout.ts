@@ -1,0 +1,142 @@
+import { html, type HtmlValue, type SafeHtml } from './html.ts';
+import type { DashboardSession } from './sessions.ts';
+
+// The page shell shared by every dashboard page, the navigation, and small view helpers.
+
+export interface NavItem {
+  key: string;
+  href: string;
+  label: string;
+}
+
+/**
+ * The main navigation. Later features add their pages here (approvals inbox, schedules…) and on
+ * the bot page's tabs below, so every page shares one header.
+ */
+export const MAIN_NAV: NavItem[] = [
+  { key: 'bots', href: '/', label: 'Bots' },
+  { key: 'pairing', href: '/pairing', label: 'Pairing codes' },
+  { key: 'guardrails', href: '/guardrails', label: 'Guardrails' },
+  { key: 'activity', href: '/activity', label: 'Activity' },
+];
+
+/** Tabs of a bot's pages: `/bots/<id><path>`. Cards, webhook log and schedules slot in here. */
+export const BOT_TABS: Array<{ key: string; path: string; label: string }> = [
+  { key: 'overview', path: '', label: 'Overview' },
+];
+
+export interface PageOptions {
+  title: string;
+  body: SafeHtml;
+  session?: DashboardSession | undefined;
+  /** Which MAIN_NAV entry is current. */
+  nav?: string;
+  /** Narrow centred layout for sign-in and message pages. */
+  narrow?: boolean;
+}
+
+export function page(options: PageOptions): string {
+  const { session } = options;
+  const header = html`<header class="top"><div class="top-inner">
+  <a class="brand" href="/"><span class="brand-mark" aria-hidden="true">$</span>Bot Payment Service</a>
+  ${
+    session
+      ? html`<nav class="main" aria-label="Main">${MAIN_NAV.map(
+          (item) =>
+            html`<a href="${item.href}"${options.nav === item.key ? html` aria-current="page"` : ''}>${item.label}</a>`,
+        )}</nav>
+  <div class="who"><span class="small">${session.email}</span>
+    <form method="post" action="/signout">${csrfField(session.csrfToken)}<button class="link" type="submit">Sign out</button></form></div>`
+      : ''
+  }
+</div></header>`;
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="referrer" content="same-origin">
+${session ? html`<meta name="csrf-token" content="${session.csrfToken}">` : ''}
+<title>${options.title} · Bot Payment Service</title>
+<link rel="stylesheet" href="/assets/dashboard.css">
+</head><body>
+${header}
+<main${options.narrow ? html` class="center"` : ''}>${options.body}</main>
+<footer>Bot Payment Service · your bots spend only what you allow.</footer>
+</body></html>`.value;
+}
+
+export function csrfField(token: string): SafeHtml {
+  return html`<input type="hidden" name="_csrf" value="${token}">`;
+}
+
+/** A one-button form (POST with the CSRF token). */
+export function postButton(
+  action: string,
+  label: string,
+  csrfToken: string,
+  options: { className?: string; fields?: Record<string, string> } = {},
+): SafeHtml {
+  return html`<form method="post" action="${action}" class="inline">${csrfField(csrfToken)}${Object.entries(
+    options.fields ?? {},
+  ).map(
+    ([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`,
+  )}<button type="submit"${options.className ? html` class="${options.className}"` : ''}>${label}</button></form>`;
+}
+
+export function flash(kind: 'ok' | 'bad' | 'info', message: HtmlValue): SafeHtml {
+  return html`<div class="flash ${kind}" role="${kind === 'bad' ? 'alert' : 'status'}">${message}</div>`;
+}
+
+export function usd(amount: number): string {
+  const sign = amount < 0 ? '−' : '';
+  return `${sign}$${Math.abs(amount).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** "5 Jan 2026, 12:00 UTC" in a <time> element (no script needed; UTC is stated). */
+export function when(isoTime: string | null | undefined): SafeHtml {
+  if (!isoTime) return html`<span class="muted">—</span>`;
+  const d = new Date(isoTime);
+  const text = `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}, ${String(d.getUTCHours()).padStart(2, '0')}:${String(d.getUTCMinutes()).padStart(2, '0')} UTC`;
+  return html`<time datetime="${isoTime}">${text}</time>`;
+}
+
+const PILL_KIND: Record<string, string> = {
+  active: 'ok',
+  pending: 'warn',
+  pending_owner_verification: 'warn',
+  pending_activation: 'warn',
+  degraded: 'warn',
+  frozen: 'bad',
+  unreachable: 'bad',
+  inactive: '',
+  used: '',
+  expired: '',
+};
+
+export function pill(status: string, label = status.replace(/_/g, ' ')): SafeHtml {
+  return html`<span class="pill ${PILL_KIND[status] ?? ''}">${label}</span>`;
+}
+
+/** A centred card with a title, text and optional actions (sign-in, errors, confirmations). */
+export function messageBody(title: string, text: HtmlValue, actions: HtmlValue = ''): SafeHtml {
+  return html`<div class="card stack"><h1>${title}</h1><div class="lead">${text}</div>${actions}</div>`;
+}
+
+export function messagePage(
+  title: string,
+  text: HtmlValue,
+  options: { session?: DashboardSession | undefined; actions?: HtmlValue } = {},
+): string {
+  const actions =
+    options.actions ??
+    (options.session
+      ? html`<a class="button" href="/">Back to your bots</a>`
+      : html`<a class="button" href="/signin">Sign in</a>`);
+  return page({
+    title,
+    narrow: true,
+    session: options.session,
+    body: messageBody(title, text, actions),
+  });
+}

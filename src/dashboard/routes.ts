@@ -1,0 +1,216 @@
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../app.ts';
+import type { AppContext } from '../platform/context.ts';
+import { randomHex } from '../platform/crypto.ts';
+import { ApiError } from '../platform/errors.ts';
+import { registerAuthPages } from './authPages.ts';
+import { registerBotPages } from './botPages.ts';
+import { messagePage } from './layout.ts';
+import { registerOwnerPages } from './ownerPages.ts';
+import {
+  csrfMatches,
+  type DashboardSession,
+  isSecureBaseUrl,
+  loadSession,
+  preSessionCookieName,
+  preSessionCsrfToken,
+  sessionCookieName,
+} from './sessions.ts';
+import { DASHBOARD_CSS } from './styles.ts';
+
+// The owner dashboard: server-rendered pages in one encapsulated scope (form parsing, HTML error
+// pages, security headers and CSRF checks apply to them only), plus the session authenticator for
+// the JSON owner API.
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const PRE_SESSION_MAX_AGE_S = 86_400;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The signed-in owner's dashboard session, when the session cookie is valid. */
+    dashboard?: DashboardSession;
+    /** Random id of the pre-session cookie that binds sign-in forms (login CSRF). */
+    preSessionId?: string;
+  }
+  interface FastifyContextConfig {
+    /** Dashboard route reachable without a session (its forms use the pre-session CSRF token). */
+    public?: boolean;
+  }
+}
+
+// Pages send no scripts today; `script-src 'self'` leaves room for small progressive enhancement
+// (the approvals countdown) served from this origin.
+const CSP =
+  "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+export async function registerDashboardRoutes(app: App, ctx: AppContext): Promise<void> {
+  await app.register(cookie);
+  const sessionCookie = sessionCookieName(ctx.config);
+  const preCookie = preSessionCookieName(ctx.config);
+  const secure = isSecureBaseUrl(ctx.config);
+  const expectedOrigin = new URL(ctx.config.baseUrl).origin;
+
+  // JSON owner API with the session cookie (a page's own script): state-changing calls must send
+  // the page's CSRF token in X-CSRF-Token. A bearer token takes precedence and needs none.
+  app.ownerAuthenticators.push(async (request) => {
+    if (request.headers.authorization !== undefined) return undefined;
+    const raw = app.parseCookie(request.headers.cookie ?? '')[sessionCookie];
+    const session = await loadSession(ctx, raw);
+    if (!session) return undefined;
+    if (
+      !SAFE_METHODS.has(request.method) &&
+      !csrfMatches(session.csrfToken, request.headers['x-csrf-token'])
+    ) {
+      throw new ApiError('csrf_failed', 'Send the CSRF token of your session in the X-CSRF-Token header.');
+    }
+    return { id: session.ownerId, email: session.email, via: 'session' as const };
+  });
+
+  await app.register(async (scope) => {
+    // Only dashboard routes parse url-encoded forms: a cross-site form cannot reach the JSON API.
+    await scope.register(formbody, { bodyLimit: 16_384 });
+
+    scope.addHook('onRequest', async (request, reply) => {
+      reply.header('content-security-policy', CSP);
+      reply.header('x-frame-options', 'DENY');
+      reply.header('x-content-type-options', 'nosniff');
+      // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on form posts.
+      reply.header('referrer-policy', 'same-origin');
+      reply.header('cache-control', 'no-store');
+      if (request.url.startsWith('/assets/')) return; // static: no session lookup
+      const session = await loadSession(ctx, request.cookies[sessionCookie]);
+      if (session) request.dashboard = session;
+      const pre = request.cookies[preCookie];
+      if (pre && /^[0-9a-f]{32}$/.test(pre)) request.preSessionId = pre;
+    });
+
+    scope.addHook('preHandler', async (request, reply) => {
+      const isPublic = request.routeOptions.config.public === true;
+      if (SAFE_METHODS.has(request.method)) {
+        if (request.url.startsWith('/assets/')) return;
+        if (isPublic && !request.preSessionId) {
+          request.preSessionId = randomHex(16);
+          reply.setCookie(preCookie, request.preSessionId, {
+            path: '/',
+            httpOnly: true,
+            sameSite: 'lax',
+            secure,
+            maxAge: PRE_SESSION_MAX_AGE_S,
+          });
+        }
+        if (!isPublic && !request.dashboard) {
+          const next = request.url.length <= 500 ? request.url : '/';
+          return reply.redirect(next === '/' ? '/signin' : `/signin?next=${encodeURIComponent(next)}`, 303);
+        }
+        return;
+      }
+      // State-changing: the form must come from our own pages.
+      const origin = request.headers.origin;
+      if (typeof origin === 'string' && origin !== expectedOrigin) return refuseForm(request, reply);
+      const given = (request.body as Record<string, unknown> | undefined)?._csrf;
+      if (isPublic) {
+        if (!request.preSessionId || !csrfMatches(preSessionCsrfToken(ctx, request.preSessionId), given))
+          return refuseForm(request, reply);
+        return;
+      }
+      if (!request.dashboard) {
+        return reply
+          .status(401)
+          .type('text/html; charset=utf-8')
+          .send(
+            messagePage('Please sign in again', 'Your session has ended. Sign in and try once more.', {}),
+          );
+      }
+      if (!csrfMatches(request.dashboard.csrfToken, given)) return refuseForm(request, reply);
+    });
+
+    scope.setErrorHandler((error: FastifyError, request, reply) => {
+      const session = request.dashboard;
+      const send = (status: number, title: string, text: string) =>
+        reply
+          .status(status)
+          .type('text/html; charset=utf-8')
+          .send(messagePage(title, text, { session }));
+      if (error instanceof ApiError) {
+        if (error.code === 'not_found' || error.status === 404) return notFoundPage(reply, session);
+        if (error.code === 'rate_limited') {
+          const retry = Number(error.details.retry_after_seconds ?? 60);
+          reply.header('retry-after', String(retry));
+          return send(429, 'Slow down a little', `${error.message} (in about ${Math.ceil(retry / 60)} min).`);
+        }
+        if (error.status === 503) return send(503, 'Try again shortly', error.message);
+        return send(error.status, 'That did not work', error.message);
+      }
+      if (error.validation) {
+        return send(400, 'Something in the form was not right', 'Go back, check the values and try again.');
+      }
+      if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+        return send(413, 'Too much data', 'The form is too large.');
+      if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+        return send(415, 'Unsupported form', 'Send the form from the dashboard page.');
+      if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+        return send(error.statusCode, 'That did not work', 'The request was not understood.');
+      }
+      request.log.error({ err: error }, 'dashboard error');
+      return send(
+        500,
+        'Something went wrong',
+        `Please try again. If it keeps happening, quote request ${request.id}.`,
+      );
+    });
+
+    scope.get(
+      '/assets/dashboard.css',
+      { schema: { tags: ['dashboard'], summary: 'Dashboard stylesheet' }, config: { public: true } },
+      async (_request, reply) => {
+        reply.header('cache-control', 'public, max-age=3600');
+        return reply.type('text/css; charset=utf-8').send(DASHBOARD_CSS);
+      },
+    );
+
+    const scoped = scope as unknown as App;
+    registerAuthPages(scoped, ctx);
+    registerOwnerPages(scoped, ctx);
+    registerBotPages(scoped, ctx);
+  });
+}
+
+function refuseForm(request: FastifyRequest, reply: FastifyReply) {
+  return reply
+    .status(403)
+    .type('text/html; charset=utf-8')
+    .send(
+      messagePage(
+        'This form has expired',
+        'For your safety the form was refused: it is too old or did not come from this site. Go back, reload the page and try again.',
+        { session: request.dashboard },
+      ),
+    );
+}
+
+/** The friendly 404 page (used for unknown paths and for bots that are not the owner's). */
+export function notFoundPage(reply: FastifyReply, session?: DashboardSession) {
+  return reply
+    .status(404)
+    .type('text/html; charset=utf-8')
+    .send(
+      messagePage('Not found', 'There is nothing here, or it belongs to another account.', {
+        session,
+      }),
+    );
+}
+
+/** HTML pages send the HTML 404; API clients keep the JSON error. */
+export function wantsHtml(request: FastifyRequest): boolean {
+  if (request.url.startsWith('/api/')) return false;
+  const accept = request.headers.accept;
+  return typeof accept === 'string' && accept.includes('text/html');
+}
+
+/** Path-only targets after sign-in (never another origin). */
+export function safeReturnPath(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 500) return undefined;
+  return /^\/(?![/\\])[^\s\\]*$/.test(value) ? value : undefined;
+}

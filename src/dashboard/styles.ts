@@ -1,0 +1,79 @@
+// The dashboard's one stylesheet, served from /assets/dashboard.css (CSP allows styles only from
+// this origin). Mobile first: one column on a phone, a grid from 720px.
+
+export const DASHBOARD_CSS = `
+:root{--bg:#f6f7f9;--card:#fff;--ink:#1d2433;--muted:#5d6779;--line:#e3e6ec;--brand:#3b5bdb;--brand-ink:#fff;
+--ok:#2b8a3e;--ok-bg:#ebfbee;--warn:#b35c00;--warn-bg:#fff4e6;--bad:#c92a2a;--bad-bg:#fff5f5;--info-bg:#edf2ff;
+--radius:12px;font-synthesis:none}
+*{box-sizing:border-box}
+html{-webkit-text-size-adjust:100%}
+body{margin:0;background:var(--bg);color:var(--ink);font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Ubuntu,sans-serif}
+a{color:var(--brand)}
+header.top{background:var(--card);border-bottom:1px solid var(--line)}
+.top-inner{max-width:1040px;margin:0 auto;padding:10px 16px;display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px}
+.brand{font-weight:700;color:var(--ink);text-decoration:none;margin-right:auto;display:flex;align-items:center;gap:8px}
+.brand-mark{display:inline-grid;place-items:center;width:28px;height:28px;border-radius:8px;background:var(--brand);color:#fff;font-size:14px}
+nav.main{display:flex;flex-wrap:wrap;gap:4px;order:3;width:100%}
+nav.main a{padding:6px 10px;border-radius:8px;text-decoration:none;color:var(--muted);font-weight:500}
+nav.main a[aria-current=page]{background:var(--info-bg);color:var(--brand)}
+.who{display:flex;align-items:center;gap:8px;color:var(--muted);font-size:14px}
+.who form{margin:0}
+main{max-width:1040px;margin:0 auto;padding:20px 16px 48px}
+h1{font-size:1.6rem;margin:0 0 4px}
+h2{font-size:1.15rem;margin:0 0 12px}
+.lead{color:var(--muted);margin:0 0 20px}
+.card{background:var(--card);border:1px solid var(--line);border-radius:var(--radius);padding:18px;margin-bottom:16px}
+.grid{display:grid;gap:16px}
+.stack>*+*{margin-top:12px}
+.row{display:flex;flex-wrap:wrap;gap:8px;align-items:center}
+.spread{display:flex;flex-wrap:wrap;gap:8px;align-items:center;justify-content:space-between}
+.muted{color:var(--muted)}
+.small{font-size:14px}
+.big{font-size:1.8rem;font-weight:700}
+label{display:block;font-weight:600;margin-bottom:4px}
+.hint{display:block;font-weight:400;color:var(--muted);font-size:14px}
+input[type=text],input[type=email],input[type=number],input:not([type]),select{width:100%;max-width:420px;padding:10px 12px;border:1px solid #c5cbd6;border-radius:8px;font:inherit;background:#fff}
+input:focus,select:focus,button:focus,a:focus{outline:3px solid #91a7ff;outline-offset:1px}
+.field{margin-bottom:12px}
+.inline-form{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-end}
+.inline-form .field{margin:0;flex:1 1 160px}
+button,.button{display:inline-block;padding:10px 16px;border-radius:8px;border:1px solid var(--brand);background:var(--brand);color:var(--brand-ink);font:inherit;font-weight:600;cursor:pointer;text-decoration:none;min-height:44px}
+button.secondary,.button.secondary{background:#fff;color:var(--brand)}
+button.danger{background:var(--bad);border-color:var(--bad)}
+button.link{background:none;border:none;color:var(--brand);padding:0;min-height:0;font-weight:500;text-decoration:underline}
+.pill{display:inline-block;padding:2px 10px;border-radius:999px;font-size:13px;font-weight:600;background:var(--info-bg);color:var(--brand);white-space:nowrap}
+.pill.ok{background:var(--ok-bg);color:var(--ok)}.pill.warn{background:var(--warn-bg);color:var(--warn)}.pill.bad{background:var(--bad-bg);color:var(--bad)}
+.flash{border-radius:var(--radius);padding:12px 16px;margin-bottom:16px;border:1px solid}
+.flash.ok{background:var(--ok-bg);border-color:#b2f2bb;color:#1b5e20}
+.flash.bad{background:var(--bad-bg);border-color:#ffc9c9;color:#8a1c1c}
+.flash.info{background:var(--info-bg);border-color:#bac8ff}
+.secret{display:block;font:600 1.05rem/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;border:1px dashed #845ef7;border-radius:8px;padding:10px 12px;word-break:break-all;user-select:all}
+.code-big{font:700 2.4rem/1.2 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;letter-spacing:.2em}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.92em;word-break:break-all}
+.table-wrap{overflow-x:auto;-webkit-overflow-scrolling:touch}
+table{width:100%;border-collapse:collapse;font-size:15px}
+th,td{text-align:left;padding:8px 10px;border-bottom:1px solid var(--line);vertical-align:top}
+th{color:var(--muted);font-weight:600;font-size:13px;text-transform:uppercase;letter-spacing:.03em}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.bot-list{list-style:none;margin:0;padding:0;display:grid;gap:12px}
+.bot-item a.bot-name{font-weight:700;font-size:1.1rem;text-decoration:none}
+.facts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px 16px;margin:12px 0 0}
+.facts dt{font-size:13px;color:var(--muted)}.facts dd{margin:0;font-weight:600;overflow-wrap:anywhere;min-width:0}
+details>summary{cursor:pointer;font-weight:600;color:var(--brand);min-height:32px}
+details[open]>summary{margin-bottom:10px}
+.subnav{display:flex;gap:4px;flex-wrap:wrap;margin:0 0 16px;padding:0;list-style:none;border-bottom:1px solid var(--line)}
+.subnav a{display:block;padding:8px 12px;text-decoration:none;color:var(--muted);border-bottom:2px solid transparent}
+.subnav a[aria-current=page]{color:var(--brand);border-color:var(--brand)}
+.center{max-width:460px;margin:6vh auto 0}
+.row.centered{justify-content:center}
+.empty{text-align:center;padding:32px 16px}
+footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);font-size:13px}
+@media (min-width:720px){
+  nav.main{order:0;width:auto}
+  .grid.two{grid-template-columns:1fr 1fr}
+  .grid.three{grid-template-columns:repeat(3,1fr)}
+  .facts{grid-template-columns:repeat(4,minmax(0,1fr))}
+  h1{font-size:1.9rem}
+  .center .facts{grid-template-columns:repeat(2,minmax(0,1fr))}
+}
+`;

@@ -1,0 +1,323 @@
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { SMTPServer } from 'smtp-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startService, type Service } from '../../src/server.ts';
+import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { testConfig } from '../support/service.ts';
+
+// The dashboard in a real browser (Debian chromium driven by playwright-core) against a real
+// listening service whose mailer speaks SMTP to a real smtp-server on loopback. Nothing is mocked:
+// the magic link is read out of the mail the SMTP server received.
+
+// CHROMIUM_PATH only to point at another build (or to check the missing-browser behaviour).
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SHOTS = join(process.cwd(), 'test-artifacts', 'screenshots');
+const haveChromium = existsSync(CHROMIUM);
+const inCi = process.env.CI === 'true';
+
+if (!haveChromium && inCi) {
+  describe('dashboard in a browser', () => {
+    it('needs chromium', () => {
+      throw new Error(
+        `Chromium is not installed at ${CHROMIUM}; CI must install it (apt-get install chromium).`,
+      );
+    });
+  });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Undoes quoted-printable transfer encoding (nodemailer wraps long lines with soft breaks). */
+function decodeQuotedPrintable(text: string): string {
+  return text
+    .replace(/=\r?\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
+
+interface ReceivedMail {
+  to: string[];
+  raw: string;
+}
+
+describe.skipIf(!haveChromium)('dashboard in a browser', () => {
+  let smtp: SMTPServer;
+  const inbox: ReceivedMail[] = [];
+  const waiters: Array<() => void> = [];
+  let database: TestDatabase;
+  let service: Service;
+  let base: string;
+  let browser: Browser;
+  let page: Page;
+  const cspViolations: string[] = [];
+
+  async function nextMail(to: string, after: number): Promise<ReceivedMail> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const found = inbox.slice(after).find((m) => m.to.includes(to));
+      if (found) return found;
+      if (Date.now() > deadline) throw new Error(`no mail to ${to} arrived`);
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        setTimeout(resolve, 250);
+      });
+    }
+  }
+
+  /** waitForURL that says what the page shows instead when it times out. */
+  async function arrive(url: string | RegExp) {
+    try {
+      await page.waitForURL(url, { timeout: 10_000 });
+    } catch (error) {
+      const shown = (await page.textContent('body').catch(() => ''))?.replace(/\s+/g, ' ').slice(0, 400);
+      throw new Error(`expected ${url}, the browser is at ${page.url()} showing: ${shown}`, { cause: error });
+    }
+  }
+
+  async function shoot(name: string) {
+    for (const [width, height, suffix] of [
+      [1280, 900, 'desktop'],
+      [390, 844, 'phone'],
+    ] as const) {
+      await page.setViewportSize({ width, height });
+      await page.screenshot({ path: join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
+      if (suffix === 'phone') {
+        // Responsive: nothing may stick out sideways on a phone.
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        expect(overflow, `${name} overflows the phone width by ${overflow}px`).toBeLessThanOrEqual(1);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+
+  beforeAll(async () => {
+    await mkdir(SHOTS, { recursive: true });
+    smtp = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ['STARTTLS', 'AUTH'],
+      logger: false,
+      onData(stream, session, callback) {
+        const chunks: Buffer[] = [];
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('end', () => {
+          inbox.push({
+            to: session.envelope.rcptTo.map((r) => r.address),
+            raw: Buffer.concat(chunks).toString('utf8'),
+          });
+          for (const w of waiters.splice(0)) w();
+          callback();
+        });
+      },
+    });
+    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
+    const smtpPort = (smtp.server.address() as AddressInfo).port;
+
+    database = await createTestDatabase();
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    const config = testConfig({
+      BASE_URL: base,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`,
+      MAIL_FROM: 'Bot Payment Service <no-reply@botpay.test>',
+      LOG_LEVEL: 'warn',
+    });
+    service = await startService(config, { db: database.db, jobs: [] });
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+    // The pages must work under their own Content-Security-Policy (no inline styles or scripts).
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await service?.close();
+    await database?.drop();
+    await new Promise<void>((resolve) => (smtp ? smtp.close(() => resolve()) : resolve()));
+  });
+
+  it('signs in by e-mail, claims a bot, pairs, funds, freezes, unfreezes and rotates a key', async () => {
+    const ownerEmail = 'owner.browser@example.com';
+    const mailsAtStart = inbox.length;
+    const registered = await fetch(`${base}/api/v1/bots/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        bot_name: 'Pantry Bot',
+        owner_email: ownerEmail,
+        description: 'Keeps the pantry stocked',
+        callback_url: 'http://127.0.0.1:9/hook',
+      }),
+    });
+    expect(registered.status).toBe(201);
+    const bot = (await registered.json()) as {
+      bot_id: string;
+      api_key: string;
+      owner_verification_url: string;
+    };
+    expect(bot.owner_verification_url).toBe(
+      `${base}/claim?token=${new URL(bot.owner_verification_url).searchParams.get('token')}`,
+    );
+
+    // The claim link first leads to sign-in.
+    // The owner follows the claim link from the registration mail the SMTP server received.
+    const claimMail = decodeQuotedPrintable((await nextMail(ownerEmail, mailsAtStart)).raw);
+    expect(claimMail).toContain('A bot named "Pantry Bot" registered');
+    expect(claimMail).toContain(bot.owner_verification_url);
+    await page.goto(bot.owner_verification_url);
+    expect(new URL(page.url()).pathname).toBe('/signin');
+    await expect(page.getByText('come straight back to claim').isVisible()).resolves.toBe(true);
+    await shoot('01-sign-in');
+
+    const mailsBefore = inbox.length;
+    await page.getByLabel('E-mail address').fill(ownerEmail);
+    await page.getByRole('button', { name: 'Send me a sign-in link' }).click();
+    await arrive(`${base}/signin/check-email`);
+    await shoot('02-check-email');
+
+    const mail = await nextMail(ownerEmail, mailsBefore);
+    const text = decodeQuotedPrintable(mail.raw);
+    expect(text).toContain('Subject: Your sign-in link');
+    const link = /(http:\/\/127\.0\.0\.1:\d+\/signin\/verify\?token=[0-9a-f]{64})/.exec(text)?.[1];
+    expect(link, 'sign-in link in the received mail').toBeDefined();
+
+    await page.goto(link!);
+    await shoot('03-confirm-sign-in');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await arrive(/\/claim\?token=/);
+    await expect(page.getByRole('heading', { name: 'Claim “Pantry Bot”?' }).isVisible()).resolves.toBe(true);
+    await shoot('04-claim');
+    const claimUrl = page.url();
+    await page.goto(`${base}/`);
+    await expect(page.getByRole('heading', { name: 'No bots yet' }).isVisible()).resolves.toBe(true);
+    await shoot('04b-overview-empty');
+    await page.goto(claimUrl);
+
+    await page.getByRole('button', { name: 'Claim this bot' }).click();
+    await arrive(`${base}/bots/${bot.bot_id}?notice=claimed`);
+    await expect(page.getByText('The bot is yours now').isVisible()).resolves.toBe(true);
+    await shoot('05-bot-claimed');
+    const claimedNotice = decodeQuotedPrintable((await nextMail(ownerEmail, mailsBefore + 1)).raw);
+    expect(claimedNotice).toContain(`The bot "Pantry Bot" (${bot.bot_id}) was claimed`);
+
+    // Fund the wallet.
+    await page.getByLabel('Amount, $').fill('25');
+    await page.getByRole('button', { name: 'Add funds' }).click();
+    await arrive(/notice=funded/);
+    expect(await page.getByTestId('balance').textContent()).toBe('$25.00');
+    const status = await fetch(`${base}/api/v1/bot/status`, {
+      headers: { authorization: `Bearer ${bot.api_key}` },
+    });
+    expect(
+      ((await status.json()) as { rails: { card_wallet: { balance_usd: number } } }).rails.card_wallet
+        .balance_usd,
+    ).toBe(25);
+    await shoot('06-bot-funded');
+
+    // Freeze and unfreeze.
+    await page.getByRole('button', { name: 'Freeze wallet' }).click();
+    await arrive(/notice=frozen/);
+    expect(await page.getByTestId('wallet-status').textContent()).toBe('frozen');
+    await shoot('07-bot-frozen');
+    await page.getByRole('button', { name: 'Unfreeze wallet' }).click();
+    await arrive(/notice=unfrozen/);
+    expect(await page.getByTestId('wallet-status').textContent()).toBe('active');
+
+    // Rotate the API key: shown once, the old one stops working.
+    await page.getByText('Rotate the API key…').click();
+    await page.getByRole('button', { name: 'Rotate API key now' }).click();
+    await page.waitForSelector('[data-testid=secret-value]');
+    const newKey = (await page.getByTestId('secret-value').textContent())!.trim();
+    expect(newKey).toMatch(/^svc_live_[0-9a-f]{48}$/);
+    await shoot('08-key-rotated');
+    const oldKey = await fetch(`${base}/api/v1/bot/status`, {
+      headers: { authorization: `Bearer ${bot.api_key}` },
+    });
+    expect(oldKey.status).toBe(401);
+    const freshKey = await fetch(`${base}/api/v1/bot/status`, {
+      headers: { authorization: `Bearer ${newKey}` },
+    });
+    expect(freshKey.status).toBe(200);
+    await page.goto(`${base}/bots/${bot.bot_id}`);
+    expect(await page.content()).not.toContain(newKey);
+    await expect(page.getByText('Rotated the API key').first().isVisible()).resolves.toBe(true);
+    await shoot('09-bot-page');
+
+    // A pairing code links a second bot straight away.
+    await page.getByRole('link', { name: 'Pairing codes' }).click();
+    await page.getByRole('button', { name: 'Create a pairing code' }).click();
+    const code = (await page.getByTestId('pairing-code').textContent())!.trim();
+    expect(code).toMatch(/^\d{6}$/);
+    await shoot('10-pairing-code');
+    const paired = await fetch(`${base}/api/v1/bots/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ bot_name: 'Paired Bot', owner_email: ownerEmail, pairing_code: code }),
+    });
+    expect(paired.status).toBe(201);
+
+    await page.getByRole('link', { name: 'Bots', exact: true }).click();
+    await expect(page.getByRole('link', { name: 'Paired Bot' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('link', { name: 'Pantry Bot' }).isVisible()).resolves.toBe(true);
+    await shoot('11-overview');
+
+    await page.getByRole('link', { name: 'Guardrails' }).click();
+    await page.getByLabel('Per purchase, $').fill('7.50');
+    await page.getByRole('button', { name: 'Save guardrails' }).click();
+    await arrive(/notice=guardrails/);
+    expect(await page.getByTestId('per-transaction').textContent()).toBe('$7.50');
+    await shoot('12-guardrails');
+
+    await page.getByRole('link', { name: 'Activity' }).click();
+    await expect(page.getByText('Signed in').first().isVisible()).resolves.toBe(true);
+    await shoot('13-activity');
+
+    await page.goto(`${base}/bots/bot_aaaaaaaaaaaaaaaa`);
+    await expect(page.getByRole('heading', { name: 'Not found' }).isVisible()).resolves.toBe(true);
+    await shoot('14-not-found');
+
+    // The used link now explains itself.
+    await page.goto(link!);
+    await expect(page.getByRole('heading', { name: 'This link was already used' }).isVisible()).resolves.toBe(
+      true,
+    );
+    await shoot('15-link-used');
+
+    await page.goto(`${base}/`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await arrive(`${base}/signin?signed_out=1`);
+    await shoot('16-signed-out');
+    await page.goto(`${base}/bots/${bot.bot_id}`);
+    expect(new URL(page.url()).pathname).toBe('/signin');
+    expect(cspViolations).toEqual([]);
+  });
+});

@@ -1,0 +1,261 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  registerBot,
+  type TestService,
+} from '../support/service.ts';
+import { placeHold } from '../../src/wallet/ledger.ts';
+import { csrfIn, type FormClient, signIn } from './browserless.ts';
+
+// Every dashboard action through its form: the right change, the audit entry, friendly errors
+// that change nothing.
+
+let svc: TestService;
+let client: FormClient;
+let owner: Awaited<ReturnType<typeof createOwner>>;
+let bot: Awaited<ReturnType<typeof activeBot>>;
+let botUrl: string;
+
+beforeAll(async () => {
+  svc = await createTestService();
+  owner = await createOwner(svc, 'dora@example.com');
+  bot = await activeBot(svc, owner, { body: { bot_name: 'Dora’s shopper', description: 'Buys groceries' } });
+  botUrl = `/bots/${bot.bot_id}`;
+  client = await signIn(svc, 'dora@example.com', '10.50.0.1');
+});
+afterAll(async () => {
+  await svc.close();
+});
+
+async function state() {
+  const rows = await svc.ctx.db.query<{ available_cents: number; status: string }>(
+    'SELECT available_cents::int AS available_cents, status FROM wallets WHERE bot_id = $1',
+    [bot.bot_id],
+  );
+  return rows[0]!;
+}
+
+async function lastAudit() {
+  const rows = await svc.ctx.db.query<{ action: string; details: Record<string, unknown> }>(
+    'SELECT action, details FROM audit_log WHERE owner_id = $1 ORDER BY id DESC LIMIT 1',
+    [owner.id],
+  );
+  return rows[0];
+}
+
+describe('overview', () => {
+  it('lists the bot with status, balance, webhook health and pending approvals', async () => {
+    const res = await client.get('/');
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('Dora’s shopper');
+    expect(res.body).toContain('Buys groceries');
+    expect(res.body).toContain('$0.00');
+    expect(res.body).toContain('healthy');
+    expect(res.body).toContain('Nothing is waiting for you');
+    await svc.ctx.db.query(
+      `UPDATE bots SET webhook_status = 'degraded', webhook_fail_count = 3 WHERE id = $1`,
+      [bot.bot_id],
+    );
+    expect((await client.get('/')).body).toContain('degraded (3 failed)');
+    await svc.ctx.db.query(
+      `UPDATE bots SET webhook_status = 'active', webhook_fail_count = 0 WHERE id = $1`,
+      [bot.bot_id],
+    );
+  });
+});
+
+describe('bot page actions', () => {
+  it('adds funds in dollars', async () => {
+    const res = await client.submit(botUrl, `${botUrl}/fund`, { amount_usd: '$1,025.50' });
+    expect(res.statusCode).toBe(303);
+    expect(res.headers.location).toBe(`${botUrl}?notice=funded`);
+    expect((await state()).available_cents).toBe(102_550);
+    expect(await lastAudit()).toMatchObject({ action: 'wallet.funded', details: { amount_cents: 102_550 } });
+    const page = await client.get(String(res.headers.location));
+    expect(page.body).toContain('Funds added.');
+    expect(page.body).toContain('$1,025.50');
+  });
+
+  it('rejects amounts it cannot use, changing nothing', async () => {
+    for (const amount of ['', '0', '-5', '1.234', 'ten', '10000.01', '1e3']) {
+      const res = await client.submit(botUrl, `${botUrl}/fund`, { amount_usd: amount });
+      expect(res.statusCode, amount).toBe(400);
+      expect(res.body).toContain('Enter an amount between');
+    }
+    expect((await state()).available_cents).toBe(102_550);
+  });
+
+  it('freezes and unfreezes the wallet', async () => {
+    const frozen = await client.submit(botUrl, `${botUrl}/freeze`);
+    expect(frozen.headers.location).toBe(`${botUrl}?notice=frozen`);
+    expect((await state()).status).toBe('frozen');
+    expect((await lastAudit())?.action).toBe('wallet.frozen');
+    const page = await client.get(botUrl);
+    expect(page.body).toContain('Unfreeze wallet');
+    const status = await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth });
+    expect(status.json().status).toBe('frozen');
+    const thawed = await client.submit(botUrl, `${botUrl}/unfreeze`);
+    expect(thawed.headers.location).toBe(`${botUrl}?notice=unfrozen`);
+    expect((await state()).status).toBe('active');
+  });
+
+  it('turns rails on and off; the partner wallet needs an address', async () => {
+    const missing = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+      status: 'active',
+      address: '',
+    });
+    expect(missing.statusCode).toBe(400);
+    expect(missing.body).toContain('Enter the partner wallet address');
+    const spaces = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+      status: 'active',
+      address: 'a b',
+    });
+    expect(spaces.statusCode).toBe(400);
+    const on = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+      status: 'active',
+      address: 'pw_123',
+    });
+    expect(on.statusCode).toBe(303);
+    const rails = await svc.ctx.db.query<{ rail_key: string; status: string; address: string | null }>(
+      'SELECT rail_key, status, address FROM rails WHERE bot_id = $1 ORDER BY rail_key',
+      [bot.bot_id],
+    );
+    expect(rails.find((r) => r.rail_key === 'partner_wallet')).toMatchObject({
+      status: 'active',
+      address: 'pw_123',
+    });
+    expect(await lastAudit()).toMatchObject({ action: 'rail.updated', details: { rail: 'partner_wallet' } });
+    const bad = await client.submit(botUrl, `${botUrl}/rails/card_wallet`, { status: 'sideways' });
+    expect(bad.statusCode).toBe(400);
+  });
+
+  it('rotates the API key: shown once, the old key stops working', async () => {
+    const res = await client.submit(botUrl, `${botUrl}/api-key/rotate`);
+    expect(res.statusCode).toBe(200);
+    const key = /data-testid="secret-value">(svc_live_[0-9a-f]{48})</.exec(res.body)?.[1];
+    expect(key).toBeDefined();
+    expect((await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(401);
+    const fresh = await svc.app.inject({
+      url: '/api/v1/bot/status',
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(fresh.statusCode).toBe(200);
+    const again = await client.get(botUrl);
+    expect(again.body).not.toContain(key!);
+    expect((await lastAudit())?.action).toBe('api_key.rotated');
+    expect(svc.logs()).not.toContain(key!);
+  });
+
+  it('rotates the webhook secret: shown once, stored encrypted', async () => {
+    const res = await client.submit(botUrl, `${botUrl}/webhook-secret/rotate`);
+    const secret = /data-testid="secret-value">(whsec_[0-9a-f]{48})</.exec(res.body)?.[1];
+    expect(secret).toBeDefined();
+    const row = await svc.ctx.db.query<{ webhook_secret_enc: string }>(
+      'SELECT webhook_secret_enc FROM bots WHERE id = $1',
+      [bot.bot_id],
+    );
+    expect(svc.ctx.secrets.decrypt(row[0]!.webhook_secret_enc)).toBe(secret);
+    expect((await client.get(botUrl)).body).not.toContain(secret!);
+  });
+
+  it('shows transactions and the audit log on the bot page', async () => {
+    const page = await client.get(botUrl);
+    expect(page.body).toContain('Wallet funded by owner');
+    for (const words of ['Added funds', 'Froze the wallet', 'Unfroze the wallet', 'Rotated the API key']) {
+      expect(page.body).toContain(words);
+    }
+  });
+});
+
+describe('pairing codes', () => {
+  it('creates a code shown once that pairs a new bot', async () => {
+    const res = await client.submit('/pairing', '/pairing');
+    expect(res.statusCode).toBe(200);
+    const code = /data-testid="pairing-code">(\d{6})</.exec(res.body)?.[1];
+    expect(code).toBeDefined();
+    const paired = await registerBot(svc, {
+      owner_email: 'dora@example.com',
+      pairing_code: code,
+      bot_name: 'paired-one',
+    });
+    expect(paired.status).toBe('active');
+    const list = await client.get('/pairing');
+    expect(list.body).not.toContain(code!);
+    expect(list.body).toContain('paired-one');
+    expect((await client.get('/')).body).toContain('paired-one');
+  });
+
+  it('says so when the hourly limit is reached', async () => {
+    let last = 200;
+    for (let i = 0; i < 5 && last === 200; i++)
+      last = (await client.submit('/pairing', '/pairing')).statusCode;
+    expect(last).toBe(429);
+  });
+});
+
+describe('master guardrails', () => {
+  it('saves only the amounts given, from the guardrails page and from a bot page', async () => {
+    const res = await client.submit('/guardrails', '/guardrails', {
+      per_transaction_usd: '12.50',
+      daily_budget_usd: '',
+    });
+    expect(res.headers.location).toBe('/guardrails?notice=guardrails');
+    const page = await client.get('/guardrails?notice=guardrails');
+    expect(page.body).toContain('Master guardrails saved.');
+    expect(page.body).toContain('$12.50');
+    const fromBot = await client.post('/guardrails', {
+      _csrf: csrfIn((await client.get(botUrl)).body, '/guardrails'),
+      monthly_budget_usd: '300',
+      return_to: bot.bot_id,
+    });
+    expect(fromBot.headers.location).toBe(`${botUrl}?notice=guardrails`);
+    const row = await svc.ctx.db.query<Record<string, number>>(
+      'SELECT master_per_transaction_cents::int AS p, master_daily_cents::int AS d, master_monthly_cents::int AS m FROM owners WHERE id = $1',
+      [owner.id],
+    );
+    expect(row[0]).toEqual({ p: 1250, d: 2000, m: 30000 });
+    expect(await lastAudit()).toMatchObject({ action: 'master_guardrails.updated' });
+  });
+
+  it('refuses bad amounts and empty forms without changing anything', async () => {
+    for (const fields of <Array<Record<string, string>>>[
+      { per_transaction_usd: 'lots' },
+      { daily_budget_usd: '1000001' },
+      {},
+    ]) {
+      const res = await client.submit('/guardrails', '/guardrails', fields);
+      expect(res.statusCode).toBe(400);
+    }
+    const row = await svc.ctx.db.query<{ p: number }>(
+      'SELECT master_per_transaction_cents::int AS p FROM owners WHERE id = $1',
+      [owner.id],
+    );
+    expect(row[0]!.p).toBe(1250);
+  });
+});
+
+describe('activity', () => {
+  it('lists account and bot actions, newest first', async () => {
+    const page = await client.get('/activity');
+    expect(page.statusCode).toBe(200);
+    const text = page.body;
+    expect(text).toContain('Signed in');
+    expect(text).toContain('Created a pairing code');
+    expect(text.indexOf('Changed master guardrails')).toBeLessThan(text.indexOf('Signed in'));
+  });
+});
+
+describe('pending approvals', () => {
+  it('are counted on the overview and the bot page shows the held money', async () => {
+    // A held purchase as the checkout engine records it: a hold without capture or release.
+    await svc.ctx.db.transaction((tx) => placeHold(tx, bot.bot_id, 1_250, svc.clock.now(), 'chk_heldone'));
+    const overview = await client.get('/');
+    expect(overview.body).toContain('1 purchase waiting for your decision.');
+    expect(overview.body).toContain('1 approval');
+    const page = await client.get(botUrl);
+    expect(page.body).toContain('1 purchase(s) are waiting for your approval.');
+    expect(page.body).toContain('$12.50');
+  });
+});
