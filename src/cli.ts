@@ -120,7 +120,9 @@ export async function main(argv: string[]): Promise<void> {
 
 // Commands that live in their modules (tunnel client, doctor) are loaded only when used.
 async function loadLazyCommand(name: string): Promise<Command | undefined> {
-  const lazy: Record<string, () => Promise<Command>> = {};
+  const lazy: Record<string, () => Promise<Command>> = {
+    tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
+  };
   return lazy[name] ? lazy[name]() : undefined;
 }
 
