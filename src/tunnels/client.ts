@@ -11,6 +11,7 @@ import {
   type HeaderPairs,
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
+  sendFrame,
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
 
@@ -298,7 +299,22 @@ export class TunnelClient {
 }
 
 function send(ws: WebSocket, frame: Buffer): void {
-  if (ws.readyState === WebSocket.OPEN) ws.send(frame, () => {});
+  if (ws.readyState === WebSocket.OPEN) sendFrame(ws as WebSocket & { _socket?: unknown }, frame);
+}
+
+/** Console output, one line per call, written once per tick (a busy tunnel logs many lines). */
+function bufferedStdout(): (line: string) => void {
+  let pending: string[] = [];
+  return (line) => {
+    if (pending.length === 0) {
+      setImmediate(() => {
+        const text = `${pending.join('\n')}\n`;
+        pending = [];
+        process.stdout.write(text);
+      });
+    }
+    pending.push(line);
+  };
 }
 
 function flatten(pairs: HeaderPairs): string[] {
@@ -396,7 +412,7 @@ export async function tunnelCommand(args: string[]): Promise<number> {
     token: token!,
     port,
     path,
-    log: (line) => console.log(line),
+    log: bufferedStdout(),
   });
   console.log(`${stamp()} tunnel: connecting to ${connectUrl(server!)} (forwarding to 127.0.0.1:${port})`);
   const onSignal = () => void client.stop();

@@ -43,6 +43,33 @@ export interface Frame {
 
 const EMPTY = Buffer.alloc(0);
 
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+const corked = new WeakSet<object>();
+
+/**
+ * Sends a frame; frames sent in the same tick leave in one write (the socket is corked until the
+ * next tick), which matters when many requests share one tunnel.
+ */
+export function sendFrame(
+  ws: { send(data: Buffer, cb?: (error?: Error) => void): void; readonly _socket?: unknown },
+  frame: Buffer,
+  cb: (error?: Error) => void = () => {},
+): void {
+  const socket = ws._socket as Corkable | undefined;
+  if (socket && typeof socket.cork === 'function' && !corked.has(socket)) {
+    corked.add(socket);
+    socket.cork();
+    process.nextTick(() => {
+      corked.delete(socket);
+      socket.uncork();
+    });
+  }
+  ws.send(frame, cb);
+}
+
 export function encodeFrame(header: FrameHeader, body: Buffer = EMPTY): Buffer {
   const json = Buffer.from(JSON.stringify(header), 'utf8');
   const prefix = Buffer.allocUnsafe(4);

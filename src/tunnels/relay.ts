@@ -12,6 +12,7 @@ import {
   type HeaderPairs,
   MAX_BODY_BYTES,
   PROTOCOL_VERSION,
+  sendFrame,
 } from './protocol.ts';
 
 /** Why a relayed request failed; `status` is what an HTTP caller of the relay answers. */
@@ -209,7 +210,7 @@ export class TunnelRelay implements LocalTunnelRelay {
     return new Promise<RawRelayedResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!conn.pending.delete(id)) return;
-        if (!conn.closed) conn.socket.send(encodeFrame({ type: 'cancel', id }), () => {});
+        if (!conn.closed) sendFrame(conn.socket, encodeFrame({ type: 'cancel', id }));
         reject(
           new TunnelError(
             'tunnel_timeout',
@@ -218,7 +219,7 @@ export class TunnelRelay implements LocalTunnelRelay {
         );
       }, request.timeoutMs);
       conn.pending.set(id, { resolve, reject, timer });
-      conn.socket.send(frame, (error) => {
+      sendFrame(conn.socket, frame, (error) => {
         if (!error) return;
         const p = conn.pending.get(id);
         if (!p) return;
