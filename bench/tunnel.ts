@@ -97,11 +97,13 @@ async function main(): Promise<void> {
         'x-service-signature': `sha256=${'0'.repeat(64)}`,
       },
     };
-    const direct = await run({ url: `http://127.0.0.1:${receiverPort}/webhook`, ...request }, seconds, connections);
+    const parties = { bench: process.pid, receiver: children[0]!.pid!, service: children[1]!.pid!, client: children[2]!.pid! };
+    const direct = await run({ url: `http://127.0.0.1:${receiverPort}/webhook`, ...request }, seconds, connections, parties);
     const tunnel = await run(
       { url: `${base}/webhook`, ...request, headers: { ...request.headers, host } },
       seconds,
       connections,
+      parties,
     );
     const ratio = tunnel.rps / direct.rps;
     const logged = readFileSync(join(dataDir, 'client.log'), 'utf8').split('\n').length;
@@ -120,6 +122,8 @@ async function main(): Promise<void> {
 }
 
 interface Result {
+  /** CPU time per request of each process (µs), from /proc: independent of other load on the machine. */
+  cpuPerRequestUs: Record<string, number>;
   rps: number;
   p50: number;
   p99: number;
@@ -127,10 +131,21 @@ interface Result {
   non2xx: number;
 }
 
-async function run(options: autocannon.Options, seconds: number, connections: number): Promise<Result> {
+async function run(
+  options: autocannon.Options,
+  seconds: number,
+  connections: number,
+  parties: Record<string, number>,
+): Promise<Result> {
   await autocannon({ ...options, connections, duration: 2 }); // warm-up (JIT, pools), not counted
+  const before = Object.fromEntries(Object.entries(parties).map(([name, pid]) => [name, cpuTicks(pid)]));
   const r = await autocannon({ ...options, connections, duration: seconds });
+  const cpuPerRequestUs: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(parties)) {
+    cpuPerRequestUs[name] = Math.round(((cpuTicks(pid) - before[name]!) * 10_000) / Math.max(1, r.requests.total));
+  }
   return {
+    cpuPerRequestUs,
     rps: r.requests.average,
     p50: r.latency.p50,
     p99: r.latency.p99,
@@ -140,7 +155,22 @@ async function run(options: autocannon.Options, seconds: number, connections: nu
 }
 
 function fmt(r: Result): string {
-  return `${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors}, non-2xx ${r.non2xx}`;
+  const cpu = Object.entries(r.cpuPerRequestUs)
+    .filter(([, us]) => us > 0)
+    .map(([name, us]) => `${name} ${us}`)
+    .join(', ');
+  return `${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors}, non-2xx ${r.non2xx}\n                     CPU µs/request: ${cpu}`;
+}
+
+/** utime + stime of a process in clock ticks (1/100 s on Linux). */
+function cpuTicks(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
 }
 
 function start(args: string[], env: Record<string, string>, stdout: 'inherit' | number = 'inherit'): ChildProcess {

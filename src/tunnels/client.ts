@@ -56,7 +56,7 @@ export class TunnelClient {
   private stopped = false;
   private attempt = 0;
   private pool: Pool;
-  private readonly inflight = new Map<number, AbortController>();
+  private readonly inflight = new Map<number, () => void>();
   private readonly log: (line: string) => void;
   private readonly wsUrl: string;
   private connectedWaiters: Array<() => void> = [];
@@ -111,7 +111,7 @@ export class TunnelClient {
     if (this.stopped) return;
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    for (const controller of this.inflight.values()) controller.abort();
+    for (const abort of this.inflight.values()) abort();
     this.inflight.clear();
     const ws = this.ws;
     if (ws && ws.readyState !== WebSocket.CLOSED) {
@@ -171,7 +171,7 @@ export class TunnelClient {
     });
     ws.on('close', (code, reasonBuffer) => {
       if (heartbeat) clearInterval(heartbeat);
-      for (const controller of this.inflight.values()) controller.abort();
+      for (const abort of this.inflight.values()) abort();
       this.inflight.clear();
       const wasConnected = this.hostname !== undefined && this.ws === ws;
       if (this.ws === ws) this.hostname = undefined;
@@ -232,7 +232,7 @@ export class TunnelClient {
         void this.handleRequest(ws, header, Buffer.from(body));
         return;
       case 'cancel':
-        this.inflight.get(header.id)?.abort();
+        this.inflight.get(header.id)?.();
         return;
       default:
         return;
@@ -245,47 +245,39 @@ export class TunnelClient {
     body: Buffer,
   ): Promise<void> {
     const started = performance.now();
-    const controller = new AbortController();
-    this.inflight.set(request.id, controller);
     // A little longer than the relay waits, so that the relay's own timeout (504) answers first.
     const timeoutMs = Math.min(Math.max(request.timeout_ms || 10_000, 100), 120_000) + 1_000;
-    const timer = setTimeout(() => controller.abort(), timeoutMs);
     let line: string;
+    let timedOut = false;
+    const call = localRequest(this.pool, {
+      method: request.method,
+      path: request.path,
+      headers: flatten(forwardableHeaders(request.headers)),
+      body,
+      timeoutMs,
+    });
+    this.inflight.set(request.id, call.abort);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      call.abort();
+    }, timeoutMs);
     try {
-      const response = await this.pool.request({
-        method: request.method as 'GET',
-        path: request.path,
-        headers: flatten(forwardableHeaders(request.headers)),
-        body: body.length > 0 ? body : undefined,
-        signal: controller.signal,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const chunk of response.body) {
-        size += (chunk as Buffer).length;
-        if (size > MAX_BODY_BYTES) {
-          response.body.destroy();
-          throw new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`);
-        }
-        chunks.push(chunk as Buffer);
-      }
-      const headers: HeaderPairs = [];
-      for (const [name, value] of Object.entries(response.headers)) {
-        if (value === undefined) continue;
-        for (const v of Array.isArray(value) ? value : [value]) headers.push([name, v]);
-      }
+      const response = await call.response;
       send(
         ws,
         encodeFrame(
-          { type: 'response', id: request.id, status: response.statusCode, headers: forwardableHeaders(headers) },
-          Buffer.concat(chunks),
+          {
+            type: 'response',
+            id: request.id,
+            status: response.status,
+            headers: forwardableHeaders(response.headers),
+          },
+          response.body,
         ),
       );
-      line = `${request.method} ${request.path} → ${response.statusCode}`;
+      line = `${request.method} ${request.path} → ${response.status}`;
     } catch (error) {
-      const message = controller.signal.aborted
+      const message = timedOut
         ? 'the local service did not answer in time'
         : `the local service at 127.0.0.1:${this.options.port} failed: ${describeError(error)}`;
       send(ws, encodeFrame({ type: 'error', id: request.id, message }));
@@ -296,6 +288,92 @@ export class TunnelClient {
     }
     this.log(`${stamp()} ${line} ${Math.round(performance.now() - started)} ms`);
   }
+}
+
+interface LocalResponse {
+  status: number;
+  headers: HeaderPairs;
+  body: Buffer;
+}
+
+/**
+ * One request to the local receiver through undici's dispatcher interface (no stream objects per
+ * request: a busy tunnel relays thousands a second). The response body is bounded by MAX_BODY_BYTES.
+ */
+function localRequest(
+  pool: Pool,
+  options: { method: string; path: string; headers: string[]; body: Buffer; timeoutMs: number },
+): { response: Promise<LocalResponse>; abort: () => void } {
+  let abort: (() => void) | undefined;
+  let aborted = false;
+  const response = new Promise<LocalResponse>((resolve, reject) => {
+    let status = 0;
+    let headers: HeaderPairs = [];
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const fail = (error: Error) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    };
+    pool.dispatch(
+      {
+        method: options.method as 'GET',
+        path: options.path,
+        headers: options.headers,
+        body: options.body.length > 0 ? options.body : null,
+        headersTimeout: options.timeoutMs,
+        bodyTimeout: options.timeoutMs,
+      },
+      {
+        onRequestStart(controller) {
+          abort = () => controller.abort(new Error('aborted'));
+          if (aborted) abort();
+        },
+        onResponseStart(controller, statusCode) {
+          status = statusCode;
+          headers = rawHeaderPairs(controller.rawHeaders);
+        },
+        onResponseData(controller, chunk) {
+          size += chunk.length;
+          if (size > MAX_BODY_BYTES) {
+            controller.abort(new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        },
+        onResponseEnd() {
+          if (settled) return;
+          settled = true;
+          resolve({ status, headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
+        },
+        onResponseError(_controller, error) {
+          fail(error);
+        },
+      },
+    );
+  });
+  return {
+    response,
+    abort: () => {
+      aborted = true;
+      abort?.();
+    },
+  };
+}
+
+function rawHeaderPairs(raw: Buffer[] | string[] | Record<string, unknown> | null | undefined): HeaderPairs {
+  const out: HeaderPairs = [];
+  if (Array.isArray(raw)) {
+    for (let i = 0; i + 1 < raw.length; i += 2) out.push([String(raw[i]), String(raw[i + 1])]);
+  } else if (raw) {
+    for (const [name, value] of Object.entries(raw)) {
+      if (value === undefined) continue;
+      for (const v of Array.isArray(value) ? value : [value]) out.push([name, String(v)]);
+    }
+  }
+  return out;
 }
 
 function send(ws: WebSocket, frame: Buffer): void {

@@ -52,17 +52,56 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
   });
 
   const suffix = `.${ctx.config.tunnelDomain}`;
-  const tunnelHostname = (request: FastifyRequest): string | null => {
-    const host = request.hostname.toLowerCase().replace(/\.$/, '');
-    if (!host.startsWith('bot-') || !host.endsWith(suffix)) return null;
-    const label = host.slice(0, -suffix.length);
-    return /^bot-[a-z0-9-]{1,63}$/.test(label) ? host : null;
+  /** The tunnel hostname a Host value (with or without port) addresses, or null. */
+  const tunnelHostname = (hostHeader: string): string | null => {
+    let host = hostHeader.toLowerCase();
+    if (!host.startsWith('bot-')) return null;
+    const colon = host.indexOf(':');
+    if (colon >= 0) host = host.slice(0, colon);
+    if (host.endsWith('.')) host = host.slice(0, -1);
+    if (!host.endsWith(suffix)) return null;
+    return /^bot-[a-z0-9-]{1,63}$/.test(host.slice(0, -suffix.length)) ? host : null;
+  };
+  const trustProxy = ctx.config.trustProxy;
+  const clientInfo = (req: IncomingMessage): ClientInfo => {
+    const forwardedHost = trustProxy ? firstValue(req.headers['x-forwarded-host']) : undefined;
+    const forwardedFor = trustProxy ? firstValue(req.headers['x-forwarded-for']) : undefined;
+    const forwardedProto = trustProxy ? firstValue(req.headers['x-forwarded-proto']) : undefined;
+    return {
+      host: forwardedHost ?? req.headers.host ?? '',
+      ip: forwardedFor ?? req.socket.remoteAddress ?? '',
+      protocol: forwardedProto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'),
+    };
+  };
+  const onRelayFailure = (error: unknown, req: IncomingMessage, res: ServerResponse) => {
+    ctx.logger.error({ err: error }, 'tunnel relay failed');
+    if (!res.headersSent) sendError(req, res, 'internal_error', 'The relay failed.');
+    else res.destroy();
   };
 
-  // First onRequest hook of every module: tunnel traffic is taken over here, before routing to
-  // API handlers, authentication hooks or body parsing.
+  // Tunnel traffic is taken over before Fastify sees it: no routing, no API hooks, no body parsing,
+  // and the cost of a relayed request stays small. (Upgrades arrive on 'upgrade', not here.)
+  const server = app.server;
+  const listeners = server.listeners('request');
+  if (listeners.length === 1) {
+    const fastifyHandler = listeners[0] as (req: IncomingMessage, res: ServerResponse) => void;
+    server.removeAllListeners('request');
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const info = clientInfo(req);
+      const hostname = tunnelHostname(info.host);
+      if (!hostname) {
+        fastifyHandler.call(server, req, res);
+        return;
+      }
+      relayHttp(relay, hostname, req, res, info).catch((error) => onRelayFailure(error, req, res));
+    });
+  }
+
+  // The same for requests that do reach Fastify (inject() in tests, WebSocket upgrades): this is the
+  // first onRequest hook of every module, so tunnel traffic never reaches API hooks or handlers.
   app.addHook('onRequest', (request, reply, done) => {
-    const hostname = tunnelHostname(request);
+    const info = clientInfo(request.raw);
+    const hostname = tunnelHostname(info.host);
     if (!hostname) {
       done();
       return;
@@ -73,11 +112,9 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       return;
     }
     reply.hijack();
-    relayHttp(relay, hostname, request, reply).catch((error) => {
-      request.log.error({ err: error }, 'tunnel relay failed');
-      if (!reply.raw.headersSent) sendError(request.raw, reply.raw, 'internal_error', 'The relay failed.');
-      else reply.raw.destroy();
-    });
+    relayHttp(relay, hostname, request.raw, reply.raw, info).catch((error) =>
+      onRelayFailure(error, request.raw, reply.raw),
+    );
   });
 
   const connectSchema = {
@@ -153,15 +190,25 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
   );
 }
 
+interface ClientInfo {
+  host: string;
+  ip: string;
+  protocol: string;
+}
+
+function firstValue(value: string | string[] | undefined): string | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  const first = text?.split(',')[0]?.trim();
+  return first ? first : undefined;
+}
+
 async function relayHttp(
   relay: TunnelRelay | undefined,
   hostname: string,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  req: IncomingMessage,
+  res: ServerResponse,
+  client: ClientInfo,
 ): Promise<void> {
-  const req = request.raw;
-  const res = reply.raw;
-  const started = performance.now();
   if (!relay?.hasConnection(hostname)) {
     req.resume(); // the body (if any) is not wanted
     sendError(req, res, 'tunnel_not_connected', notConnectedMessage(hostname));
@@ -183,9 +230,9 @@ async function relayHttp(
     pairsFromRaw(req.rawHeaders).filter(([name]) => !/^x-forwarded-/i.test(name)),
   );
   headers.push(
-    ['X-Forwarded-For', request.ip ?? ''],
-    ['X-Forwarded-Host', request.host],
-    ['X-Forwarded-Proto', request.protocol],
+    ['X-Forwarded-For', client.ip],
+    ['X-Forwarded-Host', client.host],
+    ['X-Forwarded-Proto', client.protocol],
   );
   try {
     const response = await relay.send({
@@ -202,10 +249,6 @@ async function relayHttp(
     if (!head) out.push('content-length', String(response.body.length));
     res.writeHead(response.status, out);
     res.end(head ? undefined : response.body);
-    request.log.debug(
-      { hostname, status: response.status, ms: Math.round(performance.now() - started) },
-      'tunnel request relayed',
-    );
   } catch (error) {
     if (!(error instanceof TunnelError)) throw error;
     const message = error.code === 'tunnel_not_connected' ? notConnectedMessage(hostname) : error.message;
