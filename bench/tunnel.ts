@@ -97,8 +97,18 @@ async function main(): Promise<void> {
         'x-service-signature': `sha256=${'0'.repeat(64)}`,
       },
     };
-    const parties = { bench: process.pid, receiver: children[0]!.pid!, service: children[1]!.pid!, client: children[2]!.pid! };
-    const direct = await run({ url: `http://127.0.0.1:${receiverPort}/webhook`, ...request }, seconds, connections, parties);
+    const parties = {
+      bench: process.pid,
+      receiver: children[0]!.pid!,
+      service: children[1]!.pid!,
+      client: children[2]!.pid!,
+    };
+    const direct = await run(
+      { url: `http://127.0.0.1:${receiverPort}/webhook`, ...request },
+      seconds,
+      connections,
+      parties,
+    );
     const tunnel = await run(
       { url: `${base}/webhook`, ...request, headers: { ...request.headers, host } },
       seconds,
@@ -142,7 +152,9 @@ async function run(
   const r = await autocannon({ ...options, connections, duration: seconds });
   const cpuPerRequestUs: Record<string, number> = {};
   for (const [name, pid] of Object.entries(parties)) {
-    cpuPerRequestUs[name] = Math.round(((cpuTicks(pid) - before[name]!) * 10_000) / Math.max(1, r.requests.total));
+    cpuPerRequestUs[name] = Math.round(
+      ((cpuTicks(pid) - before[name]!) * 10_000) / Math.max(1, r.requests.total),
+    );
   }
   return {
     cpuPerRequestUs,
@@ -173,9 +185,15 @@ function cpuTicks(pid: number): number {
   }
 }
 
-function start(args: string[], env: Record<string, string>, stdout: 'inherit' | number = 'inherit'): ChildProcess {
+function start(
+  args: string[],
+  env: Record<string, string>,
+  stdout: 'inherit' | number = 'inherit',
+): ChildProcess {
   // BENCH_PROFILE=dir writes a CPU profile of every child there (node --cpu-prof).
-  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const profile = process.env.BENCH_PROFILE
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`]
+    : [];
   return spawn(process.execPath, [...profile, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', stdout, 'inherit'],

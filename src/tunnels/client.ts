@@ -184,8 +184,7 @@ export class TunnelClient {
         return;
       }
       if (code === CLOSE_REPLACED) {
-        const message =
-          'Another tunnel client connected with the same token and replaced this one; exiting.';
+        const message = 'Another tunnel client connected with the same token and replaced this one; exiting.';
         this.log(`${stamp()} tunnel: ${message}`);
         this.end({ code: EXIT_REPLACED, message });
         return;

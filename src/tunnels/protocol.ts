@@ -99,7 +99,10 @@ function isHeaderPairs(value: unknown): value is HeaderPairs {
     Array.isArray(value) &&
     value.every(
       (pair) =>
-        Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string',
+        Array.isArray(pair) &&
+        pair.length === 2 &&
+        typeof pair[0] === 'string' &&
+        typeof pair[1] === 'string',
     )
   );
 }

@@ -254,7 +254,10 @@ export class TunnelRelay implements LocalTunnelRelay {
   /** Drops connections whose token was rotated elsewhere (another instance took the owner's call). */
   async revalidate(): Promise<void> {
     if (!this.options.revalidate || this.connections.size === 0 || this.closing) return;
-    const list = [...this.connections.values()].map((c) => ({ hostname: c.hostname, tokenHash: c.tokenHash }));
+    const list = [...this.connections.values()].map((c) => ({
+      hostname: c.hostname,
+      tokenHash: c.tokenHash,
+    }));
     try {
       const revoked = await this.options.revalidate(list);
       for (const hostname of revoked) {
@@ -324,6 +327,10 @@ export class TunnelRelay implements LocalTunnelRelay {
       p.reject(new TunnelError('tunnel_upstream_error', 'The tunnel client sent an invalid response.'));
       return;
     }
-    p.resolve({ status: header.status, headers: forwardableHeaders(header.headers), body: Buffer.from(body) });
+    p.resolve({
+      status: header.status,
+      headers: forwardableHeaders(header.headers),
+      body: Buffer.from(body),
+    });
   }
 }

@@ -17,7 +17,12 @@ import {
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
 import { TunnelError, TunnelRelay } from './relay.ts';
-import { authenticateTunnelToken, revokedTunnelHostnames, rotateTunnelToken, type TunnelBot } from './service.ts';
+import {
+  authenticateTunnelToken,
+  revokedTunnelHostnames,
+  rotateTunnelToken,
+  type TunnelBot,
+} from './service.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -108,7 +113,9 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     }
     if (request.headers.upgrade) {
       // WebSockets are not relayed; the socket is closed after this answer.
-      reply.status(501).send(new ApiError('not_implemented', 'WebSockets are not relayed by the tunnel.').toBody());
+      reply
+        .status(501)
+        .send(new ApiError('not_implemented', 'WebSockets are not relayed by the tunnel.').toBody());
       return;
     }
     reply.hijack();
@@ -306,7 +313,12 @@ const TITLES: Record<string, string> = {
 function sendError(
   req: IncomingMessage,
   res: ServerResponse,
-  code: 'tunnel_not_connected' | 'tunnel_timeout' | 'tunnel_upstream_error' | 'payload_too_large' | 'internal_error',
+  code:
+    | 'tunnel_not_connected'
+    | 'tunnel_timeout'
+    | 'tunnel_upstream_error'
+    | 'payload_too_large'
+    | 'internal_error',
   message: string,
   closeConnection = false,
 ): void {

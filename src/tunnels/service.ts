@@ -49,10 +49,11 @@ export async function rotateTunnelToken(ctx: AppContext, ownerId: string, botId:
   const bot = await ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
     const row = (
-      await tx.query<{ tunnel_hostname: string | null; local_port: number | null; webhook_path: string | null }>(
-        'SELECT tunnel_hostname, local_port, webhook_path FROM bots WHERE id = $1',
-        [botId],
-      )
+      await tx.query<{
+        tunnel_hostname: string | null;
+        local_port: number | null;
+        webhook_path: string | null;
+      }>('SELECT tunnel_hostname, local_port, webhook_path FROM bots WHERE id = $1', [botId])
     )[0]!;
     if (!row.tunnel_hostname) {
       throw new ApiError('conflict', 'This bot has a callback_url and no managed tunnel.');

@@ -91,7 +91,11 @@ describe('tunnel client across service restarts and as a command', () => {
       expect(cli).toBe('botpay');
       const run = runCli(args);
       await until(() => run.output().includes('tunnel: connected'), 20_000);
-      const res = await hostRequest(port, bot.hostname, { method: 'POST', path: '/hooks/service', body: 'cli' });
+      const res = await hostRequest(port, bot.hostname, {
+        method: 'POST',
+        path: '/hooks/service',
+        body: 'cli',
+      });
       expect(res.status).toBe(200);
       expect(res.body.toString()).toBe('cli');
       await until(() => run.output().includes('POST /hooks/service → 200'));

@@ -22,6 +22,12 @@ import {
   until,
 } from './helpers.ts';
 
+/** A claimed (active) bot with a managed tunnel. */
+async function activeTunnelBot(svc: TestService, owner: TestOwner, localPort: number) {
+  const bot = await activeBot(svc, owner, { body: { callback_url: undefined, local_port: localPort } });
+  return bot as typeof bot & { webhook_url: string; tunnel_token: string };
+}
+
 // Everything here is real and on loopback: the service listens on 127.0.0.1, the tunnel client
 // connects to it over a WebSocket and forwards to a real HTTP receiver on 127.0.0.1.
 
@@ -184,7 +190,9 @@ describe('managed tunnel relay', () => {
     expect(html.headers['content-type']).toContain('text/html');
     expect(html.body.toString()).toContain('Tunnel not connected');
     // An unknown bot hostname looks the same (no existence leak), and never reaches the API.
-    const unknown = await hostRequest(port, 'bot-nonexistent.tunnel.localhost', { path: '/api/v1/bot/status' });
+    const unknown = await hostRequest(port, 'bot-nonexistent.tunnel.localhost', {
+      path: '/api/v1/bot/status',
+    });
     expect(unknown.status).toBe(502);
   });
 
@@ -242,7 +250,11 @@ describe('managed tunnel relay', () => {
     await connected(bot);
     const results = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
-        hostRequest(port, bot.hostname, { method: 'POST', path: `/c/${i}`, body: `request ${i} ${'x'.repeat(i * 100)}` }),
+        hostRequest(port, bot.hostname, {
+          method: 'POST',
+          path: `/c/${i}`,
+          body: `request ${i} ${'x'.repeat(i * 100)}`,
+        }),
       ),
     );
     results.forEach((res, i) => {
@@ -347,9 +359,9 @@ describe('managed tunnel relay', () => {
   });
 
   it('freezing the wallet does not cut the tunnel', async () => {
-    const bot = await activeBot(svc, owner, { body: { callback_url: undefined, local_port: receiver.port } });
-    const hostname = new URL(bot.webhook_url as string).hostname;
-    const started = startClient({ server, token: bot.tunnel_token as string, port: receiver.port });
+    const bot = await activeTunnelBot(svc, owner, receiver.port);
+    const hostname = new URL(bot.webhook_url).hostname;
+    const started = startClient({ server, token: bot.tunnel_token, port: receiver.port });
     clients.push(started.client);
     await started.client.waitConnected();
     const freeze = await svc.app.inject({
@@ -364,9 +376,9 @@ describe('managed tunnel relay', () => {
 
   describe('tunnel token rotation', () => {
     it('issues a new token once, cuts the old client and accepts only the new token', async () => {
-      const bot = await activeBot(svc, owner, { body: { callback_url: undefined, local_port: receiver.port } });
-      const hostname = new URL(bot.webhook_url as string).hostname;
-      const old = startClient({ server, token: bot.tunnel_token as string, port: receiver.port });
+      const bot = await activeTunnelBot(svc, owner, receiver.port);
+      const hostname = new URL(bot.webhook_url).hostname;
+      const old = startClient({ server, token: bot.tunnel_token, port: receiver.port });
       await old.client.waitConnected();
 
       const res = await svc.app.inject({
@@ -386,20 +398,26 @@ describe('managed tunnel relay', () => {
       expect(relay().hasConnection(hostname)).toBe(false);
 
       // The old token is refused from now on; the new one serves the same hostname.
-      const retry = await startClient({ server, token: bot.tunnel_token as string, port: receiver.port }).exit;
+      const retry = await startClient({ server, token: bot.tunnel_token, port: receiver.port }).exit;
       expect(retry.code).toBe(EXIT_TOKEN_REJECTED);
-      const fresh = await connected({ tunnel_token: body.tunnel_token, webhook_path: '/hooks/service' } as TunnelBot);
+      const fresh = await connected({
+        tunnel_token: body.tunnel_token,
+        webhook_path: '/hooks/service',
+      } as TunnelBot);
       expect(fresh.client.hostname).toBe(hostname);
       expect((await hostRequest(port, hostname, { path: '/hooks/service' })).status).toBe(200);
 
-      const audit = await svc.app.inject({ url: `/api/v1/owner/bots/${bot.bot_id}/audit-log`, headers: owner.auth });
+      const audit = await svc.app.inject({
+        url: `/api/v1/owner/bots/${bot.bot_id}/audit-log`,
+        headers: owner.auth,
+      });
       expect(audit.json().entries.map((e: { action: string }) => e.action)).toContain('tunnel_token.rotated');
       // The new token is not in the logs.
       expect(svc.logs()).not.toContain(body.tunnel_token);
     });
 
     it('needs the owner token (401), hides foreign bots (404) and refuses bots without a tunnel (409)', async () => {
-      const bot = await activeBot(svc, owner, { body: { callback_url: undefined, local_port: receiver.port } });
+      const bot = await activeTunnelBot(svc, owner, receiver.port);
       const url = `/api/v1/owner/bots/${bot.bot_id}/tunnel-token/rotate`;
       const unauth = await svc.app.inject({ method: 'POST', url });
       expect(unauth.statusCode).toBe(401);
@@ -428,7 +446,7 @@ describe('managed tunnel relay', () => {
       });
       expect(bad.statusCode).toBe(400);
       // Nothing changed for the refused calls: the original token still authenticates.
-      const still = startClient({ server, token: bot.tunnel_token as string, port: receiver.port });
+      const still = startClient({ server, token: bot.tunnel_token, port: receiver.port });
       clients.push(still.client);
       await still.client.waitConnected();
     });
@@ -438,7 +456,10 @@ describe('managed tunnel relay', () => {
       const started = startClient({ server, token: bot.tunnel_token, port: receiver.port });
       await started.client.waitConnected();
       // Another instance rotated it: only the database changed.
-      await svc.ctx.db.query('UPDATE bots SET tunnel_token_hash = $2 WHERE id = $1', [bot.bot_id, 'x'.repeat(64)]);
+      await svc.ctx.db.query('UPDATE bots SET tunnel_token_hash = $2 WHERE id = $1', [
+        bot.bot_id,
+        'x'.repeat(64),
+      ]);
       await relay().revalidate();
       expect((await started.exit).code).toBe(EXIT_TOKEN_REJECTED);
     });
