@@ -323,7 +323,7 @@ export class TunnelRelay implements LocalTunnelRelay {
       p.reject(new TunnelError('tunnel_upstream_error', header.message.slice(0, 300)));
       return;
     }
-    if (header.status < 100 || header.status > 599 || body.length > MAX_BODY_BYTES) {
+    if (header.status < 200 || header.status > 599 || body.length > MAX_BODY_BYTES) {
       p.reject(new TunnelError('tunnel_upstream_error', 'The tunnel client sent an invalid response.'));
       return;
     }

@@ -108,6 +108,23 @@ describe('managed tunnel relay', () => {
     expect(teapot.status).toBe(418);
   });
 
+  it('takes tunnel traffic before any API hook also for requests that reach Fastify (inject)', async () => {
+    const bot = await registerTunnelBot(svc, receiver.port);
+    const idle = await svc.app.inject({ url: '/api/v1/bot/status', headers: { host: bot.hostname } });
+    expect(idle.statusCode).toBe(502);
+    expect(idle.json()).toMatchObject({ error: 'tunnel_not_connected' });
+    await connected(bot);
+    const res = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/owner/claims',
+      headers: { host: `${bot.hostname}:8080`, 'content-type': 'text/plain' },
+      payload: 'not json',
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toBe('not json');
+    expect(res.headers['x-receiver']).toBe('receiver');
+  });
+
   it('forward() (the webhook worker path) delivers identical bytes and headers incl. Authorization for a primary bot', async () => {
     const bot = await registerTunnelBot(svc, receiver.port, { bot_type: 'primary' });
     expect(bot.primary_hooks_token).toMatch(/^svc_hooks_/);
