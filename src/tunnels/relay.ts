@@ -164,7 +164,7 @@ export class TunnelRelay implements LocalTunnelRelay {
 
   /** The worker's entry point (LocalTunnelRelay): headers in and out as plain records. */
   async forward(request: RelayedRequest): Promise<RelayedResponse> {
-    const raw = await this.send({ ...request, headers: Object.entries(request.headers) });
+    const raw = await this.send({ ...request, headers: forwardableHeaders(Object.entries(request.headers)) });
     const headers: Record<string, string> = {};
     for (const [name, value] of raw.headers) {
       const key = name.toLowerCase();
@@ -173,7 +173,10 @@ export class TunnelRelay implements LocalTunnelRelay {
     return { status: raw.status, headers, body: raw.body };
   }
 
-  /** Sends one request through the hostname's tunnel and waits for its response. */
+  /**
+   * Sends one request through the hostname's tunnel and waits for its response. `headers` must
+   * already be forwardable (see forwardableHeaders); the response's headers are filtered here.
+   */
   send(request: Omit<RelayedRequest, 'headers'> & { headers: HeaderPairs }): Promise<RawRelayedResponse> {
     const conn = this.connections.get(request.hostname.toLowerCase());
     if (!conn || conn.closed) {
@@ -195,7 +198,7 @@ export class TunnelRelay implements LocalTunnelRelay {
       );
     }
     const id = conn.nextId++;
-    const headers = forwardableHeaders(request.headers);
+    const headers = request.headers;
     const frame = encodeFrame(
       {
         type: 'request',

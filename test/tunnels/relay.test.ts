@@ -488,3 +488,23 @@ describe('managed tunnel relay', () => {
     expect(doc.paths['/api/v1/owner/bots/{bot_id}/tunnel-token/rotate']?.post).toBeDefined();
   });
 });
+
+describe('an instance without the tunnel role', () => {
+  it('has no relay, refuses client connections (503) and answers 502 for bot hostnames', async () => {
+    const svc = await createTestService({ env: { ROLES: 'api,worker,scheduler' } });
+    try {
+      expect(svc.ctx.tunnelRelay).toBeUndefined();
+      const bot = await registerTunnelBot(svc, 9);
+      const connect = await svc.app.inject({
+        url: TUNNEL_CONNECT_PATH,
+        headers: { authorization: `Bearer ${bot.tunnel_token}` },
+      });
+      expect(connect.statusCode).toBe(503);
+      const relayed = await svc.app.inject({ url: '/webhook', headers: { host: bot.hostname } });
+      expect(relayed.statusCode).toBe(502);
+      expect(relayed.json()).toMatchObject({ error: 'tunnel_not_connected' });
+    } finally {
+      await svc.close();
+    }
+  });
+});
