@@ -14,6 +14,7 @@ import { registerBotRoutes } from './bots/routes.ts';
 import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
+import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
@@ -151,6 +152,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     }
   });
 
+  // First: requests for bot-<id>.{TUNNEL_DOMAIN} are relayed before any other module's hooks.
+  await registerTunnelRoutes(app, ctx);
   await registerBotRoutes(app, ctx);
   await registerOwnerRoutes(app, ctx);
   await registerDashboardRoutes(app, ctx);

@@ -123,6 +123,7 @@ export async function main(argv: string[]): Promise<void> {
 async function loadLazyCommand(name: string): Promise<Command | undefined> {
   const lazy: Record<string, () => Promise<Command>> = {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
+    tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
   };
   return lazy[name] ? lazy[name]() : undefined;
 }

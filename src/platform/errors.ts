@@ -28,9 +28,14 @@ export const ERROR_STATUS = {
   idempotency_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  upgrade_required: 426,
   rate_limited: 429,
   internal_error: 500,
+  not_implemented: 501,
+  tunnel_not_connected: 502,
+  tunnel_upstream_error: 502,
   service_unavailable: 503,
+  tunnel_timeout: 504,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

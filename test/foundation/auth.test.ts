@@ -33,6 +33,7 @@ const SAMPLES: Record<string, Sample> = {
   'GET /api/v1/owner/bots/{bot_id}/audit-log': {},
   'POST /api/v1/owner/bots/{bot_id}/api-key/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/webhook-secret/rotate': {},
+  'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
 };
 
 const PARAM_FALLBACK: Record<string, string> = {

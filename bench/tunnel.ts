@@ -1,0 +1,231 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { openSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { request as undiciRequest } from 'undici';
+
+// Requests per second and p99 through the managed tunnel (autocannon → relay in the service →
+// WebSocket → `botpay tunnel` → local receiver) as a ratio to the same requests sent straight to
+// the receiver in the same run. Goal (issue 5): throughput ≥ 0.3 of direct.
+//
+// Every party is its own process on 127.0.0.1 (service with the embedded database, tunnel client,
+// receiver), so the load generator shares an event loop with none of them.
+//   npm run bench:tunnel            (BENCH_SECONDS=10, BENCH_CONNECTIONS=20 by default)
+
+if (process.argv[3] === 'receiver') {
+  // The webhook receiver: answers every POST with a small JSON body, like a bot would.
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"ok":true}');
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(Number(process.argv[4]), '127.0.0.1', () => console.log('receiver ready'));
+} else {
+  await main();
+}
+
+async function main(): Promise<void> {
+  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const connections = Number(process.env.BENCH_CONNECTIONS ?? 20);
+  const dataDir = await mkdtemp(join(tmpdir(), 'botpay-bench-tunnel-'));
+  const children: ChildProcess[] = [];
+  try {
+    const receiverPort = await freePort();
+    children.push(start(['bin/run-ts.mjs', 'bench/tunnel.ts', 'receiver', String(receiverPort)], {}));
+    const servicePort = await freePort();
+    const base = `http://127.0.0.1:${servicePort}`;
+    children.push(
+      start(['bin/botpay.mjs', 'serve'], {
+        PORT: String(servicePort),
+        HOST: '127.0.0.1',
+        BASE_URL: base,
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'warn',
+      }),
+    );
+    await waitFor(async () => (await fetch(`${base}/healthz`)).ok);
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${receiverPort}/`, { method: 'POST' })).ok);
+
+    const registration = await fetch(`${base}/api/v1/bots/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        bot_name: 'bench-tunnel',
+        owner_email: 'bench@example.com',
+        bot_type: 'custom',
+        local_port: receiverPort,
+        webhook_path: '/webhook',
+      }),
+    });
+    if (registration.status !== 201) throw new Error(`registration failed: ${registration.status}`);
+    const bot = (await registration.json()) as {
+      webhook_url: string;
+      tunnel_setup: { tunnel_client_command: string };
+    };
+    const host = new URL(bot.webhook_url).host;
+    const [, ...args] = bot.tunnel_setup.tunnel_client_command.split(' ');
+    // The client logs one line per request; like under systemd, that goes to a file, not to a
+    // pipe this (busy) process would have to drain.
+    const clientLog = openSync(join(dataDir, 'client.log'), 'w');
+    children.push(start(['bin/botpay.mjs', ...args], {}, clientLog));
+    await waitFor(async () => {
+      const res = await undiciRequest(`${base}/webhook`, { method: 'POST', headers: { host } });
+      await res.body.dump();
+      if (res.statusCode !== 200 && process.env.BENCH_DEBUG) console.log(res.statusCode);
+      return res.statusCode === 200;
+    });
+
+    const body = JSON.stringify({
+      event: 'wallet.funded',
+      timestamp: new Date().toISOString(),
+      bot_id: 'bot_bench',
+      data: { funding_id: 'fund_bench', amount: 25, balance: 125, description: 'Owner added $25.00' },
+    });
+    const request = {
+      method: 'POST' as const,
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'x-service-event': 'wallet.funded',
+        'x-service-signature': `sha256=${'0'.repeat(64)}`,
+      },
+    };
+    const parties = {
+      bench: process.pid,
+      receiver: children[0]!.pid!,
+      service: children[1]!.pid!,
+      client: children[2]!.pid!,
+    };
+    const direct = await run(
+      { url: `http://127.0.0.1:${receiverPort}/webhook`, ...request },
+      seconds,
+      connections,
+      parties,
+    );
+    const tunnel = await run(
+      { url: `${base}/webhook`, ...request, headers: { ...request.headers, host } },
+      seconds,
+      connections,
+      parties,
+    );
+    const ratio = tunnel.rps / direct.rps;
+    const logged = readFileSync(join(dataDir, 'client.log'), 'utf8').split('\n').length;
+    console.log(`\nPOST ${body.length} B JSON, ${connections} connections, ${seconds} s each`);
+    console.log(`direct to receiver : ${fmt(direct)}`);
+    console.log(`through the tunnel : ${fmt(tunnel)}`);
+    console.log(
+      `throughput ratio   : ${ratio.toFixed(2)} (goal ≥ 0.30) ${ratio >= 0.3 ? 'OK' : 'BELOW GOAL'}; p99 ratio ${(tunnel.p99 / Math.max(1, direct.p99)).toFixed(1)}`,
+    );
+    console.log(`client log lines : ${logged}`);
+    if (tunnel.errors > 0 || tunnel.non2xx > 0) process.exitCode = 1;
+  } finally {
+    for (const child of children.reverse()) await stop(child);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+interface Result {
+  /** CPU time per request of each process (µs), from /proc: independent of other load on the machine. */
+  cpuPerRequestUs: Record<string, number>;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+async function run(
+  options: autocannon.Options,
+  seconds: number,
+  connections: number,
+  parties: Record<string, number>,
+): Promise<Result> {
+  await autocannon({ ...options, connections, duration: 2 }); // warm-up (JIT, pools), not counted
+  const before = Object.fromEntries(Object.entries(parties).map(([name, pid]) => [name, cpuTicks(pid)]));
+  const r = await autocannon({ ...options, connections, duration: seconds });
+  const cpuPerRequestUs: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(parties)) {
+    cpuPerRequestUs[name] = Math.round(
+      ((cpuTicks(pid) - before[name]!) * 10_000) / Math.max(1, r.requests.total),
+    );
+  }
+  return {
+    cpuPerRequestUs,
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.timeouts,
+    non2xx: r.non2xx,
+  };
+}
+
+function fmt(r: Result): string {
+  const cpu = Object.entries(r.cpuPerRequestUs)
+    .filter(([, us]) => us > 0)
+    .map(([name, us]) => `${name} ${us}`)
+    .join(', ');
+  return `${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, errors ${r.errors}, non-2xx ${r.non2xx}\n                     CPU µs/request: ${cpu}`;
+}
+
+/** utime + stime of a process in clock ticks (1/100 s on Linux). */
+function cpuTicks(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
+
+function start(
+  args: string[],
+  env: Record<string, string>,
+  stdout: 'inherit' | number = 'inherit',
+): ChildProcess {
+  // BENCH_PROFILE=dir writes a CPU profile of every child there (node --cpu-prof).
+  const profile = process.env.BENCH_PROFILE
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`]
+    : [];
+  return spawn(process.execPath, [...profile, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', stdout, 'inherit'],
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (error) {
+      if (process.env.BENCH_DEBUG) console.log(error);
+    }
+    if (Date.now() > deadline) throw new Error('timed out waiting for a benchmark process');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}

@@ -1,0 +1,339 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { WebSocket } from 'ws';
+import type { LocalTunnelRelay, RelayedRequest, RelayedResponse } from '../platform/context.ts';
+import {
+  CLOSE_AUTH_REJECTED,
+  CLOSE_REPLACED,
+  CLOSE_SERVICE_RESTART,
+  decodeFrame,
+  encodeFrame,
+  FrameError,
+  forwardableHeaders,
+  type HeaderPairs,
+  MAX_BODY_BYTES,
+  PROTOCOL_VERSION,
+  sendFrame,
+} from './protocol.ts';
+
+/** Why a relayed request failed; `status` is what an HTTP caller of the relay answers. */
+export class TunnelError extends Error {
+  constructor(
+    readonly code: 'tunnel_not_connected' | 'tunnel_timeout' | 'tunnel_upstream_error' | 'payload_too_large',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TunnelError';
+  }
+}
+
+export interface TunnelRelayOptions {
+  logger: FastifyBaseLogger;
+  /** Public URL of a hostname (for the client's log line). */
+  publicUrl(hostname: string): string;
+  /** Timeout of a request arriving over HTTP (forward() callers pass their own). */
+  requestTimeoutMs: number;
+  /** Ping interval; a connection that missed one pong is dropped at the next tick. */
+  heartbeatMs?: number;
+  /** At most this many requests in flight per tunnel; more are refused at once (memory bound). */
+  maxInFlight?: number;
+  /**
+   * Returns the hostnames (of those given) whose tunnel token hash is no longer the one a
+   * connection authenticated with (rotated on another instance). Checked every `revalidateMs`.
+   */
+  revalidate?: (connections: Array<{ hostname: string; tokenHash: string }>) => Promise<string[]>;
+  revalidateMs?: number;
+}
+
+/** A response as the client sent it: header pairs keep repeated fields (Set-Cookie) apart. */
+export interface RawRelayedResponse {
+  status: number;
+  headers: HeaderPairs;
+  body: Buffer;
+}
+
+interface Pending {
+  resolve(response: RawRelayedResponse): void;
+  reject(error: TunnelError): void;
+  timer: NodeJS.Timeout;
+}
+
+class TunnelConnection {
+  readonly pending = new Map<number, Pending>();
+  nextId = 1;
+  alive = true;
+  closed = false;
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly botId: string,
+    readonly hostname: string,
+    readonly tokenHash: string,
+  ) {}
+
+  failAll(error: TunnelError): void {
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      this.pending.delete(id);
+      p.reject(error);
+    }
+  }
+}
+
+/**
+ * The managed-tunnel relay of this process: one WebSocket per connected bot hostname, many
+ * requests multiplexed over it by request id. Used by the HTTP interception (routes.ts) and by
+ * the webhook worker through `ctx.tunnelRelay.forward`.
+ */
+export class TunnelRelay implements LocalTunnelRelay {
+  private readonly connections = new Map<string, TunnelConnection>();
+  private readonly heartbeatTimer: NodeJS.Timeout;
+  private readonly revalidateTimer: NodeJS.Timeout | undefined;
+  private closing = false;
+  readonly heartbeatMs: number;
+  readonly maxInFlight: number;
+
+  constructor(private readonly options: TunnelRelayOptions) {
+    this.heartbeatMs = options.heartbeatMs ?? 20_000;
+    this.maxInFlight = options.maxInFlight ?? 256;
+    // Network heartbeats run on real time, not ctx.clock: they measure a live socket.
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatMs);
+    this.heartbeatTimer.unref();
+    if (options.revalidate) {
+      this.revalidateTimer = setInterval(() => void this.revalidate(), options.revalidateMs ?? 30_000);
+      this.revalidateTimer.unref();
+    }
+  }
+
+  get requestTimeoutMs(): number {
+    return this.options.requestTimeoutMs;
+  }
+
+  hasConnection(hostname: string): boolean {
+    return this.connections.has(hostname.toLowerCase());
+  }
+
+  connectionCount(): number {
+    return this.connections.size;
+  }
+
+  /** Takes over an authenticated socket; an older connection for the hostname is closed. */
+  attach(socket: WebSocket, bot: { id: string; hostname: string; tokenHash: string }): void {
+    const hostname = bot.hostname.toLowerCase();
+    if (this.closing) {
+      socket.close(CLOSE_SERVICE_RESTART, 'service is shutting down');
+      return;
+    }
+    const conn = new TunnelConnection(socket, bot.id, hostname, bot.tokenHash);
+    const previous = this.connections.get(hostname);
+    this.connections.set(hostname, conn);
+    if (previous) {
+      this.options.logger.info({ bot_id: bot.id, hostname }, 'tunnel client replaced by a new connection');
+      this.drop(previous, CLOSE_REPLACED, 'replaced by a newer connection with the same token');
+    }
+
+    socket.on('pong', () => {
+      conn.alive = true;
+    });
+    socket.on('message', (data, isBinary) => this.onMessage(conn, data as Buffer, isBinary));
+    socket.on('close', () => this.onClose(conn));
+    socket.on('error', () => {
+      // 'close' follows; the error itself (e.g. ECONNRESET) needs no more than that.
+    });
+
+    socket.send(
+      encodeFrame({
+        type: 'hello',
+        version: PROTOCOL_VERSION,
+        hostname,
+        public_url: this.options.publicUrl(hostname),
+        max_body_bytes: MAX_BODY_BYTES,
+        request_timeout_ms: this.options.requestTimeoutMs,
+        heartbeat_ms: this.heartbeatMs,
+      }),
+    );
+    this.options.logger.info({ bot_id: bot.id, hostname }, 'tunnel client connected');
+  }
+
+  /** Closes the hostname's connection (token rotated): the client is told its token is no longer valid. */
+  disconnect(hostname: string, code = CLOSE_AUTH_REJECTED, reason = 'tunnel token revoked'): boolean {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (!conn) return false;
+    this.drop(conn, code, reason);
+    return true;
+  }
+
+  /** The worker's entry point (LocalTunnelRelay): headers in and out as plain records. */
+  async forward(request: RelayedRequest): Promise<RelayedResponse> {
+    const raw = await this.send({ ...request, headers: forwardableHeaders(Object.entries(request.headers)) });
+    const headers: Record<string, string> = {};
+    for (const [name, value] of raw.headers) {
+      const key = name.toLowerCase();
+      headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`;
+    }
+    return { status: raw.status, headers, body: raw.body };
+  }
+
+  /**
+   * Sends one request through the hostname's tunnel and waits for its response. `headers` must
+   * already be forwardable (see forwardableHeaders); the response's headers are filtered here.
+   */
+  send(request: Omit<RelayedRequest, 'headers'> & { headers: HeaderPairs }): Promise<RawRelayedResponse> {
+    const conn = this.connections.get(request.hostname.toLowerCase());
+    if (!conn || conn.closed) {
+      return Promise.reject(
+        new TunnelError('tunnel_not_connected', `No tunnel client is connected for ${request.hostname}.`),
+      );
+    }
+    if (request.body.length > MAX_BODY_BYTES) {
+      return Promise.reject(
+        new TunnelError('payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`),
+      );
+    }
+    if (conn.pending.size >= this.maxInFlight) {
+      return Promise.reject(
+        new TunnelError(
+          'tunnel_upstream_error',
+          `The tunnel already has ${this.maxInFlight} requests in flight; retry shortly.`,
+        ),
+      );
+    }
+    const id = conn.nextId++;
+    const headers = request.headers;
+    const frame = encodeFrame(
+      {
+        type: 'request',
+        id,
+        method: request.method.toUpperCase(),
+        path: request.path.startsWith('/') ? request.path : `/${request.path}`,
+        headers,
+        timeout_ms: request.timeoutMs,
+      },
+      request.body,
+    );
+    return new Promise<RawRelayedResponse>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (!conn.pending.delete(id)) return;
+        if (!conn.closed) sendFrame(conn.socket, encodeFrame({ type: 'cancel', id }));
+        reject(
+          new TunnelError(
+            'tunnel_timeout',
+            `The bot's local service did not answer within ${request.timeoutMs} ms.`,
+          ),
+        );
+      }, request.timeoutMs);
+      conn.pending.set(id, { resolve, reject, timer });
+      sendFrame(conn.socket, frame, (error) => {
+        if (!error) return;
+        const p = conn.pending.get(id);
+        if (!p) return;
+        clearTimeout(p.timer);
+        conn.pending.delete(id);
+        p.reject(new TunnelError('tunnel_not_connected', 'The tunnel connection failed while sending.'));
+      });
+    });
+  }
+
+  /** One heartbeat tick: drop connections that did not answer the previous ping, ping the rest. */
+  heartbeat(): void {
+    for (const conn of this.connections.values()) {
+      if (!conn.alive) {
+        this.options.logger.info(
+          { bot_id: conn.botId, hostname: conn.hostname },
+          'tunnel client missed a heartbeat; dropping',
+        );
+        conn.socket.terminate();
+        this.onClose(conn);
+        continue;
+      }
+      conn.alive = false;
+      try {
+        conn.socket.ping();
+      } catch {
+        // A socket that cannot be pinged is closing; 'close' cleans it up.
+      }
+    }
+  }
+
+  /** Drops connections whose token was rotated elsewhere (another instance took the owner's call). */
+  async revalidate(): Promise<void> {
+    if (!this.options.revalidate || this.connections.size === 0 || this.closing) return;
+    const list = [...this.connections.values()].map((c) => ({
+      hostname: c.hostname,
+      tokenHash: c.tokenHash,
+    }));
+    try {
+      const revoked = await this.options.revalidate(list);
+      for (const hostname of revoked) {
+        const conn = this.connections.get(hostname);
+        if (conn && list.some((l) => l.hostname === hostname && l.tokenHash === conn.tokenHash)) {
+          this.drop(conn, CLOSE_AUTH_REJECTED, 'tunnel token revoked');
+        }
+      }
+    } catch (error) {
+      this.options.logger.warn({ err: error }, 'tunnel token revalidation failed');
+    }
+  }
+
+  /** Stops timers, fails what is in flight and closes every connection (the client reconnects). */
+  close(): void {
+    this.closing = true;
+    clearInterval(this.heartbeatTimer);
+    if (this.revalidateTimer) clearInterval(this.revalidateTimer);
+    for (const conn of [...this.connections.values()]) {
+      this.drop(conn, CLOSE_SERVICE_RESTART, 'service is restarting');
+    }
+  }
+
+  private drop(conn: TunnelConnection, code: number, reason: string): void {
+    if (this.connections.get(conn.hostname) === conn) this.connections.delete(conn.hostname);
+    if (!conn.closed) {
+      conn.closed = true;
+      conn.failAll(new TunnelError('tunnel_not_connected', 'The tunnel client disconnected.'));
+      conn.socket.close(code, reason);
+      // A peer that never completes the closing handshake is cut after a moment.
+      setTimeout(() => conn.socket.terminate(), 2_000).unref();
+    }
+  }
+
+  private onClose(conn: TunnelConnection): void {
+    if (this.connections.get(conn.hostname) === conn) {
+      this.connections.delete(conn.hostname);
+      this.options.logger.info({ bot_id: conn.botId, hostname: conn.hostname }, 'tunnel client disconnected');
+    }
+    conn.closed = true;
+    conn.failAll(new TunnelError('tunnel_not_connected', 'The tunnel client disconnected.'));
+  }
+
+  private onMessage(conn: TunnelConnection, data: Buffer, isBinary: boolean): void {
+    if (!isBinary) return;
+    let frame: ReturnType<typeof decodeFrame>;
+    try {
+      frame = decodeFrame(data);
+    } catch (error) {
+      if (error instanceof FrameError) {
+        this.options.logger.warn({ bot_id: conn.botId, reason: error.message }, 'malformed tunnel frame');
+        return;
+      }
+      throw error;
+    }
+    const { header, body } = frame;
+    if (header.type !== 'response' && header.type !== 'error') return;
+    const p = conn.pending.get(header.id);
+    if (!p) return; // late answer to a request that timed out
+    conn.pending.delete(header.id);
+    clearTimeout(p.timer);
+    if (header.type === 'error') {
+      p.reject(new TunnelError('tunnel_upstream_error', header.message.slice(0, 300)));
+      return;
+    }
+    if (header.status < 200 || header.status > 599 || body.length > MAX_BODY_BYTES) {
+      p.reject(new TunnelError('tunnel_upstream_error', 'The tunnel client sent an invalid response.'));
+      return;
+    }
+    p.resolve({
+      status: header.status,
+      headers: forwardableHeaders(header.headers),
+      body: Buffer.from(body),
+    });
+  }
+}

@@ -1,0 +1,355 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import websocket from '@fastify/websocket';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { WebSocket } from 'ws';
+import type { App } from '../app.ts';
+import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
+import { BotParams, OWNER_SECURITY } from '../owners/routes.ts';
+import type { AppContext } from '../platform/context.ts';
+import { ApiError } from '../platform/errors.ts';
+import { ErrorBody } from '../platform/schemas.ts';
+import {
+  forwardableHeaders,
+  MAX_BODY_BYTES,
+  MAX_FRAME_BYTES,
+  pairsFromRaw,
+  TUNNEL_CONNECT_PATH,
+} from './protocol.ts';
+import { TunnelError, TunnelRelay } from './relay.ts';
+import {
+  authenticateTunnelToken,
+  revokedTunnelHostnames,
+  rotateTunnelToken,
+  type TunnelBot,
+} from './service.ts';
+
+const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
+
+/**
+ * The managed-tunnel relay (role `tunnel`): the client's WebSocket endpoint, the interception of
+ * every HTTP request addressed to `bot-<id>.{TUNNEL_DOMAIN}`, and the owner's token rotation.
+ * Must be registered before other modules so that tunnel traffic never reaches their hooks.
+ */
+export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<void> {
+  const enabled = ctx.config.roles.has('tunnel');
+  const relay = enabled
+    ? new TunnelRelay({
+        logger: ctx.logger,
+        publicUrl: (hostname) => tunnelWebhookUrl(ctx.config.baseUrl, hostname, ''),
+        requestTimeoutMs: ctx.config.webhookTimeoutMs,
+        revalidate: (connections) => revokedTunnelHostnames(ctx.db, connections),
+      })
+    : undefined;
+  if (relay) ctx.tunnelRelay = relay;
+  app.decorate('tunnelRelay', relay);
+
+  await app.register(websocket, {
+    options: { maxPayload: MAX_FRAME_BYTES },
+    // Answer what is in flight and tell every client the service restarts (they reconnect).
+    preClose(done) {
+      relay?.close();
+      const server = app.websocketServer;
+      for (const client of server.clients) client.close(1012, 'service is restarting');
+      server.close(() => {});
+      done();
+    },
+  });
+
+  const suffix = `.${ctx.config.tunnelDomain}`;
+  /** The tunnel hostname a Host value (with or without port) addresses, or null. */
+  const tunnelHostname = (hostHeader: string): string | null => {
+    let host = hostHeader.toLowerCase();
+    if (!host.startsWith('bot-')) return null;
+    const colon = host.indexOf(':');
+    if (colon >= 0) host = host.slice(0, colon);
+    if (host.endsWith('.')) host = host.slice(0, -1);
+    if (!host.endsWith(suffix)) return null;
+    return /^bot-[a-z0-9-]{1,63}$/.test(host.slice(0, -suffix.length)) ? host : null;
+  };
+  const trustProxy = ctx.config.trustProxy;
+  const clientInfo = (req: IncomingMessage): ClientInfo => {
+    const forwardedHost = trustProxy ? firstValue(req.headers['x-forwarded-host']) : undefined;
+    const forwardedFor = trustProxy ? firstValue(req.headers['x-forwarded-for']) : undefined;
+    const forwardedProto = trustProxy ? firstValue(req.headers['x-forwarded-proto']) : undefined;
+    return {
+      host: forwardedHost ?? req.headers.host ?? '',
+      ip: forwardedFor ?? req.socket.remoteAddress ?? '',
+      protocol: forwardedProto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'),
+    };
+  };
+  const onRelayFailure = (error: unknown, req: IncomingMessage, res: ServerResponse) => {
+    ctx.logger.error({ err: error }, 'tunnel relay failed');
+    if (!res.headersSent) sendError(req, res, 'internal_error', 'The relay failed.');
+    else res.destroy();
+  };
+
+  // Tunnel traffic is taken over before Fastify sees it: no routing, no API hooks, no body parsing,
+  // and the cost of a relayed request stays small. (Upgrades arrive on 'upgrade', not here.)
+  const server = app.server;
+  const listeners = server.listeners('request');
+  if (listeners.length === 1) {
+    const fastifyHandler = listeners[0] as (req: IncomingMessage, res: ServerResponse) => void;
+    server.removeAllListeners('request');
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const info = clientInfo(req);
+      const hostname = tunnelHostname(info.host);
+      if (!hostname) {
+        fastifyHandler.call(server, req, res);
+        return;
+      }
+      relayHttp(relay, hostname, req, res, info).catch((error) => onRelayFailure(error, req, res));
+    });
+  }
+
+  // The same for requests that do reach Fastify (inject() in tests, WebSocket upgrades): this is the
+  // first onRequest hook of every module, so tunnel traffic never reaches API hooks or handlers.
+  app.addHook('onRequest', (request, reply, done) => {
+    const info = clientInfo(request.raw);
+    const hostname = tunnelHostname(info.host);
+    if (!hostname) {
+      done();
+      return;
+    }
+    if (request.headers.upgrade) {
+      // WebSockets are not relayed; the socket is closed after this answer.
+      reply
+        .status(501)
+        .send(new ApiError('not_implemented', 'WebSockets are not relayed by the tunnel.').toBody());
+      return;
+    }
+    reply.hijack();
+    relayHttp(relay, hostname, request.raw, reply.raw, info).catch((error) =>
+      onRelayFailure(error, request.raw, reply.raw),
+    );
+  });
+
+  const connectSchema = {
+    tags: ['tunnel'],
+    summary: 'Tunnel client connection (WebSocket upgrade; Authorization: Bearer svc_tun_…)',
+    description:
+      'The tunnel client (`botpay tunnel`) opens a WebSocket here with its tunnel token in the Authorization header. See docs/tunnels.md for the frames.',
+    headers: Type.Object({ authorization: Type.Optional(Type.String()) }),
+    response: { 401: ErrorBody, 426: ErrorBody, 503: ErrorBody },
+  };
+  (app as unknown as FastifyInstance).route({
+    method: 'GET',
+    url: TUNNEL_CONNECT_PATH,
+    schema: connectSchema,
+    preValidation: async (request: FastifyRequest, reply: FastifyReply) => {
+      if (!relay) {
+        return reply
+          .status(503)
+          .send(new ApiError('service_unavailable', 'This instance does not run the tunnel relay.').toBody());
+      }
+      const header = request.headers.authorization;
+      const token = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header.trim())?.[1] : undefined;
+      const bot = token ? await authenticateTunnelToken(ctx.db, token) : null;
+      if (!bot) {
+        return reply.status(401).send({
+          error: 'Authentication required',
+          message: 'Send a valid tunnel token in the header Authorization: Bearer svc_tun_….',
+        });
+      }
+      connectAuth.set(request, bot);
+    },
+    handler: async (_request: FastifyRequest, reply: FastifyReply) =>
+      reply
+        .status(426)
+        .header('upgrade', 'websocket')
+        .send(new ApiError('upgrade_required', 'Connect with a WebSocket (botpay tunnel).').toBody()),
+    wsHandler: (socket: WebSocket, request: FastifyRequest) => {
+      const bot = connectAuth.get(request);
+      if (!relay || !bot) {
+        socket.close(1011, 'not authenticated');
+        return;
+      }
+      relay.attach(socket, bot);
+    },
+  });
+
+  app.post<{ Params: { bot_id: string } }>(
+    '/api/v1/owner/bots/:bot_id/tunnel-token/rotate',
+    {
+      schema: {
+        tags: ['owner'],
+        security: OWNER_SECURITY,
+        summary: 'Issue a new tunnel token (shown once); the connected tunnel client is cut off',
+        params: BotParams,
+        response: {
+          200: Type.Object({
+            bot_id: Type.String(),
+            tunnel_token: Type.String(),
+            tunnel_client_command: Type.String(),
+            note: Type.String(),
+          }),
+          401: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+        },
+      },
+    },
+    async (request) => {
+      const { hostname, result } = await rotateTunnelToken(ctx, request.owner!.id, request.params.bot_id);
+      relay?.disconnect(hostname);
+      return result;
+    },
+  );
+}
+
+interface ClientInfo {
+  host: string;
+  ip: string;
+  protocol: string;
+}
+
+function firstValue(value: string | string[] | undefined): string | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  const first = text?.split(',')[0]?.trim();
+  return first ? first : undefined;
+}
+
+async function relayHttp(
+  relay: TunnelRelay | undefined,
+  hostname: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  client: ClientInfo,
+): Promise<void> {
+  if (!relay?.hasConnection(hostname)) {
+    req.resume(); // the body (if any) is not wanted
+    sendError(req, res, 'tunnel_not_connected', notConnectedMessage(hostname));
+    return;
+  }
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > MAX_BODY_BYTES) {
+    req.resume();
+    sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
+    return;
+  }
+  const body = await readBody(req, MAX_BODY_BYTES);
+  if (body === null) {
+    req.resume();
+    sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
+    return;
+  }
+  const headers = forwardableHeaders(
+    pairsFromRaw(req.rawHeaders).filter(([name]) => !/^x-forwarded-/i.test(name)),
+  );
+  headers.push(
+    ['X-Forwarded-For', client.ip],
+    ['X-Forwarded-Host', client.host],
+    ['X-Forwarded-Proto', client.protocol],
+  );
+  try {
+    const response = await relay.send({
+      hostname,
+      method: req.method ?? 'GET',
+      path: req.url ?? '/',
+      headers,
+      body,
+      timeoutMs: relay.requestTimeoutMs,
+    });
+    const out: string[] = [];
+    for (const [name, value] of response.headers) out.push(name, value);
+    const head = req.method === 'HEAD' || response.status === 204 || response.status === 304;
+    if (!head) out.push('content-length', String(response.body.length));
+    res.writeHead(response.status, out);
+    res.end(head ? undefined : response.body);
+  } catch (error) {
+    if (!(error instanceof TunnelError)) throw error;
+    const message = error.code === 'tunnel_not_connected' ? notConnectedMessage(hostname) : error.message;
+    sendError(req, res, error.code, message);
+  }
+}
+
+function notConnectedMessage(hostname: string): string {
+  return `The tunnel for ${hostname} is not connected. The bot must run its tunnel client (botpay tunnel …).`;
+}
+
+/** Reads the body, or null (and stops reading) once it exceeds `limit` bytes. */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.pause();
+        resolve(null);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    const onError = (error: Error) => {
+      cleanup();
+      reject(error);
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+const TITLES: Record<string, string> = {
+  tunnel_not_connected: 'Tunnel not connected',
+  tunnel_timeout: 'Tunnel timeout',
+  tunnel_upstream_error: 'Bad gateway',
+  payload_too_large: 'Payload too large',
+  internal_error: 'Internal error',
+};
+
+/** A JSON error (or a small HTML page for browsers) written on the raw response. */
+function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  code:
+    | 'tunnel_not_connected'
+    | 'tunnel_timeout'
+    | 'tunnel_upstream_error'
+    | 'payload_too_large'
+    | 'internal_error',
+  message: string,
+  closeConnection = false,
+): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const error = new ApiError(code, message);
+  const wantsHtml = /\btext\/html\b/.test(String(req.headers.accept ?? ''));
+  const body = wantsHtml
+    ? `<!doctype html><html><head><meta charset="utf-8"><title>${error.status} ${TITLES[code]}</title></head><body><h1>${error.status} ${TITLES[code]}</h1><p>${escapeHtml(message)}</p></body></html>\n`
+    : JSON.stringify(error.toBody());
+  const headers: Record<string, string | number> = {
+    'content-type': wantsHtml ? 'text/html; charset=utf-8' : 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+  };
+  if (closeConnection) headers.connection = 'close';
+  res.writeHead(error.status, headers);
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+  );
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    tunnelRelay: TunnelRelay | undefined;
+  }
+}
