@@ -17,6 +17,7 @@ import type { AppContext } from './platform/context.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
+import { registerWebhookRoutes } from './webhooks/routes.ts';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -154,6 +155,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerBotRoutes(app, ctx);
   await registerOwnerRoutes(app, ctx);
   await registerDashboardRoutes(app, ctx);
+  await registerWebhookRoutes(app, ctx);
   return app;
 }
 
