@@ -21,7 +21,7 @@ export async function listMessages(ctx: AppContext, botId: string, limit: number
   const rows = await ctx.db.query<{ body: string }>(
     `SELECT body FROM events
       WHERE bot_id = $1 AND delivered_at IS NULL AND acked_at IS NULL
-      ORDER BY created_at, id
+      ORDER BY seq
       LIMIT $2`,
     [botId, limit + 1],
   );

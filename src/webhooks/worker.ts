@@ -166,8 +166,7 @@ export class DeliveryWorker {
    */
   async runOnce(): Promise<number> {
     const claimed = await this.claimAndDispatch();
-    while (this.sends.size > 0) await Promise.all([...this.sends]);
-    await this.flush();
+    await this.drain();
     return claimed;
   }
 
@@ -185,8 +184,7 @@ export class DeliveryWorker {
     this.wake();
     await this.loopDone;
     await this.unlisten?.();
-    while (this.sends.size > 0) await Promise.all([...this.sends]);
-    await this.flush();
+    await this.drain();
     await this.sender.close();
   }
 
@@ -326,29 +324,39 @@ export class DeliveryWorker {
     }
   }
 
-  /** Records every finished attempt; concurrent callers share one batch in progress. */
+  /** Records every finished attempt; concurrent callers share the flush in progress. */
   private flush(): Promise<void> {
-    this.flushing ??= (async () => {
-      try {
-        while (this.finished.length > 0) {
-          const batch = this.finished;
-          this.finished = [];
-          try {
-            await this.record(batch);
-          } catch (error) {
-            // Keep them: a later flush retries. If the lease expires first, another worker resends
-            // (at least once) and this late result is then ignored by the token check.
-            this.ctx.logger.warn({ err: error, count: batch.length }, 'recording webhook attempts failed');
-            this.finished = batch.concat(this.finished);
-            if (this.stopped) return;
-            await new Promise((r) => setTimeout(r, 500));
-          }
+    if (this.flushing) return this.flushing;
+    if (this.finished.length === 0) return Promise.resolve();
+    const run = async () => {
+      while (this.finished.length > 0) {
+        const batch = this.finished;
+        this.finished = [];
+        try {
+          await this.record(batch);
+        } catch (error) {
+          // Keep them: a later flush retries. If the lease expires first, another worker resends
+          // (at least once) and this late result is then ignored by the token check.
+          this.ctx.logger.warn({ err: error, count: batch.length }, 'recording webhook attempts failed');
+          this.finished = batch.concat(this.finished);
+          if (this.stopped) return;
+          await new Promise((r) => setTimeout(r, 500));
         }
-      } finally {
-        this.flushing = undefined;
       }
-    })();
-    return this.flushing;
+    };
+    const flushing = run().finally(() => {
+      this.flushing = undefined;
+      // Results that arrived while the last batch was being written.
+      if (this.finished.length > 0 && !this.stopped) void this.flush();
+    });
+    this.flushing = flushing;
+    return flushing;
+  }
+
+  /** Waits until every finished attempt is recorded (or recording failed while stopped). */
+  private async drain(): Promise<void> {
+    while (this.sends.size > 0) await Promise.all([...this.sends]);
+    for (let i = 0; i < 100 && (this.flushing || this.finished.length > 0); i++) await this.flush();
   }
 
   private async record(batch: Finished[]): Promise<void> {
