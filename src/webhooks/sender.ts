@@ -51,10 +51,7 @@ export interface WebhookSender {
 function cleanExcerpt(bytes: Buffer): string | null {
   if (bytes.length === 0) return null;
   // PostgreSQL text cannot hold NUL; a cut multi-byte character becomes U+FFFD.
-  return bytes
-    .subarray(0, EXCERPT_BYTES)
-    .toString('utf8')
-    .replaceAll('\u0000', '\uFFFD');
+  return bytes.subarray(0, EXCERPT_BYTES).toString('utf8').replaceAll('\u0000', '\uFFFD');
 }
 
 function withoutQuery(url: string): string {

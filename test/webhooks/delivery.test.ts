@@ -46,7 +46,10 @@ describe('webhook delivery', () => {
     const before = receiver.requests.length;
     expect(await worker.runOnce()).toBe(2);
     const got = receiver.requests.slice(before).filter((r) => r.url === '/signed');
-    expect(got.map((r) => r.headers['x-service-event']).sort()).toEqual(['wallet.activated', 'wallet.funded']);
+    expect(got.map((r) => r.headers['x-service-event']).sort()).toEqual([
+      'wallet.activated',
+      'wallet.funded',
+    ]);
     for (const r of got) {
       const signature = r.headers['x-service-signature'] as string;
       expect(signature).toMatch(/^sha256=[0-9a-f]{64}$/);
@@ -60,15 +63,26 @@ describe('webhook delivery', () => {
       expect(body.bot_id).toBe(bot.bot_id);
       expect(body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
       // exactly the outbox bytes
-      const [stored] = await svc.ctx.db.query<{ body: string }>('SELECT body FROM events WHERE id = $1', [body.id]);
+      const [stored] = await svc.ctx.db.query<{ body: string }>('SELECT body FROM events WHERE id = $1', [
+        body.id,
+      ]);
       expect(r.body).toBe(stored!.body);
       const d = await deliveryOf(svc, body.id);
-      expect(d).toMatchObject({ status: 'delivered', attempts: 1, response_status: 200, response_excerpt: 'ok' });
+      expect(d).toMatchObject({
+        status: 'delivered',
+        attempts: 1,
+        response_status: 200,
+        response_excerpt: 'ok',
+      });
     }
     const funded = got.find((r) => r.headers['x-service-event'] === 'wallet.funded')!;
     expect(JSON.parse(funded.body).data).toMatchObject({ amount: 12.34 });
     const status = await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth });
-    expect(status.json()).toMatchObject({ pending_messages: 0, webhook_status: 'active', webhook_fail_count: 0 });
+    expect(status.json()).toMatchObject({
+      pending_messages: 0,
+      webhook_status: 'active',
+      webhook_fail_count: 0,
+    });
     // Nothing is sent twice.
     expect(await worker.runOnce()).toBe(0);
   });
@@ -136,7 +150,11 @@ describe('webhook delivery', () => {
     };
     const { id } = await emit(svc, bot.bot_id);
     await worker.runOnce();
-    expect(await deliveryOf(svc, id)).toMatchObject({ status: 'pending', response_status: 302, error: 'HTTP 302' });
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      status: 'pending',
+      response_status: 302,
+      error: 'HTTP 302',
+    });
     expect(receiver.requests.some((r) => r.url === '/elsewhere')).toBe(false);
   });
 
@@ -144,7 +162,9 @@ describe('webhook delivery', () => {
     const owner = await createOwner(svc);
     const bot = await activeBot(svc, owner, { body: { callback_url: 'http://127.0.0.1:9/nothing' } });
     await worker.runOnce();
-    const [row] = await svc.ctx.db.query<{ id: string }>('SELECT id FROM events WHERE bot_id = $1', [bot.bot_id]);
+    const [row] = await svc.ctx.db.query<{ id: string }>('SELECT id FROM events WHERE bot_id = $1', [
+      bot.bot_id,
+    ]);
     expect(await deliveryOf(svc, row!.id)).toMatchObject({ status: 'pending', error: 'connection refused' });
   });
 

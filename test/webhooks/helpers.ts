@@ -58,7 +58,10 @@ export class Receiver {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this.requests)) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`receiver: condition not met after ${timeoutMs} ms (${this.requests.length} requests)`);
+      if (left <= 0)
+        throw new Error(
+          `receiver: condition not met after ${timeoutMs} ms (${this.requests.length} requests)`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 200));
         this.waiters.push(() => {
