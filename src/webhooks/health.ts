@@ -58,25 +58,28 @@ export function nextHealth(
 }
 
 /**
- * Applies health changes for several bots in one statement. Rows that would not change (a
- * success for an already healthy bot: the common case) are not written.
- * Parameters: $1 bot ids, $2 reset flags, $3 failure counts.
+ * Common table expressions that apply health changes for several bots (part of the statement that
+ * records a batch of attempts, so both commit together). Rows that would not change (a success for
+ * an already healthy bot: the common case) are not written. The three parameters are the bot ids,
+ * the reset flags and the failure counts.
  */
-export const APPLY_HEALTH_SQL = `
-WITH v AS (
-  SELECT * FROM unnest($1::text[], $2::boolean[], $3::int[]) AS v(bot_id, reset, failures)
-), n AS (
-  SELECT b.id, b.webhook_status AS current, v.reset,
-         CASE WHEN v.reset THEN v.failures ELSE b.webhook_fail_count + v.failures END AS count
-    FROM bots b JOIN v ON v.bot_id = b.id
-)
-UPDATE bots b
-   SET webhook_fail_count = n.count,
-       webhook_status = CASE
-         WHEN n.count >= ${UNREACHABLE_AFTER} THEN 'unreachable'
-         WHEN n.count >= ${DEGRADED_AFTER} AND (n.reset OR n.current <> 'pending') THEN 'degraded'
-         WHEN n.reset THEN 'active'
-         ELSE n.current END
-  FROM n
- WHERE b.id = n.id
-   AND NOT (n.reset AND n.count = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)`;
+export function applyHealthCtes(ids: string, resets: string, failures: string): string {
+  return `health_in AS (
+  SELECT * FROM unnest(${ids}::text[], ${resets}::boolean[], ${failures}::int[]) AS h(bot_id, reset, failures)
+), health_next AS (
+  SELECT b.id, b.webhook_status AS current, h.reset,
+         CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END AS count
+    FROM bots b JOIN health_in h ON h.bot_id = b.id
+), health_set AS (
+  UPDATE bots b
+     SET webhook_fail_count = n.count,
+         webhook_status = CASE
+           WHEN n.count >= ${UNREACHABLE_AFTER} THEN 'unreachable'
+           WHEN n.count >= ${DEGRADED_AFTER} AND (n.reset OR n.current <> 'pending') THEN 'degraded'
+           WHEN n.reset THEN 'active'
+           ELSE n.current END
+    FROM health_next n
+   WHERE b.id = n.id
+     AND NOT (n.reset AND n.count = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
+)`;
+}

@@ -2,7 +2,7 @@ import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
 import { EVENTS_CHANNEL } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomBase32 } from '../platform/ids.ts';
-import { APPLY_HEALTH_SQL, summarise } from './health.ts';
+import { applyHealthCtes, summarise } from './health.ts';
 import {
   type AttemptResult,
   createWebhookSender,
@@ -27,7 +27,9 @@ import type { Resolver } from './ssrf.ts';
 export const PER_BOT_IN_FLIGHT = 8;
 export const MAX_IN_FLIGHT = 256;
 const POLL_MS = 1_000;
-const CANDIDATES = 2_000;
+// Due rows looked at per claim: enough to fill every bot's free slots without sorting the whole queue.
+const CANDIDATES_PER_SLOT = 4;
+const MIN_CANDIDATES = 200;
 
 interface ClaimedRow {
   id: string;
@@ -54,21 +56,22 @@ WITH busy AS (
      AND (d.locked_until IS NULL OR d.locked_until <= $1)
      AND NOT (d.bot_id = ANY($8::text[]))
    ORDER BY d.next_attempt_at, d.id
-   LIMIT ${CANDIDATES}
+   LIMIT $9
 ), ranked AS (
   SELECT due.id,
          row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id) + coalesce(busy.n, 0) AS slot
     FROM due LEFT JOIN busy ON busy.bot_id = due.bot_id
 ), picked AS (
+  -- Joined by primary key (not IN): a plan that stays cheap even before statistics exist.
   SELECT d.id
-    FROM webhook_deliveries d
-   WHERE d.id IN (SELECT id FROM ranked WHERE slot <= $4)
+    FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
+   WHERE r.slot <= $4
      -- Re-checked on the locked row version: another worker may have claimed it meanwhile.
      AND d.status = 'pending' AND d.next_attempt_at <= $1
      AND (d.locked_until IS NULL OR d.locked_until <= $1)
    ORDER BY d.next_attempt_at, d.id
    LIMIT $7
-   FOR UPDATE SKIP LOCKED
+   FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d
    SET locked_until = $2, lock_token = $3
@@ -77,7 +80,8 @@ UPDATE webhook_deliveries d
 RETURNING d.id, d.event_id, d.bot_id, d.event_type, d.attempts, e.body, b.callback_url, b.tunnel_hostname,
           b.webhook_path, b.hooks_token_enc, b.webhook_secret_enc`;
 
-// $10: retry delays in seconds. After the n-th failed attempt (d.attempts = n - 1 before it) the next
+// One statement (atomic on its own, one round trip) records a batch: the deliveries, the events'
+// delivered_at and the bots' health. $10: retry delays in seconds. After the n-th failed attempt (d.attempts = n - 1 before it) the next
 // one is due delays[n] later; past the end of the list the delivery is failed.
 const RECORD_SQL = `
 WITH v AS (
@@ -109,8 +113,8 @@ WITH v AS (
 ), ev AS (
   UPDATE events e SET delivered_at = $9
     FROM upd WHERE e.id = upd.event_id AND upd.ok AND e.delivered_at IS NULL
-)
-SELECT bot_id, ok FROM upd ORDER BY ord`;
+), ${applyHealthCtes('$11', '$12', '$13')}
+SELECT count(*)::int AS recorded FROM upd`;
 
 interface Finished {
   id: string;
@@ -140,6 +144,8 @@ export class DeliveryWorker {
   private inFlight = 0;
   private stopped = true;
   private wakeRequested = false;
+  private moreDue = false;
+  private lastRound = 0;
   private wakeUp: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
   private unlisten: (() => Promise<void>) | undefined;
@@ -198,9 +204,8 @@ export class DeliveryWorker {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       this.wakeRequested = false;
-      let claimed = 0;
       try {
-        if (this.inFlight < this.maxInFlight) claimed = await this.claimAndDispatch();
+        if (this.inFlight < this.maxInFlight) await this.claimAndDispatch();
       } catch (error) {
         this.ctx.logger.warn({ err: error }, 'webhook claim failed');
         await this.sleep(this.pollMs);
@@ -208,7 +213,7 @@ export class DeliveryWorker {
       }
       if (this.stopped) break;
       if (this.wakeRequested) continue;
-      if (claimed > 0 && this.inFlight < this.maxInFlight) continue;
+      // More work waits only if this round was cut short by a bound; then a finishing send wakes us.
       await this.sleep(this.pollMs);
     }
   }
@@ -249,8 +254,14 @@ export class DeliveryWorker {
       busyCounts,
       room,
       saturated,
+      Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
     ]);
     for (const row of rows) this.dispatch(row, token);
+    // Found work (or had to skip busy bots)? Then more may be due: finishing sends start the next
+    // round, once half of this round is done so that rounds stay large. A round that finds nothing
+    // leaves it to NOTIFY (new events, manual retries) and the poll (retries coming due).
+    this.moreDue = rows.length > 0 || saturated.length > 0;
+    this.lastRound = rows.length;
     return rows.length;
   }
 
@@ -269,7 +280,7 @@ export class DeliveryWorker {
         this.sends.delete(send);
         if (!this.stopped) {
           void this.flush();
-          this.wake();
+          if (this.moreDue && this.inFlight <= this.lastRound / 2) this.wake();
         }
       });
     this.sends.add(send);
@@ -361,27 +372,24 @@ export class DeliveryWorker {
 
   private async record(batch: Finished[]): Promise<void> {
     const now = new Date(this.ctx.clock.now());
-    await this.ctx.db.transaction(async (tx) => {
-      const recorded = await tx.query<{ bot_id: string; ok: boolean }>(RECORD_SQL, [
-        batch.map((f) => f.id),
-        batch.map((f) => f.token),
-        batch.map((f) => f.result.ok),
-        batch.map((f) => f.result.status),
-        batch.map((f) => f.result.excerpt),
-        batch.map((f) => f.result.error),
-        batch.map((f) => f.result.durationMs),
-        batch.map((f) => f.result.via),
-        now,
-        this.ctx.config.webhookRetryDelaysSeconds,
-      ]);
-      const changes = summarise(recorded.map((r) => ({ botId: r.bot_id, ok: r.ok })));
-      if (changes.length === 0) return;
-      await tx.query(APPLY_HEALTH_SQL, [
-        changes.map((c) => c.botId),
-        changes.map((c) => c.reset),
-        changes.map((c) => c.failures),
-      ]);
-    });
+    // Health counts every attempt that really reached out, including a late one whose lease was
+    // taken over (its delivery row is left to the new holder).
+    const changes = summarise(batch.map((f) => ({ botId: f.botId, ok: f.result.ok })));
+    await this.ctx.db.query(RECORD_SQL, [
+      batch.map((f) => f.id),
+      batch.map((f) => f.token),
+      batch.map((f) => f.result.ok),
+      batch.map((f) => f.result.status),
+      batch.map((f) => f.result.excerpt),
+      batch.map((f) => f.result.error),
+      batch.map((f) => f.result.durationMs),
+      batch.map((f) => f.result.via),
+      now,
+      this.ctx.config.webhookRetryDelaysSeconds,
+      changes.map((c) => c.botId),
+      changes.map((c) => c.reset),
+      changes.map((c) => c.failures),
+    ]);
     for (const f of batch) {
       if (!f.result.ok) {
         this.ctx.logger.info(

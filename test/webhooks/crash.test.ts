@@ -1,7 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectionFor, isPostgres } from '../support/db.ts';
 import { startServiceProcess } from '../support/process.ts';
-import { activeBot, createOwner, createTestService, TEST_SECRET_KEY, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  TEST_SECRET_KEY,
+  type TestService,
+} from '../support/service.ts';
 import { emit, Receiver } from './helpers.ts';
 
 // The worker runs in a real child service process that is SIGKILLed while deliveries are in flight
@@ -23,7 +29,8 @@ describe.runIf(isPostgres)('crash while deliveries are in flight', () => {
   it('after SIGKILL and restart every event is delivered at least once', { timeout: 90_000 }, async () => {
     const owners = await Promise.all([createOwner(svc), createOwner(svc)]);
     const bots = [];
-    for (const owner of owners) bots.push(await activeBot(svc, owner, { body: { callback_url: receiver.url('/crash') } }));
+    for (const owner of owners)
+      bots.push(await activeBot(svc, owner, { body: { callback_url: receiver.url('/crash') } }));
     // Event timestamps must not be in the child's future: it uses the real clock.
     svc.clock.set(Date.now() - 1000);
     const ids = new Set<string>();
