@@ -19,8 +19,9 @@ import { newId, randomBase32 } from '../src/platform/ids.ts';
 //   1. baseline: a bare undici POST loop (same body size, CONCURRENCY in flight) to the receiver.
 //   2. throughput: BACKLOG events committed while no worker runs; then the worker starts and
 //      deliveries/s is measured at the receiver from the first to the last arrival.
-//   3. latency: events committed at RATE per second for SECONDS seconds (several producers, one
-//      transaction per event); commit-to-receipt p50/p99 (commit = when COMMIT returned).
+//   3. latency: events committed at RATE per second for SECONDS seconds (several producers, up to
+//      BENCH_EVENTS_PER_TX events per transaction); commit-to-receipt p50/p99 (commit = when COMMIT
+//      returned).
 
 const DATABASE_URL =
   process.env.BENCH_DATABASE_URL ??
@@ -31,6 +32,7 @@ const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 5000);
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const PER_TX = Number(process.env.BENCH_EVENTS_PER_TX ?? 4);
 const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
 
 const nowMs = () => performance.timeOrigin + performance.now();
@@ -233,21 +235,36 @@ async function main(): Promise<void> {
 
     // 3. Latency at RATE events/s.
     const total = RATE * SECONDS;
-    const producers = 40;
+    const producers = 32;
     const committed = new Map<string, number>();
     const start = nowMs() + 200;
     let lateStarts = 0;
+    // Event k is due at start + k/RATE; a producer commits the events due by then in one
+    // transaction (at most PER_TX), as a busy service would, and stamps them with the commit time.
     await Promise.all(
       Array.from({ length: producers }, async (_, p) => {
-        for (let k = p; k < total; k += producers) {
-          const due = start + (k * 1000) / RATE;
+        for (let k = p * PER_TX; k < total; k += producers * PER_TX) {
+          const last = Math.min(total, k + PER_TX) - 1;
+          const due = start + (last * 1000) / RATE;
           const wait = due - nowMs();
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
           else if (wait < -50) lateStarts++;
-          const e = await db.transaction((tx) =>
-            emitEvent(tx, { botId: bots[k % BOTS]!, type: 'purchase.approved', data, at: Date.now() }),
-          );
-          committed.set(e.id, nowMs());
+          const emitted = await db.transaction(async (tx) => {
+            const out = [];
+            for (let j = k; j <= last; j++) {
+              out.push(
+                await emitEvent(tx, {
+                  botId: bots[j % BOTS]!,
+                  type: 'purchase.approved',
+                  data,
+                  at: Date.now(),
+                }),
+              );
+            }
+            return out;
+          });
+          const at = nowMs();
+          for (const e of emitted) committed.set(e.id, at);
         }
       }),
     );
