@@ -12,6 +12,7 @@ import { newId, randomBase32 } from '../src/platform/ids.ts';
 // Webhook delivery benchmark on PostgreSQL (issue 4).
 //
 //   npm run bench:webhooks            (BENCH_DATABASE_URL or TEST_DATABASE_URL, default local test db)
+//   BENCH_PROFILE_DIR=/tmp/prof …      also writes a CPU profile of the worker process
 //
 // Three processes: this one (producer of events and the bare-undici baseline), a loopback receiver
 // (child) that records when each event arrives, and `botpay serve` with ROLES=worker (child), so
@@ -83,7 +84,10 @@ function startReceiver(): Promise<{ child: ChildProcess; port: number }> {
 async function startWorker(schemaUrl: string): Promise<ChildProcess> {
   const { BASE_URL: _vite, ...env } = process.env;
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, ['bin/botpay.mjs', 'serve'], {
+  const profile = process.env.BENCH_PROFILE_DIR
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, 'bin/botpay.mjs', 'serve'], {
     env: {
       ...env,
       DATABASE_URL: schemaUrl,
