@@ -21,13 +21,15 @@ export const systemResolver: Resolver = async (hostname) => {
   return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
 };
 
+export const REFUSED_PREFIX = 'refused to connect to ';
+
 export class ForbiddenTargetError extends Error {
   readonly code = 'ESSRF';
   constructor(
     readonly address: string,
     reason: string,
   ) {
-    super(`refused to connect to ${address} (${reason}); set ALLOW_PRIVATE_WEBHOOK_TARGETS=true to allow`);
+    super(`${REFUSED_PREFIX}${address} (${reason}); set ALLOW_PRIVATE_WEBHOOK_TARGETS=true to allow`);
     this.name = 'ForbiddenTargetError';
   }
 }

@@ -11,7 +11,7 @@ import {
   USER_AGENT,
   type WebhookSender,
 } from './sender.ts';
-import type { Resolver } from './ssrf.ts';
+import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 
 // The delivery worker. Each round claims due deliveries (FOR UPDATE SKIP LOCKED, then a lease:
 // locked_until + lock_token) within two bounds: PER_BOT_IN_FLIGHT per bot, so one slow or dead
@@ -271,6 +271,12 @@ export class DeliveryWorker {
     const send = this.attempt(row)
       .then((result) => {
         this.finished.push({ id: row.id, token, botId: row.bot_id, result });
+        const outcome = result.ok
+          ? 'delivered'
+          : result.error?.startsWith(REFUSED_PREFIX)
+            ? 'refused'
+            : 'failed_attempt';
+        this.ctx.metrics.deliveryAttempts.inc({ result: outcome });
       })
       .finally(() => {
         this.inFlight--;

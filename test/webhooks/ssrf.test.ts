@@ -75,6 +75,13 @@ describe('SSRF guard with ALLOW_PRIVATE_WEBHOOK_TARGETS off (DESIGN.md §6.8)', 
     });
   }
 
+  it('counts refusals in the metrics', async () => {
+    const text = await svc.ctx.metrics.registry.getSingleMetricAsString(
+      'botpay_webhook_delivery_attempts_total',
+    );
+    expect(text).toMatch(/result="refused"\} [1-9]/);
+  });
+
   it('classifies addresses', () => {
     for (const ip of ['172.16.5.5', '192.168.0.1', 'fc00::1', 'fd00::2', 'fe80::1', '100.64.0.1', '::']) {
       expect(forbiddenReason(ip)).not.toBeNull();
