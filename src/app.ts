@@ -18,6 +18,7 @@ import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
+import { registerWebhookRoutes } from './webhooks/routes.ts';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -157,6 +158,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerBotRoutes(app, ctx);
   await registerOwnerRoutes(app, ctx);
   await registerDashboardRoutes(app, ctx);
+  await registerWebhookRoutes(app, ctx);
   return app;
 }
 

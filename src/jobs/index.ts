@@ -1,4 +1,5 @@
 import { pruneSignInRecords } from '../dashboard/sessions.ts';
+import { webhookDeliveryJob } from '../webhooks/job.ts';
 import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
 
 const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (ctx) =>
@@ -6,4 +7,4 @@ const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (
 );
 
 /** Every background job of the service; each module adds its own here. */
-export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping, pruneSignIns];
+export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping, pruneSignIns, webhookDeliveryJob];

@@ -34,10 +34,15 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/api-key/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/webhook-secret/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
+  'GET /api/v1/bot/messages': {},
+  'POST /api/v1/bot/messages/ack': { body: { event_ids: ['evt_aaaaaaaaaaaaaaaa'] } },
+  'GET /api/v1/owner/bots/{bot_id}/webhook-deliveries': {},
+  'POST /api/v1/owner/webhook-deliveries/{delivery_id}/retry': {},
 };
 
 const PARAM_FALLBACK: Record<string, string> = {
   rail_key: 'card_wallet',
+  delivery_id: 'whd_aaaaaaaaaaaaaaaa',
 };
 
 function protectedRoutes(svc: TestService): string[] {

@@ -4,6 +4,33 @@
 
 /** Request and response types of every bot endpoint, keyed by "METHOD /path". */
 export interface BotOperations {
+  'GET /api/v1/bot/messages': {
+    query: {
+      limit?: string;
+    };
+    responses: {
+      200: {
+        messages: Array<{
+          id: string;
+          event: string;
+          timestamp: string;
+          bot_id: string;
+          data: Record<string, unknown>;
+        }>;
+        has_more: boolean;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
   'GET /api/v1/bot/status': {
     responses: {
       200: {
@@ -57,6 +84,27 @@ export interface BotOperations {
           monthly_remaining_usd: number;
         };
         pending_topups: number;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'POST /api/v1/bot/messages/ack': {
+    body: {
+      event_ids: Array<string>;
+    };
+    responses: {
+      200: {
+        acknowledged: Array<string>;
+        not_found: Array<string>;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
       };
       401: {
         error: string;

@@ -1,0 +1,316 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'undici';
+import pg from 'pg';
+import { emitEvent } from '../src/events/outbox.ts';
+import { createSecretBox, randomHex, sha256Hex } from '../src/platform/crypto.ts';
+import { migrate } from '../src/platform/db/migrate.ts';
+import { openPostgres } from '../src/platform/db/postgres.ts';
+import { newId, randomBase32 } from '../src/platform/ids.ts';
+
+// Webhook delivery benchmark on PostgreSQL (issue 4).
+//
+//   npm run bench:webhooks            (BENCH_DATABASE_URL or TEST_DATABASE_URL, default local test db)
+//   BENCH_PROFILE_DIR=/tmp/prof …      also writes a CPU profile of the worker process
+//
+// Three processes: this one (producer of events and the bare-undici baseline), a loopback receiver
+// (child) that records when each event arrives, and `botpay serve` with ROLES=worker (child), so
+// neither the receiver nor the producer shares an event loop with the worker.
+//   1. baseline: a bare undici POST loop (same body size, CONCURRENCY in flight) to the receiver.
+//   2. throughput: BACKLOG events committed while no worker runs; then the worker starts and
+//      deliveries/s is measured at the receiver from the first to the last arrival.
+//   3. latency: events committed at RATE per second for SECONDS seconds (several producers, up to
+//      BENCH_EVENTS_PER_TX events per transaction); commit-to-receipt p50/p99 (commit = when COMMIT
+//      returned).
+
+const DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.TEST_DATABASE_URL ??
+  'postgres://postgres@127.0.0.1:5432/test';
+const BOTS = Number(process.env.BENCH_BOTS ?? 50);
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 5000);
+const RATE = Number(process.env.BENCH_RATE ?? 1000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const PER_TX = Number(process.env.BENCH_EVENTS_PER_TX ?? 4);
+const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
+
+const nowMs = () => performance.timeOrigin + performance.now();
+
+if (process.argv.includes('--receiver')) {
+  // Child: answers 200 at once and remembers (event id → arrival time).
+  const arrivals = new Map<string, number>();
+  let count = 0;
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      const body = JSON.stringify({ count, arrivals: Object.fromEntries(arrivals) });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+      return;
+    }
+    const id = req.headers['x-service-event-id'];
+    req.resume();
+    req.on('end', () => {
+      count++;
+      if (typeof id === 'string' && !arrivals.has(id)) arrivals.set(id, nowMs());
+      res.writeHead(200);
+      res.end('ok');
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  server.listen(0, '127.0.0.1', () => {
+    process.stdout.write(`PORT ${(server.address() as AddressInfo).port}\n`);
+  });
+} else {
+  await main();
+}
+
+function startReceiver(): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['bin/run-ts.mjs', 'bench/webhooks.ts', '--receiver'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += String(d);
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve({ child, port: Number(m[1]) });
+    });
+    child.once('exit', (code) => reject(new Error(`receiver exited ${code}`)));
+  });
+}
+
+async function startWorker(schemaUrl: string): Promise<ChildProcess> {
+  const { BASE_URL: _vite, ...env } = process.env;
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const profile = process.env.BENCH_PROFILE_DIR
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, 'bin/botpay.mjs', 'serve'], {
+    env: {
+      ...env,
+      DATABASE_URL: schemaUrl,
+      SECRET_KEY,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      ROLES: 'worker',
+      LOG_LEVEL: 'warn',
+      ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error('worker exited');
+    if (Date.now() > deadline) throw new Error('worker did not start');
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return child;
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+async function receiverStats(port: number): Promise<{ count: number; arrivals: Record<string, number> }> {
+  const res = await request(`http://127.0.0.1:${port}/stats`);
+  return (await res.body.json()) as { count: number; arrivals: Record<string, number> };
+}
+
+async function waitForArrivals(port: number, ids: string[], timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const stats = await receiverStats(port);
+    const missing = ids.filter((id) => stats.arrivals[id] === undefined).length;
+    if (missing === 0) return stats;
+    if (Date.now() > deadline) throw new Error(`${missing} of ${ids.length} events not delivered in time`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function main(): Promise<void> {
+  const schema = `bench_wh_${randomBase32(8)}`;
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  const db = await openPostgres({ connectionString: DATABASE_URL, schema, max: 48 });
+  const receiver = await startReceiver();
+  let worker: ChildProcess | undefined;
+  try {
+    await migrate(db);
+    const box = createSecretBox(SECRET_KEY);
+    const bots: string[] = [];
+    for (let i = 0; i < BOTS; i++) {
+      const id = newId('bot');
+      bots.push(id);
+      await db.query(
+        `INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash, api_key_prefix,
+                           webhook_secret_enc, callback_url, webhook_status, created_at)
+         VALUES ($1, $2, 'bench@example.com', 'bench@example.com', 'helper', $3, 'svc_live_', $4, $5, 'active', now())`,
+        [
+          id,
+          `bench-${i}`,
+          sha256Hex(randomHex(24)),
+          box.encrypt(`whsec_${randomHex(24)}`),
+          `http://127.0.0.1:${receiver.port}/hook`,
+        ],
+      );
+    }
+    const data = {
+      checkout_id: 'chk_benchbenchbench',
+      amount: 12.5,
+      vendor: 'bench',
+      description: 'x'.repeat(60),
+    };
+
+    // 1. Baseline: bare undici POST loop.
+    const body = JSON.stringify({
+      id: 'evt_x',
+      event: 'purchase.approved',
+      timestamp: new Date().toISOString(),
+      bot_id: bots[0],
+      data,
+    });
+    const agent = new Agent({ keepAliveTimeout: 30_000 });
+    const post = async () => {
+      const res = await request(`http://127.0.0.1:${receiver.port}/hook`, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', 'x-service-signature': 'sha256=00' },
+        dispatcher: agent,
+      });
+      await res.body.text();
+    };
+    const runBaseline = async (n: number) => {
+      let next = 0;
+      const t0 = nowMs();
+      await Promise.all(
+        Array.from({ length: CONCURRENCY }, async () => {
+          while (next++ < n) await post();
+        }),
+      );
+      return n / ((nowMs() - t0) / 1000);
+    };
+    await runBaseline(2000); // warm-up
+    // Median of three runs: a run of a few thousand requests is short and the machine may be shared.
+    const baselineRuns = [await runBaseline(BACKLOG), await runBaseline(BACKLOG), await runBaseline(BACKLOG)];
+    const baselineRate = baselineRuns.sort((a, b) => a - b)[1]!;
+    await agent.close();
+    console.log(
+      `baseline: bare undici POST loop, ${CONCURRENCY} in flight: ${Math.round(baselineRate)} req/s ` +
+        `(median of ${baselineRuns.map((r) => Math.round(r)).join(', ')})`,
+    );
+
+    // 2. Throughput from a backlog.
+    const backlog: string[] = [];
+    for (let i = 0; i < BACKLOG; i += 100) {
+      await db.transaction(async (tx) => {
+        for (let j = i; j < Math.min(BACKLOG, i + 100); j++) {
+          const e = await emitEvent(tx, {
+            botId: bots[j % BOTS]!,
+            type: 'purchase.approved',
+            data,
+            at: Date.now(),
+          });
+          backlog.push(e.id);
+        }
+      });
+    }
+    worker = await startWorker(url.toString());
+    const stats = await waitForArrivals(receiver.port, backlog, 120_000);
+    const times = backlog.map((id) => stats.arrivals[id]!).sort((a, b) => a - b);
+    const deliveryRate = (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
+    console.log(
+      `worker: ${BACKLOG} backlog events to ${BOTS} bots: ${Math.round(deliveryRate)} deliveries/s ` +
+        `(ratio to baseline ${(deliveryRate / baselineRate).toFixed(2)}, goal ≥ 0.5)`,
+    );
+
+    // 3. Latency at RATE events/s.
+    const total = RATE * SECONDS;
+    const producers = 32;
+    const committed = new Map<string, number>();
+    const start = nowMs() + 200;
+    let lateStarts = 0;
+    // Event k is due at start + k/RATE; a producer commits the events due by then in one
+    // transaction (at most PER_TX), as a busy service would, and stamps them with the commit time.
+    await Promise.all(
+      Array.from({ length: producers }, async (_, p) => {
+        for (let k = p * PER_TX; k < total; k += producers * PER_TX) {
+          const last = Math.min(total, k + PER_TX) - 1;
+          const due = start + (last * 1000) / RATE;
+          const wait = due - nowMs();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          else if (wait < -50) lateStarts++;
+          const emitted = await db.transaction(async (tx) => {
+            const out = [];
+            for (let j = k; j <= last; j++) {
+              out.push(
+                await emitEvent(tx, {
+                  botId: bots[j % BOTS]!,
+                  type: 'purchase.approved',
+                  data,
+                  at: Date.now(),
+                }),
+              );
+            }
+            return out;
+          });
+          const at = nowMs();
+          for (const e of emitted) committed.set(e.id, at);
+        }
+      }),
+    );
+    const produceSeconds = (nowMs() - start) / 1000;
+    const ids = [...committed.keys()];
+    const lat = await waitForArrivals(receiver.port, ids, 60_000);
+    const latencies = ids.map((id) => lat.arrivals[id]! - committed.get(id)!).sort((a, b) => a - b);
+    const p50 = percentile(latencies, 50);
+    const p99 = percentile(latencies, 99);
+    console.log(
+      `latency at ${RATE} events/s for ${SECONDS} s (achieved ${Math.round(total / produceSeconds)}/s, ${lateStarts} late): ` +
+        `commit-to-receipt p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (goal p99 ≤ 250 ms)`,
+    );
+    const [dups] = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM webhook_deliveries WHERE status <> 'delivered'`,
+    );
+    const final = await receiverStats(receiver.port);
+    console.log(
+      `receiver saw ${final.count - 2000 - 3 * BACKLOG} webhook requests for ${BACKLOG + total} events; ${dups!.n} deliveries not delivered`,
+    );
+    console.log(
+      JSON.stringify({
+        benchmark: 'webhooks',
+        database: 'postgres',
+        baseline_rps: Math.round(baselineRate),
+        deliveries_per_second: Math.round(deliveryRate),
+        ratio: Number((deliveryRate / baselineRate).toFixed(2)),
+        rate: RATE,
+        p50_ms: Number(p50.toFixed(1)),
+        p99_ms: Number(p99.toFixed(1)),
+      }),
+    );
+  } finally {
+    if (worker) await stopChild(worker);
+    receiver.child.kill('SIGTERM');
+    await db.close();
+    const c = new pg.Client({ connectionString: DATABASE_URL });
+    await c.connect();
+    await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await c.end();
+  }
+}

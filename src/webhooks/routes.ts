@@ -1,0 +1,148 @@
+import { type Static, Type } from '@sinclair/typebox';
+import type { App } from '../app.ts';
+import { BOT_SECURITY } from '../bots/routes.ts';
+import { BotParams, OWNER_SECURITY } from '../owners/routes.ts';
+import type { AppContext } from '../platform/context.ts';
+import { ErrorBody, IdParam } from '../platform/schemas.ts';
+import { ackMessages, listDeliveries, listMessages, retryDelivery } from './service.ts';
+
+const Message = Type.Object({
+  id: Type.String(),
+  event: Type.String(),
+  timestamp: Type.String(),
+  bot_id: Type.String(),
+  data: Type.Object({}, { additionalProperties: true }),
+});
+
+const MessagesQuery = Type.Object({
+  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
+});
+
+const AckBody = Type.Object({
+  event_ids: Type.Array(IdParam('evt'), { minItems: 1, maxItems: 200 }),
+});
+
+const Delivery = Type.Object({
+  id: Type.String(),
+  event_id: Type.String(),
+  event: Type.String(),
+  status: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('delivered'),
+    Type.Literal('failed'),
+    Type.Literal('acked'),
+  ]),
+  attempts: Type.Integer(),
+  created_at: Type.String(),
+  last_attempt_at: Type.Union([Type.String(), Type.Null()]),
+  next_attempt_at: Type.Union([Type.String(), Type.Null()]),
+  delivered_at: Type.Union([Type.String(), Type.Null()]),
+  response_status: Type.Union([Type.Integer(), Type.Null()]),
+  response_excerpt: Type.Union([Type.String(), Type.Null()]),
+  error: Type.Union([Type.String(), Type.Null()]),
+  duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+  target: Type.Union([Type.String(), Type.Null()]),
+});
+
+const DeliveriesQuery = Type.Object({
+  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
+  status: Type.Optional(
+    Type.Union([
+      Type.Literal('pending'),
+      Type.Literal('delivered'),
+      Type.Literal('failed'),
+      Type.Literal('acked'),
+    ]),
+  ),
+  before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
+});
+
+function limitOf(raw: string | undefined): number {
+  const n = raw === undefined ? 50 : Number(raw);
+  return Math.min(Math.max(n, 1), 200);
+}
+
+export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
+  app.get<{ Querystring: Static<typeof MessagesQuery> }>(
+    '/api/v1/bot/messages',
+    {
+      schema: {
+        tags: ['bot'],
+        summary: 'Events not yet delivered by webhook nor acknowledged, oldest first',
+        security: BOT_SECURITY,
+        querystring: MessagesQuery,
+        response: {
+          200: Type.Object({ messages: Type.Array(Message), has_more: Type.Boolean() }),
+          400: ErrorBody,
+          401: ErrorBody,
+        },
+      },
+    },
+    async (request) => listMessages(ctx, request.bot!.id, limitOf(request.query.limit)),
+  );
+
+  app.post<{ Body: Static<typeof AckBody> }>(
+    '/api/v1/bot/messages/ack',
+    {
+      schema: {
+        tags: ['bot'],
+        summary: 'Acknowledge events: they leave the queue and are no longer sent by webhook',
+        security: BOT_SECURITY,
+        body: AckBody,
+        response: {
+          200: Type.Object({
+            acknowledged: Type.Array(Type.String()),
+            not_found: Type.Array(Type.String()),
+          }),
+          400: ErrorBody,
+          401: ErrorBody,
+        },
+      },
+    },
+    async (request) => ackMessages(ctx, request.bot!.id, request.body.event_ids),
+  );
+
+  app.get<{ Params: Static<typeof BotParams>; Querystring: Static<typeof DeliveriesQuery> }>(
+    '/api/v1/owner/bots/:bot_id/webhook-deliveries',
+    {
+      schema: {
+        tags: ['owner'],
+        summary: 'Webhook delivery log of a bot, newest first',
+        security: OWNER_SECURITY,
+        params: BotParams,
+        querystring: DeliveriesQuery,
+        response: {
+          200: Type.Object({ deliveries: Type.Array(Delivery), has_more: Type.Boolean() }),
+          400: ErrorBody,
+          401: ErrorBody,
+          404: ErrorBody,
+        },
+      },
+    },
+    async (request) =>
+      listDeliveries(ctx, request.owner!.id, request.params.bot_id, {
+        limit: limitOf(request.query.limit),
+        ...(request.query.status ? { status: request.query.status } : {}),
+        ...(request.query.before ? { before: request.query.before } : {}),
+      }),
+  );
+
+  app.post<{ Params: { delivery_id: string } }>(
+    '/api/v1/owner/webhook-deliveries/:delivery_id/retry',
+    {
+      schema: {
+        tags: ['owner'],
+        summary: 'Send a failed or pending delivery again now',
+        security: OWNER_SECURITY,
+        params: Type.Object({ delivery_id: IdParam('whd') }),
+        response: {
+          200: Type.Object({ delivery: Delivery }),
+          401: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+        },
+      },
+    },
+    async (request) => retryDelivery(ctx, request.owner!.id, request.params.delivery_id),
+  );
+}

@@ -1,0 +1,208 @@
+import { createHmac } from 'node:crypto';
+import { Agent, request } from 'undici';
+import type { LocalTunnelRelay } from '../platform/context.ts';
+import {
+  assertLiteralAllowed,
+  ForbiddenTargetError,
+  guardedLookup,
+  type Resolver,
+  systemResolver,
+} from './ssrf.ts';
+
+// One HTTP attempt of a delivery: exact bytes, signed headers, no redirects, a hard deadline and
+// at most EXCERPT_BYTES of the answer read. Deliveries for a tunnel bot whose tunnel is connected
+// to this process go straight through the relay (same bytes, same headers).
+
+export const EXCERPT_BYTES = 1024;
+export const USER_AGENT = 'botpay-webhooks/1';
+
+/** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret> (SPEC §6.3). */
+export function signBody(secret: string, body: string | Buffer): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+export type DeliveryTarget =
+  | { kind: 'callback'; url: string }
+  | { kind: 'tunnel'; hostname: string; path: string; publicUrl: string };
+
+export interface AttemptResult {
+  ok: boolean;
+  status: number | null;
+  excerpt: string | null;
+  error: string | null;
+  durationMs: number;
+  /** Where it went: callback URL without query, relay:<host> or the public tunnel URL. */
+  via: string;
+}
+
+export interface SenderOptions {
+  timeoutMs: number;
+  allowPrivateTargets: boolean;
+  resolver?: Resolver;
+  tunnelRelay?: LocalTunnelRelay;
+  now?: () => number;
+}
+
+export interface WebhookSender {
+  send(target: DeliveryTarget, body: Buffer, headers: Record<string, string>): Promise<AttemptResult>;
+  close(): Promise<void>;
+}
+
+function cleanExcerpt(bytes: Buffer): string | null {
+  if (bytes.length === 0) return null;
+  // PostgreSQL text cannot hold NUL; a cut multi-byte character becomes U+FFFD.
+  return bytes.subarray(0, EXCERPT_BYTES).toString('utf8').replaceAll('\u0000', '\uFFFD');
+}
+
+function withoutQuery(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}`;
+  } catch {
+    return 'invalid URL';
+  }
+}
+
+export function describeError(error: unknown, timeoutMs: number): string {
+  let e: unknown = error;
+  for (let depth = 0; depth < 4 && e; depth++) {
+    if (e instanceof ForbiddenTargetError) return e.message;
+    const name = (e as { name?: string }).name;
+    const code = (e as { code?: string }).code;
+    if (
+      name === 'TimeoutError' ||
+      name === 'AbortError' ||
+      code === 'UND_ERR_HEADERS_TIMEOUT' ||
+      code === 'UND_ERR_BODY_TIMEOUT'
+    )
+      return `timeout after ${timeoutMs} ms`;
+    if (code === 'ESSRF') return (e as Error).message;
+    if (code === 'ECONNREFUSED') return 'connection refused';
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `DNS lookup failed (${code})`;
+    if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return 'connection reset';
+    const cause = (e as { cause?: unknown }).cause;
+    if (!cause) break;
+    e = cause;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return message.slice(0, 300) || 'request failed';
+}
+
+export function createWebhookSender(options: SenderOptions): WebhookSender {
+  const now = options.now ?? (() => performance.now());
+  const agent = new Agent({
+    keepAliveTimeout: 10_000,
+    connect: {
+      timeout: options.timeoutMs,
+      ...(options.allowPrivateTargets ? {} : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
+    },
+  });
+
+  // The service's own tunnel hostnames (bot-<id>.TUNNEL_DOMAIN) are not chosen by the bot, and in
+  // development they resolve to loopback: they go through an agent without the guard.
+  const ownHostsAgent = new Agent({ keepAliveTimeout: 10_000, connect: { timeout: options.timeoutMs } });
+
+  async function post(
+    url: string,
+    body: Buffer,
+    headers: Record<string, string>,
+    guarded: boolean,
+  ): Promise<AttemptResult> {
+    const started = now();
+    const via = withoutQuery(url);
+    try {
+      const parsed = new URL(url);
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+        throw new Error('unsupported URL scheme');
+      // Sockets skip `lookup` for literal IPs, so those are judged here.
+      if (guarded && !options.allowPrivateTargets) assertLiteralAllowed(parsed.hostname);
+      const response = await request(parsed, {
+        method: 'POST',
+        headers,
+        body,
+        dispatcher: guarded ? agent : ownHostsAgent,
+        signal: AbortSignal.timeout(options.timeoutMs),
+        headersTimeout: options.timeoutMs,
+        bodyTimeout: options.timeoutMs,
+      });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of response.body) {
+        const buf = chunk as Buffer;
+        chunks.push(buf);
+        size += buf.length;
+        if (size >= EXCERPT_BYTES) break; // leaving the loop destroys the rest of the stream
+      }
+      const ok = response.statusCode >= 200 && response.statusCode < 300;
+      return {
+        ok,
+        status: response.statusCode,
+        excerpt: cleanExcerpt(Buffer.concat(chunks)),
+        error: ok ? null : `HTTP ${response.statusCode}`,
+        durationMs: Math.round(now() - started),
+        via,
+      };
+    } catch (error) {
+      return {
+        ok: false,
+        status: null,
+        excerpt: null,
+        error: describeError(error, options.timeoutMs),
+        durationMs: Math.round(now() - started),
+        via,
+      };
+    }
+  }
+
+  async function relay(
+    relay: LocalTunnelRelay,
+    target: Extract<DeliveryTarget, { kind: 'tunnel' }>,
+    body: Buffer,
+    headers: Record<string, string>,
+  ): Promise<AttemptResult> {
+    const started = now();
+    const via = `relay:${target.hostname}`;
+    try {
+      const response = await relay.forward({
+        hostname: target.hostname,
+        method: 'POST',
+        path: target.path,
+        headers,
+        body,
+        timeoutMs: options.timeoutMs,
+      });
+      const ok = response.status >= 200 && response.status < 300;
+      return {
+        ok,
+        status: response.status,
+        excerpt: cleanExcerpt(response.body.subarray(0, EXCERPT_BYTES)),
+        error: ok ? null : `HTTP ${response.status}`,
+        durationMs: Math.round(now() - started),
+        via,
+      };
+    } catch (error) {
+      return {
+        ok: false,
+        status: null,
+        excerpt: null,
+        error: describeError(error, options.timeoutMs),
+        durationMs: Math.round(now() - started),
+        via,
+      };
+    }
+  }
+
+  return {
+    send(target, body, headers) {
+      if (target.kind === 'callback') return post(target.url, body, headers, true);
+      const tunnel = options.tunnelRelay;
+      if (tunnel?.hasConnection(target.hostname)) return relay(tunnel, target, body, headers);
+      // The tunnel is connected to another instance (or not at all): go through the public URL,
+      // which the load balancer routes to the instance holding the tunnel.
+      return post(target.publicUrl, body, headers, false);
+    },
+    async close() {
+      await Promise.all([agent.close(), ownHostsAgent.close()]);
+    },
+  };
+}

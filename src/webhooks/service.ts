@@ -1,0 +1,170 @@
+import { EVENTS_CHANNEL } from '../events/outbox.ts';
+import { audit } from '../owners/service.ts';
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne } from '../platform/db/port.ts';
+import { ApiError, notFound } from '../platform/errors.ts';
+import { iso } from '../platform/time.ts';
+
+// Bot side: queued messages (events not delivered by webhook and not acknowledged) and their
+// acknowledgement. Owner side: the delivery log of a bot and a manual retry.
+
+export interface QueuedMessage {
+  id: string;
+  event: string;
+  timestamp: string;
+  bot_id: string;
+  data: Record<string, unknown>;
+}
+
+/** Oldest first. The message is the webhook body itself (the same id, event, timestamp and data). */
+export async function listMessages(ctx: AppContext, botId: string, limit: number) {
+  const rows = await ctx.db.query<{ body: string }>(
+    `SELECT body FROM events
+      WHERE bot_id = $1 AND delivered_at IS NULL AND acked_at IS NULL
+      ORDER BY seq
+      LIMIT $2`,
+    [botId, limit + 1],
+  );
+  const messages = rows.slice(0, limit).map((r) => JSON.parse(r.body) as QueuedMessage);
+  return { messages, has_more: rows.length > limit };
+}
+
+/**
+ * Acknowledges events of this bot: they leave the queue and are no longer delivered by webhook.
+ * Idempotent. Ids that are unknown or belong to another bot are returned in `not_found` (the two
+ * cases are indistinguishable on purpose) and change nothing.
+ */
+export async function ackMessages(ctx: AppContext, botId: string, eventIds: readonly string[]) {
+  const ids = [...new Set(eventIds)];
+  const now = new Date(ctx.clock.now());
+  const acked = await ctx.db.transaction(async (tx) => {
+    const rows = await tx.query<{ id: string }>(
+      `UPDATE events SET acked_at = coalesce(acked_at, $3)
+        WHERE bot_id = $1 AND id = ANY($2::text[])
+        RETURNING id`,
+      [botId, ids, now],
+    );
+    const own = rows.map((r) => r.id);
+    if (own.length > 0) {
+      await tx.query(
+        `UPDATE webhook_deliveries SET status = 'acked'
+          WHERE event_id = ANY($1::text[]) AND status = 'pending'`,
+        [own],
+      );
+    }
+    return new Set(own);
+  });
+  return {
+    acknowledged: ids.filter((id) => acked.has(id)),
+    not_found: ids.filter((id) => !acked.has(id)),
+  };
+}
+
+interface DeliveryRow {
+  id: string;
+  event_id: string;
+  bot_id: string;
+  event_type: string;
+  status: string;
+  attempts: number;
+  next_attempt_at: Date;
+  last_attempt_at: Date | null;
+  delivered_at: Date | null;
+  response_status: number | null;
+  response_excerpt: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  target: string | null;
+  created_at: Date;
+  [key: string]: unknown;
+}
+
+const DELIVERY_COLUMNS = `d.id, d.event_id, d.bot_id, d.event_type, d.status, d.attempts, d.next_attempt_at,
+  d.last_attempt_at, d.delivered_at, d.response_status, d.response_excerpt, d.error, d.duration_ms, d.target,
+  d.created_at`;
+
+function present(row: DeliveryRow) {
+  return {
+    id: row.id,
+    event_id: row.event_id,
+    event: row.event_type,
+    status: row.status,
+    attempts: row.attempts,
+    created_at: iso(row.created_at),
+    last_attempt_at: row.last_attempt_at ? iso(row.last_attempt_at) : null,
+    next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+    delivered_at: row.delivered_at ? iso(row.delivered_at) : null,
+    response_status: row.response_status,
+    response_excerpt: row.response_excerpt,
+    error: row.error,
+    duration_ms: row.duration_ms,
+    target: row.target,
+  };
+}
+
+export type DeliveryView = ReturnType<typeof present>;
+
+export async function listDeliveries(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  options: { limit: number; status?: string; before?: string },
+) {
+  const bot = await maybeOne(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [botId, ownerId]);
+  if (!bot) throw notFound('Bot');
+  const rows = await ctx.db.query<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d
+      WHERE d.bot_id = $1
+        AND ($2::text IS NULL OR d.status = $2)
+        AND ($3::timestamptz IS NULL OR d.created_at < $3)
+      ORDER BY d.created_at DESC, d.id DESC
+      LIMIT $4`,
+    [botId, options.status ?? null, options.before ?? null, options.limit + 1],
+  );
+  return {
+    deliveries: rows.slice(0, options.limit).map(present),
+    has_more: rows.length > options.limit,
+  };
+}
+
+/** Sends a failed or pending delivery again now (one more attempt; a pending one keeps its schedule). */
+export async function retryDelivery(ctx: AppContext, ownerId: string, deliveryId: string) {
+  const now = ctx.clock.now();
+  const row = await ctx.db.transaction(async (tx) => {
+    const current = await maybeOne<DeliveryRow>(
+      tx,
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN bots b ON b.id = d.bot_id
+        WHERE d.id = $1 AND b.owner_id = $2
+        FOR UPDATE OF d`,
+      [deliveryId, ownerId],
+    );
+    if (!current) throw notFound('Delivery');
+    if (current.status !== 'failed' && current.status !== 'pending') {
+      throw new ApiError(
+        'conflict',
+        `The delivery is ${current.status}; only failed or pending deliveries can be retried.`,
+        {
+          status: current.status,
+        },
+      );
+    }
+    const updated = await maybeOne<DeliveryRow>(
+      tx,
+      `UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
+        WHERE d.id = $1
+        RETURNING ${DELIVERY_COLUMNS}`,
+      [deliveryId, new Date(now)],
+    );
+    await audit(tx, {
+      ownerId,
+      botId: current.bot_id,
+      action: 'webhook_delivery.retried',
+      details: { delivery_id: deliveryId, previous_status: current.status },
+      at: now,
+    });
+    // Wakes the delivery workers of every instance at commit.
+    await tx.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, current.bot_id]);
+    return updated!;
+  });
+  return { delivery: present(row) };
+}

@@ -1,0 +1,234 @@
+import { verify } from '@octokit/webhooks-methods';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DeliveryWorker } from '../../src/webhooks/worker.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { deliveryOf, emit, Receiver } from './helpers.ts';
+
+describe('webhook delivery', () => {
+  let svc: TestService;
+  let receiver: Receiver;
+  let worker: DeliveryWorker;
+
+  beforeAll(async () => {
+    svc = await createTestService({ env: { WEBHOOK_TIMEOUT_MS: '1000' } });
+    receiver = await new Receiver().start();
+    worker = new DeliveryWorker(svc.ctx);
+  });
+  afterEach(() => {
+    receiver.respond = (_req, res) => {
+      res.writeHead(200);
+      res.end('ok');
+    };
+  });
+  afterAll(async () => {
+    await worker.stop();
+    await receiver.close();
+    await svc.close();
+  });
+
+  async function botWithReceiver(path = '/hook') {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { body: { callback_url: receiver.url(path) } });
+    await worker.runOnce(); // the wallet.activated event of the claim
+    return { owner, bot };
+  }
+
+  it('signs the exact body; an independent implementation verifies it; headers per SPEC §6.2', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { body: { callback_url: receiver.url('/signed') } });
+    const fund = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`,
+      headers: owner.auth,
+      payload: { amount_cents: 1234 },
+    });
+    expect(fund.statusCode).toBe(200);
+    const before = receiver.requests.length;
+    expect(await worker.runOnce()).toBe(2);
+    const got = receiver.requests.slice(before).filter((r) => r.url === '/signed');
+    expect(got.map((r) => r.headers['x-service-event']).sort()).toEqual([
+      'wallet.activated',
+      'wallet.funded',
+    ]);
+    for (const r of got) {
+      const signature = r.headers['x-service-signature'] as string;
+      expect(signature).toMatch(/^sha256=[0-9a-f]{64}$/);
+      expect(await verify(bot.webhook_secret, r.body, signature)).toBe(true);
+      expect(await verify('whsec_wrong', r.body, signature)).toBe(false);
+      expect(r.headers['content-type']).toBe('application/json');
+      expect(r.headers.authorization).toBeUndefined(); // not a primary tunnel bot
+      const body = JSON.parse(r.body);
+      expect(Object.keys(body)).toEqual(['id', 'event', 'timestamp', 'bot_id', 'data']);
+      expect(r.headers['x-service-event-id']).toBe(body.id);
+      expect(body.bot_id).toBe(bot.bot_id);
+      expect(body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      // exactly the outbox bytes
+      const [stored] = await svc.ctx.db.query<{ body: string }>('SELECT body FROM events WHERE id = $1', [
+        body.id,
+      ]);
+      expect(r.body).toBe(stored!.body);
+      const d = await deliveryOf(svc, body.id);
+      expect(d).toMatchObject({
+        status: 'delivered',
+        attempts: 1,
+        response_status: 200,
+        response_excerpt: 'ok',
+      });
+    }
+    const funded = got.find((r) => r.headers['x-service-event'] === 'wallet.funded')!;
+    expect(JSON.parse(funded.body).data).toMatchObject({ amount: 12.34 });
+    const status = await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth });
+    expect(status.json()).toMatchObject({
+      pending_messages: 0,
+      webhook_status: 'active',
+      webhook_fail_count: 0,
+    });
+    // Nothing is sent twice.
+    expect(await worker.runOnce()).toBe(0);
+  });
+
+  it('retries after 1, 5, 15, 60 and 360 minutes with the same bytes, then fails (fake clock)', async () => {
+    const { bot } = await botWithReceiver('/flaky');
+    receiver.respond = (_req, res) => {
+      res.writeHead(500);
+      res.end('x'.repeat(5000));
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    const seen = () => receiver.requests.filter((r) => r.url === '/flaky' && r.body.includes(id));
+    expect(await worker.runOnce()).toBe(1);
+    let d = await deliveryOf(svc, id);
+    expect(d).toMatchObject({ status: 'pending', attempts: 1, response_status: 500, error: 'HTTP 500' });
+    expect(d.response_excerpt!.length).toBe(1024);
+    const delays = [60, 300, 900, 3600, 21600];
+    for (const [i, delay] of delays.entries()) {
+      expect(new Date(d.next_attempt_at).getTime() - svc.clock.now()).toBe(delay * 1000);
+      svc.clock.advance(delay * 1000 - 1000);
+      expect(await worker.runOnce()).toBe(0); // not due yet
+      svc.clock.advance(1000);
+      expect(await worker.runOnce()).toBe(1);
+      d = await deliveryOf(svc, id);
+      expect(d.attempts).toBe(i + 2);
+    }
+    expect(d.status).toBe('failed');
+    svc.clock.advance(7 * 86400_000);
+    expect(await worker.runOnce()).toBe(0);
+    const bodies = new Set(seen().map((r) => r.body));
+    const signatures = new Set(seen().map((r) => r.headers['x-service-signature']));
+    expect(seen()).toHaveLength(6);
+    expect(bodies.size).toBe(1);
+    expect(signatures.size).toBe(1);
+    // Still readable by the bot.
+    const messages = await svc.app.inject({ url: '/api/v1/bot/messages', headers: bot.auth });
+    expect(messages.json().messages.map((m: { id: string }) => m.id)).toContain(id);
+  });
+
+  it('a response slower than WEBHOOK_TIMEOUT_MS is a failure', async () => {
+    const { bot } = await botWithReceiver('/slow');
+    receiver.respond = (_req, res) => {
+      setTimeout(() => {
+        res.writeHead(200);
+        res.end('too late');
+      }, 3000);
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    const started = Date.now();
+    await worker.runOnce();
+    expect(Date.now() - started).toBeLessThan(2500);
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      response_status: null,
+      error: 'timeout after 1000 ms',
+    });
+  });
+
+  it('does not follow redirects', async () => {
+    const { bot } = await botWithReceiver('/moved');
+    receiver.respond = (_req, res) => {
+      res.writeHead(302, { location: receiver.url('/elsewhere') });
+      res.end();
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    await worker.runOnce();
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      status: 'pending',
+      response_status: 302,
+      error: 'HTTP 302',
+    });
+    expect(receiver.requests.some((r) => r.url === '/elsewhere')).toBe(false);
+  });
+
+  it('a refused connection is a recorded failure', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { body: { callback_url: 'http://127.0.0.1:9/nothing' } });
+    await worker.runOnce();
+    const [row] = await svc.ctx.db.query<{ id: string }>('SELECT id FROM events WHERE bot_id = $1', [
+      bot.bot_id,
+    ]);
+    expect(await deliveryOf(svc, row!.id)).toMatchObject({ status: 'pending', error: 'connection refused' });
+  });
+
+  it('two workers share the queue without sending any attempt twice', async () => {
+    const { bot } = await botWithReceiver('/shared');
+    const ids = new Set<string>();
+    for (let i = 0; i < 30; i++) ids.add((await emit(svc, bot.bot_id)).id);
+    const other = new DeliveryWorker(svc.ctx);
+    try {
+      for (let round = 0; round < 10; round++) await Promise.all([worker.runOnce(), other.runOnce()]);
+    } finally {
+      await other.stop();
+    }
+    const got = receiver.requests
+      .filter((r) => r.url === '/shared' && r.headers['x-service-event'] === 'wallet.funded')
+      .map((r) => JSON.parse(r.body).id);
+    expect(got.length).toBe(30);
+    expect(new Set(got)).toEqual(ids);
+  });
+
+  it('wakes on commit (NOTIFY) without waiting for the poll', async () => {
+    const { bot } = await botWithReceiver('/wake');
+    const live = new DeliveryWorker(svc.ctx, { pollMs: 60_000 });
+    await live.start();
+    try {
+      await new Promise((r) => setTimeout(r, 100)); // first (empty) round done; now sleeping
+      const started = Date.now();
+      const { id } = await emit(svc, bot.bot_id);
+      await receiver.waitFor((rs) => rs.some((r) => r.body.includes(id)), 5_000);
+      expect(Date.now() - started).toBeLessThan(1_000);
+    } finally {
+      await live.stop();
+    }
+  });
+
+  it('a slow endpoint does not delay deliveries to other bots', async () => {
+    const slow = await botWithReceiver('/stuck');
+    const fast = await botWithReceiver('/fast');
+    let open = 0;
+    let maxOpen = 0;
+    receiver.respond = (req, res) => {
+      if (req.url === '/stuck') {
+        // Never answers: every attempt runs into the timeout. Count the ones open at once.
+        open++;
+        maxOpen = Math.max(maxOpen, open);
+        res.on('close', () => open--);
+        return;
+      }
+      res.writeHead(200);
+      res.end('ok');
+    };
+    // Ten slots in all, four per bot: without the per-bot bound the stuck bot would take all ten.
+    const live = new DeliveryWorker(svc.ctx, { pollMs: 60_000, maxInFlight: 10, perBotInFlight: 4 });
+    await live.start();
+    try {
+      for (let i = 0; i < 40; i++) await emit(svc, slow.bot.bot_id);
+      const started = Date.now();
+      const { id } = await emit(svc, fast.bot.bot_id);
+      await receiver.waitFor((rs) => rs.some((r) => r.url === '/fast' && r.body.includes(id)), 5_000);
+      expect(Date.now() - started).toBeLessThan(900); // inside the stuck endpoint's 1000 ms timeout
+      await receiver.waitFor((rs) => rs.filter((r) => r.url === '/stuck').length >= 8, 5_000);
+      expect(maxOpen).toBe(4); // per-bot bound, and it is used
+    } finally {
+      await live.stop();
+    }
+  });
+});

@@ -1,0 +1,184 @@
+import { verify } from '@octokit/webhooks-methods';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEGRADED_AFTER, nextHealth, UNREACHABLE_AFTER } from '../../src/webhooks/health.ts';
+import { DeliveryWorker } from '../../src/webhooks/worker.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  registerBot,
+  type TestService,
+} from '../support/service.ts';
+import { emit, healthOf, LoopbackRelay, Receiver } from './helpers.ts';
+
+describe('webhook health (SPEC §3.3)', () => {
+  let svc: TestService;
+  let receiver: Receiver;
+  let relay: LoopbackRelay;
+  let worker: DeliveryWorker;
+  const failing = new Set<string>();
+
+  beforeAll(async () => {
+    svc = await createTestService();
+    receiver = await new Receiver().start();
+    receiver.respond = (req, res) => {
+      const path = req.url;
+      res.writeHead(failing.has(path) ? 503 : 200);
+      res.end(failing.has(path) ? 'down' : 'ok');
+    };
+    relay = new LoopbackRelay(receiver);
+    svc.ctx.tunnelRelay = relay;
+    worker = new DeliveryWorker(svc.ctx);
+  });
+  afterAll(async () => {
+    await worker.stop();
+    await receiver.close();
+    await svc.close();
+  });
+
+  /** One event, one attempt; returns the bot's health afterwards. */
+  async function attempt(botId: string) {
+    await emit(svc, botId);
+    expect(await worker.runOnce()).toBe(1);
+    return healthOf(svc, botId);
+  }
+
+  it('active → degraded → unreachable → active, counting consecutive failures', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { body: { callback_url: receiver.url('/h1') } });
+    await worker.runOnce();
+    expect(await healthOf(svc, bot.bot_id)).toEqual({ webhook_status: 'active', webhook_fail_count: 0 });
+    failing.add('/h1');
+    for (let n = 1; n < DEGRADED_AFTER; n++) {
+      expect(await attempt(bot.bot_id)).toEqual({ webhook_status: 'active', webhook_fail_count: n });
+    }
+    expect(await attempt(bot.bot_id)).toEqual({
+      webhook_status: 'degraded',
+      webhook_fail_count: DEGRADED_AFTER,
+    });
+    for (let n = DEGRADED_AFTER + 1; n < UNREACHABLE_AFTER; n++) {
+      expect(await attempt(bot.bot_id)).toEqual({ webhook_status: 'degraded', webhook_fail_count: n });
+    }
+    expect(await attempt(bot.bot_id)).toEqual({
+      webhook_status: 'unreachable',
+      webhook_fail_count: UNREACHABLE_AFTER,
+    });
+    // Still queued and readable while unreachable.
+    const status = await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth });
+    expect(status.json()).toMatchObject({
+      webhook_status: 'unreachable',
+      webhook_fail_count: UNREACHABLE_AFTER,
+      pending_messages: UNREACHABLE_AFTER,
+    });
+    const messages = await svc.app.inject({ url: '/api/v1/bot/messages', headers: bot.auth });
+    expect(messages.json().messages).toHaveLength(UNREACHABLE_AFTER);
+    // One success: active again, count reset.
+    failing.delete('/h1');
+    expect(await attempt(bot.bot_id)).toEqual({ webhook_status: 'active', webhook_fail_count: 0 });
+  });
+
+  it('degraded → active on success', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { body: { callback_url: receiver.url('/h2') } });
+    await worker.runOnce();
+    failing.add('/h2');
+    for (let n = 0; n < DEGRADED_AFTER; n++) await attempt(bot.bot_id);
+    expect((await healthOf(svc, bot.bot_id)).webhook_status).toBe('degraded');
+    failing.delete('/h2');
+    expect(await attempt(bot.bot_id)).toEqual({ webhook_status: 'active', webhook_fail_count: 0 });
+  });
+
+  it('a tunnel bot starts pending; failures keep it pending until unreachable; success → active', async () => {
+    const worked = await registerBot(svc, {
+      callback_url: undefined,
+      bot_type: 'helper',
+      webhook_path: '/t1',
+    });
+    const neverWorked = await registerBot(svc, {
+      callback_url: undefined,
+      bot_type: 'helper',
+      webhook_path: '/t2',
+    });
+    for (const b of [worked, neverWorked]) {
+      expect(await healthOf(svc, b.bot_id)).toEqual({ webhook_status: 'pending', webhook_fail_count: 0 });
+      const [row] = await svc.ctx.db.query<{ tunnel_hostname: string }>(
+        'SELECT tunnel_hostname FROM bots WHERE id = $1',
+        [b.bot_id],
+      );
+      relay.connected.add(row!.tunnel_hostname);
+    }
+    failing.add('/t2');
+    for (let n = 1; n < UNREACHABLE_AFTER; n++) {
+      expect(await attempt(neverWorked.bot_id)).toEqual({ webhook_status: 'pending', webhook_fail_count: n });
+    }
+    expect(await attempt(neverWorked.bot_id)).toEqual({
+      webhook_status: 'unreachable',
+      webhook_fail_count: UNREACHABLE_AFTER,
+    });
+    expect(await attempt(worked.bot_id)).toEqual({ webhook_status: 'active', webhook_fail_count: 0 });
+    // Through the relay with identical bytes; a non-primary bot gets no Authorization header.
+    const last = relay.forwarded.at(-1)!;
+    expect(last.path).toBe('/t1');
+    expect(last.headers.authorization).toBeUndefined();
+    expect(
+      await verify(worked.webhook_secret, last.body.toString('utf8'), last.headers['x-service-signature']!),
+    ).toBe(true);
+  });
+
+  it('a primary tunnel bot gets Authorization: Bearer <hooks token> on each delivery', async () => {
+    const bot = await registerBot(svc, { callback_url: undefined, webhook_path: '/primary' });
+    expect(bot.primary_hooks_token).toMatch(/^svc_hooks_/);
+    const [row] = await svc.ctx.db.query<{ tunnel_hostname: string }>(
+      'SELECT tunnel_hostname FROM bots WHERE id = $1',
+      [bot.bot_id],
+    );
+    relay.connected.add(row!.tunnel_hostname);
+    await attempt(bot.bot_id);
+    const got = receiver.requests.filter((r) => r.url === '/primary');
+    expect(got).toHaveLength(1);
+    expect(got[0]!.headers.authorization).toBe(`Bearer ${bot.primary_hooks_token}`);
+    expect(got[0]!.headers['x-relayed-for']).toBe(row!.tunnel_hostname);
+    expect(
+      await verify(bot.webhook_secret, got[0]!.body, got[0]!.headers['x-service-signature'] as string),
+    ).toBe(true);
+  });
+
+  it('a tunnel bot whose tunnel is not on this instance is sent to its public webhook URL', async () => {
+    const bot = await registerBot(svc, {
+      callback_url: undefined,
+      bot_type: 'helper',
+      webhook_path: '/elsewhere',
+    });
+    const { id } = await emit(svc, bot.bot_id);
+    await worker.runOnce();
+    const [d] = await svc.ctx.db.query<{ target: string; error: string }>(
+      'SELECT target, error FROM webhook_deliveries WHERE event_id = $1',
+      [id],
+    );
+    expect(d!.target).toMatch(/^http:\/\/bot-[a-z2-7]+\.tunnel\.localhost:8080\/elsewhere$/);
+    expect(d!.error).not.toBeNull(); // nothing listens there in the test
+  });
+
+  it('the pure rule matches the table', () => {
+    expect(nextHealth('active', 0, { reset: false, failures: 3 })).toEqual({
+      status: 'degraded',
+      failCount: 3,
+    });
+    expect(nextHealth('pending', 2, { reset: false, failures: 3 })).toEqual({
+      status: 'pending',
+      failCount: 5,
+    });
+    expect(nextHealth('pending', 5, { reset: false, failures: 1 })).toEqual({
+      status: 'unreachable',
+      failCount: 6,
+    });
+    expect(nextHealth('unreachable', 9, { reset: true, failures: 0 })).toEqual({
+      status: 'active',
+      failCount: 0,
+    });
+    expect(nextHealth('pending', 0, { reset: true, failures: 4 })).toEqual({
+      status: 'degraded',
+      failCount: 4,
+    });
+  });
+});
