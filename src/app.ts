@@ -11,6 +11,8 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
+import { registerCardRoutes } from './cards/routes.ts';
+import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
@@ -139,6 +141,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   await registerBotRoutes(app, ctx);
   await registerOwnerRoutes(app, ctx);
+  await registerCardRoutes(app, ctx);
+  await registerCheckoutRoutes(app, ctx);
   return app;
 }
 

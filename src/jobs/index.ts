@@ -1,4 +1,5 @@
+import { checkoutDecisions } from '../checkout/job.ts';
 import { type BackgroundJob, housekeeping } from './runner.ts';
 
 /** Every background job of the service; each module adds its own here. */
-export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping];
+export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping, checkoutDecisions];
