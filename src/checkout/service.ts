@@ -182,7 +182,7 @@ async function runChain(
     'SELECT * FROM card_profiles WHERE card_id = $1 AND profile_index = $2',
     [card.id, req.profile_index],
   );
-  if (!profile || !profile.enabled) {
+  if (!profile?.enabled) {
     throw new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
   }
   const isReal = card.real_profile_index === req.profile_index;
