@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processDueConfirmations } from '../../src/checkout/decisions.ts';
-import { activeBot, createOwner, createTestService, type TestOwner, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
 import {
   checkout,
   counter,
@@ -24,7 +30,11 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
       method: 'PUT',
       url: '/api/v1/owner/guardrails',
       headers: owner.auth,
-      payload: { per_transaction_cents: 100_000, daily_budget_cents: 10_000_000, monthly_budget_cents: 100_000_000 },
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
     });
   });
   afterAll(async () => {
@@ -40,7 +50,11 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
   }
 
   function decide(id: string, decision: 'approve' | 'deny', o = owner) {
-    return svc.app.inject({ method: 'POST', url: `/api/v1/owner/approvals/${id}/${decision}`, headers: o.auth });
+    return svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/approvals/${id}/${decision}`,
+      headers: o.auth,
+    });
   }
 
   it('approve captures the hold; the poll then returns the card details; a second decision is 409', async () => {
@@ -51,7 +65,12 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     expect(detail.json().pending_approvals).toBe(1);
 
     const pending = await poll(svc, bot, id);
-    expect(pending.json()).toMatchObject({ confirmation_id: id, status: 'pending', amount_usd: 4, item_name: 'A book' });
+    expect(pending.json()).toMatchObject({
+      confirmation_id: id,
+      status: 'pending',
+      amount_usd: 4,
+      item_name: 'A book',
+    });
     expect(pending.json().missing_digits).toBeUndefined();
 
     const res = await decide(id, 'approve');
@@ -71,7 +90,13 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     });
     const ev = await events(svc, bot.bot_id, 'purchase.approved');
     expect(ev).toHaveLength(1);
-    expect(ev[0]!.data).toEqual({ checkout_id: id, amount: 4, vendor: 'Acme Books', description: 'A book', status: 'approved' });
+    expect(ev[0]!.data).toEqual({
+      checkout_id: id,
+      amount: 4,
+      vendor: 'Acme Books',
+      description: 'A book',
+      status: 'approved',
+    });
 
     for (const again of ['approve', 'deny'] as const) {
       const r = await decide(id, again);
@@ -97,7 +122,10 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const p = await poll(svc, bot, id);
     expect(p.json()).toMatchObject({ status: 'denied' });
     expect(p.json().missing_digits).toBeUndefined();
-    expect((await events(svc, bot.bot_id, 'purchase.denied'))[0]!.data).toMatchObject({ checkout_id: id, amount: 4 });
+    expect((await events(svc, bot.bot_id, 'purchase.denied'))[0]!.data).toMatchObject({
+      checkout_id: id,
+      amount: 4,
+    });
     expect((await decide(id, 'approve')).statusCode).toBe(409);
   });
 
@@ -161,7 +189,11 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const anon = await svc.app.inject({ method: 'POST', url: `/api/v1/owner/approvals/${id}/approve` });
     expect(anon.statusCode).toBe(401);
     expect((await svc.app.inject({ url: '/api/v1/owner/approvals' })).statusCode).toBe(401);
-    const badId = await svc.app.inject({ method: 'POST', url: '/api/v1/owner/approvals/nope/approve', headers: owner.auth });
+    const badId = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/owner/approvals/nope/approve',
+      headers: owner.auth,
+    });
     expect(badId.statusCode).toBe(400);
   });
 
@@ -177,7 +209,9 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     }
     const list = await svc.app.inject({ url: '/api/v1/owner/approvals', headers: owner.auth });
     for (const id of ids) {
-      expect(list.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).not.toContain(id);
+      expect(list.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).not.toContain(
+        id,
+      );
       expect((await decide(id, 'approve')).statusCode).toBe(404);
     }
     // Not decided at once: the earliest decision comes after a plausible delay.
@@ -207,7 +241,9 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     expect([a.statusCode, d.statusCode].sort()).toEqual([200, 409]);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger.held_cents).toBe(0);
-    const ev = (await events(svc, bot.bot_id)).filter((e) => e.event === 'purchase.approved' || e.event === 'purchase.denied');
+    const ev = (await events(svc, bot.bot_id)).filter(
+      (e) => e.event === 'purchase.approved' || e.event === 'purchase.denied',
+    );
     expect(ev).toHaveLength(1);
   });
 

@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLuhnValid } from '../../src/cards/decoys.ts';
-import { activeBot, createOwner, createTestService, type TestOwner, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
 import { DIGITS } from './helpers.ts';
 
 describe('owner card API: split-knowledge cards and profiles', () => {
@@ -14,8 +20,18 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     await svc.close();
   });
 
-  function req(method: 'GET' | 'POST' | 'PATCH' | 'PUT', url: string, payload?: unknown, o: TestOwner = owner) {
-    return svc.app.inject({ method, url, headers: o.auth, ...(payload === undefined ? {} : { payload: payload as object }) });
+  function req(
+    method: 'GET' | 'POST' | 'PATCH' | 'PUT',
+    url: string,
+    payload?: unknown,
+    o: TestOwner = owner,
+  ) {
+    return svc.app.inject({
+      method,
+      url,
+      headers: o.auth,
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
   }
 
   it('starts a card with a random real profile and three consecutive missing positions', async () => {
@@ -41,25 +57,46 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     const bot = await activeBot(svc, owner);
     const card = (await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, { label: 'Visa' })).json();
     const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
-    const bad = await req('POST', `${base}/activate`, { missing_digits: '12', expiry_month: '09', expiry_year: '2030' });
+    const bad = await req('POST', `${base}/activate`, {
+      missing_digits: '12',
+      expiry_month: '09',
+      expiry_year: '2030',
+    });
     expect(bad.statusCode).toBe(400);
-    const expired = await req('POST', `${base}/activate`, { missing_digits: '123', expiry_month: '01', expiry_year: '2025' });
+    const expired = await req('POST', `${base}/activate`, {
+      missing_digits: '123',
+      expiry_month: '01',
+      expiry_year: '2025',
+    });
     expect(expired.statusCode).toBe(400);
-    const act = await req('POST', `${base}/activate`, { missing_digits: DIGITS, expiry_month: '9', expiry_year: '2030' });
+    const act = await req('POST', `${base}/activate`, {
+      missing_digits: DIGITS,
+      expiry_month: '9',
+      expiry_year: '2030',
+    });
     expect(act.statusCode, act.body).toBe(200);
     expect(act.json()).toMatchObject({ status: 'active', card_id: card.card_id });
     expect(act.body).not.toContain(DIGITS);
-    const again = await req('POST', `${base}/activate`, { missing_digits: DIGITS, expiry_month: '09', expiry_year: '2030' });
+    const again = await req('POST', `${base}/activate`, {
+      missing_digits: DIGITS,
+      expiry_month: '09',
+      expiry_year: '2030',
+    });
     expect(again.statusCode).toBe(409);
-    const stored = await svc.ctx.db.query<{ secret_enc: string }>('SELECT secret_enc FROM cards WHERE id = $1', [
-      card.card_id,
-    ]);
+    const stored = await svc.ctx.db.query<{ secret_enc: string }>(
+      'SELECT secret_enc FROM cards WHERE id = $1',
+      [card.card_id],
+    );
     expect(stored[0]!.secret_enc).not.toContain(DIGITS);
 
     const file = await req('GET', `${base}/profiles-file`);
     expect(file.statusCode).toBe(200);
     expect(file.headers['content-disposition']).toContain('attachment');
-    const profiles = file.json().profiles as Array<{ profile_index: number; card_number: string; cardholder_name: string }>;
+    const profiles = file.json().profiles as Array<{
+      profile_index: number;
+      card_number: string;
+      cardholder_name: string;
+    }>;
     expect(profiles.map((p) => p.profile_index)).toEqual([1, 2, 3, 4, 5, 6]);
     const p0 = card.missing_digit_positions[0];
     for (const p of profiles) {
@@ -70,7 +107,9 @@ describe('owner card API: split-knowledge cards and profiles', () => {
       } else {
         expect(p.cardholder_name).toMatch(/^[A-Z][a-z]+ [A-Z][a-z]+$/);
         // Some completion of the masked digits is Luhn-valid (the decoy's own digits are).
-        const candidates = Array.from({ length: 1000 }, (_, i) => p.card_number.replace('***', String(i).padStart(3, '0')));
+        const candidates = Array.from({ length: 1000 }, (_, i) =>
+          p.card_number.replace('***', String(i).padStart(3, '0')),
+        );
         expect(candidates.some(isLuhnValid)).toBe(true);
       }
     }
@@ -102,7 +141,13 @@ describe('owner card API: split-knowledge cards and profiles', () => {
       approval_mode: 'auto_approve_by_category',
       approved_categories: ['food'],
     });
-    for (const body of [{}, { approval_mode: 'yes' }, { daily_cents: -1 }, { status: 'deleted' }, { unknown: 1 }]) {
+    for (const body of [
+      {},
+      { approval_mode: 'yes' },
+      { daily_cents: -1 },
+      { status: 'deleted' },
+      { unknown: 1 },
+    ]) {
       expect((await req('PATCH', base, body)).statusCode, JSON.stringify(body)).toBe(400);
     }
     const profile = await req('PUT', `${base}/profiles/3`, {
@@ -125,20 +170,30 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     const bot = await activeBot(svc, owner);
     const card = (await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {})).json();
     const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
-    expect((await svc.app.inject({ method: 'POST', url: `/api/v1/owner/bots/${bot.bot_id}/cards` })).statusCode).toBe(401);
+    expect(
+      (await svc.app.inject({ method: 'POST', url: `/api/v1/owner/bots/${bot.bot_id}/cards` })).statusCode,
+    ).toBe(401);
     expect((await svc.app.inject({ url: `${base}/profiles-file` })).statusCode).toBe(401);
     const stranger = await createOwner(svc);
     expect((await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {}, stranger)).statusCode).toBe(404);
     expect((await req('GET', `${base}/profiles-file`, undefined, stranger)).statusCode).toBe(404);
     expect(
-      (await req('POST', `${base}/activate`, { missing_digits: '111', expiry_month: '01', expiry_year: '2030' }, stranger))
-        .statusCode,
+      (
+        await req(
+          'POST',
+          `${base}/activate`,
+          { missing_digits: '111', expiry_month: '01', expiry_year: '2030' },
+          stranger,
+        )
+      ).statusCode,
     ).toBe(404);
     expect((await req('PATCH', base, { daily_cents: 1 }, stranger)).statusCode).toBe(404);
     expect((await req('PUT', `${base}/profiles/1`, { allowance_cents: 1 }, stranger)).statusCode).toBe(404);
     // A card of another bot under this bot's path is 404 too.
     const other = await activeBot(svc, owner);
-    expect((await req('GET', `/api/v1/owner/bots/${other.bot_id}/cards/${card.card_id}/profiles-file`)).statusCode).toBe(404);
+    expect(
+      (await req('GET', `/api/v1/owner/bots/${other.bot_id}/cards/${card.card_id}/profiles-file`)).statusCode,
+    ).toBe(404);
   });
 
   it('every card and checkout route is in the OpenAPI document', async () => {

@@ -34,7 +34,11 @@ describe('checkout: the guardrail chain', () => {
       method: 'PUT',
       url: '/api/v1/owner/guardrails',
       headers: owner.auth,
-      payload: { per_transaction_cents: 100_000, daily_budget_cents: 10_000_000, monthly_budget_cents: 100_000_000 },
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
     });
   });
   afterAll(async () => {
@@ -123,7 +127,9 @@ describe('checkout: the guardrail chain', () => {
       url: `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/profiles-file`,
       headers: owner.auth,
     });
-    const decoy = file.json().profiles.find((p: { profile_index: number }) => p.profile_index === card.decoyIndex);
+    const decoy = file
+      .json()
+      .profiles.find((p: { profile_index: number }) => p.profile_index === card.decoyIndex);
     const full = (decoy.card_number as string).replace('***', a.json().missing_digits);
     expect(isLuhnValid(full)).toBe(true);
     // Money: only the real 100 moved.
@@ -180,19 +186,31 @@ describe('checkout: the guardrail chain', () => {
     });
     expect(res.statusCode).toBe(401);
     expect(res.json().error).toBe('Authentication required');
-    const wrong = await checkout(svc, { auth: { authorization: `Bearer svc_live_${'0'.repeat(48)}` } }, purchase(1, 1));
+    const wrong = await checkout(
+      svc,
+      { auth: { authorization: `Bearer svc_live_${'0'.repeat(48)}` } },
+      purchase(1, 1),
+    );
     expect(wrong.statusCode).toBe(401);
   });
 
   it('403 wallet_not_active for an unclaimed bot and wallet_frozen for a frozen wallet', async () => {
     const pending = await registerBot(svc, { owner_email: owner.email });
-    const res = await checkout(svc, { auth: { authorization: `Bearer ${pending.api_key}` } }, purchase(1, 100));
+    const res = await checkout(
+      svc,
+      { auth: { authorization: `Bearer ${pending.api_key}` } },
+      purchase(1, 100),
+    );
     expect(res.statusCode).toBe(403);
     expect(res.json().error).toBe('wallet_not_active');
 
     const bot = await activeBot(svc, owner, { fundCents: 1000 });
     const card = await setupCard(svc, owner, bot.bot_id, AUTO);
-    await svc.app.inject({ method: 'POST', url: `/api/v1/owner/bots/${bot.bot_id}/wallet/freeze`, headers: owner.auth });
+    await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/freeze`,
+      headers: owner.auth,
+    });
     const frozen = await checkout(svc, bot, purchase(card.real_profile_index, 100));
     expect(frozen.statusCode).toBe(403);
     expect(frozen.json().error).toBe('wallet_frozen');
@@ -210,7 +228,11 @@ describe('checkout: the guardrail chain', () => {
     const ambiguous = await checkout(svc, bot, purchase(1, 100));
     expect(ambiguous.statusCode).toBe(400);
     expect(ambiguous.json().error).toBe('card_id_required');
-    const named = await checkout(svc, bot, purchase(second.real_profile_index, 100, { card_id: second.card_id }));
+    const named = await checkout(
+      svc,
+      bot,
+      purchase(second.real_profile_index, 100, { card_id: second.card_id }),
+    );
     expect(named.statusCode, named.body).toBe(200);
 
     const unknown = await checkout(svc, bot, purchase(1, 100, { card_id: 'card_aaaaaaaaaaaaaaaa' }));
@@ -246,7 +268,11 @@ describe('checkout: the guardrail chain', () => {
     const p = card.decoyIndex; // decoys have no master budget, so only card limits apply
     const perTx = await checkout(svc, bot, purchase(p, 501));
     expect(perTx.statusCode).toBe(403);
-    expect(perTx.json()).toMatchObject({ error: 'card_guardrail_violation', limit: 'per_transaction', limit_usd: 5 });
+    expect(perTx.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'per_transaction',
+      limit_usd: 5,
+    });
     expect((await checkout(svc, bot, purchase(p, 500))).statusCode).toBe(200);
     expect((await checkout(svc, bot, purchase(p, 400))).statusCode).toBe(200);
     const daily = await checkout(svc, bot, purchase(p, 200));
@@ -259,7 +285,11 @@ describe('checkout: the guardrail chain', () => {
     });
     await patchCard(svc, owner, bot.bot_id, card.card_id, { daily_cents: 100_000, monthly_cents: 1000 });
     const monthly = await checkout(svc, bot, purchase(p, 200));
-    expect(monthly.json()).toMatchObject({ error: 'card_guardrail_violation', limit: 'monthly', remaining_usd: 1 });
+    expect(monthly.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'monthly',
+      remaining_usd: 1,
+    });
     // A refused request rolled back: the counters only hold the two approved purchases.
     expect(await counter(svc, `card:${card.card_id}:p${p}`, 'day')).toBe(900);
   });
@@ -274,7 +304,12 @@ describe('checkout: the guardrail chain', () => {
     expect((await checkout(svc, bot, purchase(card.real_profile_index, 200))).statusCode).toBe(200);
     const res = await checkout(svc, bot, purchase(card.real_profile_index, 200));
     expect(res.statusCode).toBe(403);
-    expect(res.json()).toMatchObject({ error: 'allowance_exceeded', window: 'day', limit_usd: 3, remaining_usd: 1 });
+    expect(res.json()).toMatchObject({
+      error: 'allowance_exceeded',
+      window: 'day',
+      limit_usd: 3,
+      remaining_usd: 1,
+    });
     // The next UTC day opens a new window.
     svc.clock.advance(86_400_000);
     expect((await checkout(svc, bot, purchase(card.real_profile_index, 200))).statusCode).toBe(200);
@@ -283,10 +318,18 @@ describe('checkout: the guardrail chain', () => {
   it('403 master_budget_exceeded applies to the real profile only', async () => {
     const o = await createOwner(svc);
     const bot = await activeBot(svc, o, { fundCents: 10_000 });
-    const card = await setupCard(svc, o, bot.bot_id, { ...AUTO, per_transaction_cents: 1000, daily_cents: 100_000 });
+    const card = await setupCard(svc, o, bot.bot_id, {
+      ...AUTO,
+      per_transaction_cents: 1000,
+      daily_cents: 100_000,
+    });
     const perTx = await checkout(svc, bot, purchase(card.real_profile_index, 600));
     expect(perTx.statusCode).toBe(403);
-    expect(perTx.json()).toMatchObject({ error: 'master_budget_exceeded', limit: 'per_transaction', limit_usd: 5 });
+    expect(perTx.json()).toMatchObject({
+      error: 'master_budget_exceeded',
+      limit: 'per_transaction',
+      limit_usd: 5,
+    });
     expect((await checkout(svc, bot, purchase(card.decoyIndex, 600))).statusCode).toBe(200);
     await svc.app.inject({
       method: 'PUT',
@@ -308,13 +351,19 @@ describe('checkout: the guardrail chain', () => {
   it('the chain order: a card limit is reported before the allowance, the allowance before the master budget', async () => {
     const o = await createOwner(svc);
     const bot = await activeBot(svc, o, { fundCents: 10_000 });
-    const card = await setupCard(svc, o, bot.bot_id, { ...AUTO, per_transaction_cents: 2000, daily_cents: 500 });
+    const card = await setupCard(svc, o, bot.bot_id, {
+      ...AUTO,
+      per_transaction_cents: 2000,
+      daily_cents: 500,
+    });
     await putProfile(svc, o, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 400 });
     expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
       'card_guardrail_violation',
     );
     await patchCard(svc, o, bot.bot_id, card.card_id, { daily_cents: 100_000 });
-    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe('allowance_exceeded');
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
+      'allowance_exceeded',
+    );
     await putProfile(svc, o, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 100_000 });
     expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
       'master_budget_exceeded',
@@ -340,7 +389,16 @@ describe('checkout: the guardrail chain', () => {
     expect(res.statusCode).toBe(202);
     const body = res.json();
     expect(Object.keys(body).sort()).toEqual(
-      ['approved', 'status', 'confirmation_id', 'profile_index', 'merchant_name', 'amount_usd', 'expires_at', 'message'].sort(),
+      [
+        'approved',
+        'status',
+        'confirmation_id',
+        'profile_index',
+        'merchant_name',
+        'amount_usd',
+        'expires_at',
+        'message',
+      ].sort(),
     );
     expect(body).toMatchObject({ approved: false, status: 'pending_confirmation', amount_usd: 4 });
     expect(body.expires_at).toBe(new Date(svc.clock.now() + 900_000).toISOString());
@@ -390,9 +448,13 @@ describe('checkout: the guardrail chain', () => {
     // Keys are per bot: another bot may use the same key.
     const other = await activeBot(svc, owner, { fundCents: 1000 });
     const otherCard = await setupCard(svc, owner, other.bot_id, AUTO);
-    expect((await checkout(svc, other, purchase(otherCard.real_profile_index, 200), key)).statusCode).toBe(200);
+    expect((await checkout(svc, other, purchase(otherCard.real_profile_index, 200), key)).statusCode).toBe(
+      200,
+    );
     // A refused request is not stored: the same key can be retried after the cause is fixed.
-    const tooMuch = await checkout(svc, bot, purchase(card.real_profile_index, 400), { 'idempotency-key': 'k2' });
+    const tooMuch = await checkout(svc, bot, purchase(card.real_profile_index, 400), {
+      'idempotency-key': 'k2',
+    });
     expect(tooMuch.statusCode).toBe(402);
     await svc.app.inject({
       method: 'POST',
@@ -400,7 +462,10 @@ describe('checkout: the guardrail chain', () => {
       headers: owner.auth,
       payload: { amount_cents: 1000 },
     });
-    expect((await checkout(svc, bot, purchase(card.real_profile_index, 400), { 'idempotency-key': 'k2' })).statusCode).toBe(200);
+    expect(
+      (await checkout(svc, bot, purchase(card.real_profile_index, 400), { 'idempotency-key': 'k2' }))
+        .statusCode,
+    ).toBe(200);
     // The stored response is encrypted (it holds card digits).
     const stored = await svc.ctx.db.query<{ response_enc: string }>(
       'SELECT response_enc FROM checkout_idempotency WHERE bot_id = $1',
@@ -412,7 +477,9 @@ describe('checkout: the guardrail chain', () => {
     const later = await checkout(svc, bot, purchase(card.real_profile_index, 100), key);
     expect(later.statusCode).toBe(200);
     expect(later.json().confirmation_id).not.toBe(first.json().confirmation_id);
-    const tooLong = await checkout(svc, bot, purchase(card.real_profile_index, 100), { 'idempotency-key': 'x'.repeat(256) });
+    const tooLong = await checkout(svc, bot, purchase(card.real_profile_index, 100), {
+      'idempotency-key': 'x'.repeat(256),
+    });
     expect(tooLong.statusCode).toBe(400);
     await expectLedgerConsistent(svc, bot.bot_id);
   });

@@ -1,7 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPostgres } from '../support/db.ts';
-import { activeBot, createOwner, createTestService, type TestOwner, type TestService } from '../support/service.ts';
-import { type Bot, checkout, counter, expectLedgerConsistent, purchase, putProfile, setupCard } from './helpers.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
+import {
+  type Bot,
+  checkout,
+  counter,
+  expectLedgerConsistent,
+  purchase,
+  putProfile,
+  setupCard,
+} from './helpers.ts';
 
 // Real parallelism needs PostgreSQL (PGlite runs one transaction at a time).
 describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
@@ -27,7 +41,11 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       method: 'PUT',
       url: '/api/v1/owner/guardrails',
       headers: owner.auth,
-      payload: { per_transaction_cents: 100_000, daily_budget_cents: 10_000_000, monthly_budget_cents: 100_000_000 },
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
     });
     return owner;
   }
@@ -46,11 +64,17 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     const owner = await generousOwner();
     const bot = await activeBot(svc, owner, { fundCents: 5000 });
     const card = await setupCard(svc, owner, bot.bot_id, HIGH);
-    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 1_000_000 });
-    const { results, codes } = await fire(Array.from({ length: 150 }, () => ({ bot, profile: card.real_profile_index })));
+    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, {
+      allowance_cents: 1_000_000,
+    });
+    const { results, codes } = await fire(
+      Array.from({ length: 150 }, () => ({ bot, profile: card.real_profile_index })),
+    );
     expect(codes.get(200)).toBe(50);
     expect(codes.get(402)).toBe(100);
-    expect(results.filter((r) => r.statusCode === 402).every((r) => r.json().error === 'insufficient_funds')).toBe(true);
+    expect(
+      results.filter((r) => r.statusCode === 402).every((r) => r.json().error === 'insufficient_funds'),
+    ).toBe(true);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({ available_cents: 0, held_cents: 0, merchant_settlement: 5000 });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(5000);
@@ -60,20 +84,28 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     const owner = await generousOwner();
     const bot = await activeBot(svc, owner, { fundCents: 5000 });
     const card = await setupCard(svc, owner, bot.bot_id, { ...HIGH, approval_mode: 'ask_for_everything' });
-    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 1_000_000 });
-    const { codes } = await fire(Array.from({ length: 150 }, () => ({ bot, profile: card.real_profile_index })));
+    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, {
+      allowance_cents: 1_000_000,
+    });
+    const { codes } = await fire(
+      Array.from({ length: 150 }, () => ({ bot, profile: card.real_profile_index })),
+    );
     expect(codes.get(202)).toBe(50);
     expect(codes.get(402)).toBe(100);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({ available_cents: 0, held_cents: 5000 });
   });
 
-  it("150 parallel checkouts against a $30 daily card budget approve exactly 30", async () => {
+  it('150 parallel checkouts against a $30 daily card budget approve exactly 30', async () => {
     const owner = await generousOwner();
     const bot = await activeBot(svc, owner, { fundCents: 50_000 });
     const card = await setupCard(svc, owner, bot.bot_id, { ...HIGH, daily_cents: 3000 });
-    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 1_000_000 });
-    const { codes, results } = await fire(Array.from({ length: 150 }, () => ({ bot, profile: card.real_profile_index })));
+    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, {
+      allowance_cents: 1_000_000,
+    });
+    const { codes, results } = await fire(
+      Array.from({ length: 150 }, () => ({ bot, profile: card.real_profile_index })),
+    );
     expect(codes.get(200)).toBe(30);
     expect(codes.get(403)).toBe(120);
     expect(results.find((r) => r.statusCode === 403)!.json()).toMatchObject({
@@ -91,7 +123,10 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     const bot = await activeBot(svc, owner, { fundCents: 50_000 });
     const card = await setupCard(svc, owner, bot.bot_id, HIGH);
     for (const p of [card.real_profile_index, card.decoyIndex]) {
-      await putProfile(svc, owner, bot.bot_id, card.card_id, p, { allowance_cents: 2000, allowance_window: 'day' });
+      await putProfile(svc, owner, bot.bot_id, card.card_id, p, {
+        allowance_cents: 2000,
+        allowance_window: 'day',
+      });
     }
     const jobs = Array.from({ length: 150 }, (_, i) => ({
       bot,
@@ -102,7 +137,9 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       results.filter((r, i) => jobs[i]!.profile === p && r.statusCode === 200).length;
     expect(approvedBy(card.real_profile_index)).toBe(20);
     expect(approvedBy(card.decoyIndex)).toBe(20);
-    expect(results.filter((r) => r.statusCode === 403).every((r) => r.json().error === 'allowance_exceeded')).toBe(true);
+    expect(
+      results.filter((r) => r.statusCode === 403).every((r) => r.json().error === 'allowance_exceeded'),
+    ).toBe(true);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger.available_cents).toBe(48_000);
   });
@@ -113,20 +150,32 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       method: 'PUT',
       url: '/api/v1/owner/guardrails',
       headers: owner.auth,
-      payload: { per_transaction_cents: 100_000, daily_budget_cents: 4000, monthly_budget_cents: 100_000_000 },
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 4000,
+        monthly_budget_cents: 100_000_000,
+      },
     });
     const a = await activeBot(svc, owner, { fundCents: 10_000 });
     const b = await activeBot(svc, owner, { fundCents: 10_000 });
     const cardA = await setupCard(svc, owner, a.bot_id, HIGH);
     const cardB = await setupCard(svc, owner, b.bot_id, HIGH);
-    await putProfile(svc, owner, a.bot_id, cardA.card_id, cardA.real_profile_index, { allowance_cents: 1_000_000 });
-    await putProfile(svc, owner, b.bot_id, cardB.card_id, cardB.real_profile_index, { allowance_cents: 1_000_000 });
+    await putProfile(svc, owner, a.bot_id, cardA.card_id, cardA.real_profile_index, {
+      allowance_cents: 1_000_000,
+    });
+    await putProfile(svc, owner, b.bot_id, cardB.card_id, cardB.real_profile_index, {
+      allowance_cents: 1_000_000,
+    });
     const jobs = Array.from({ length: 150 }, (_, i) =>
-      i % 2 === 0 ? { bot: a, profile: cardA.real_profile_index } : { bot: b, profile: cardB.real_profile_index },
+      i % 2 === 0
+        ? { bot: a, profile: cardA.real_profile_index }
+        : { bot: b, profile: cardB.real_profile_index },
     );
     const { codes, results } = await fire(jobs);
     expect(codes.get(200)).toBe(40);
-    expect(results.filter((r) => r.statusCode === 403).every((r) => r.json().error === 'master_budget_exceeded')).toBe(true);
+    expect(
+      results.filter((r) => r.statusCode === 403).every((r) => r.json().error === 'master_budget_exceeded'),
+    ).toBe(true);
     expect(await counter(svc, `owner:${owner.id}`, 'day')).toBe(4000);
     const la = await expectLedgerConsistent(svc, a.bot_id);
     const lb = await expectLedgerConsistent(svc, b.bot_id);
@@ -145,7 +194,9 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     }
     const decide = (id: string, d: string) =>
       svc.app.inject({ method: 'POST', url: `/api/v1/owner/approvals/${id}/${d}`, headers: owner.auth });
-    const results = await Promise.all(ids.flatMap((id) => [decide(id, 'approve'), decide(id, 'deny'), decide(id, 'approve')]));
+    const results = await Promise.all(
+      ids.flatMap((id) => [decide(id, 'approve'), decide(id, 'deny'), decide(id, 'approve')]),
+    );
     for (let i = 0; i < ids.length; i++) {
       const trio = results.slice(i * 3, i * 3 + 3).map((r) => r.statusCode);
       expect(trio.filter((s) => s === 200)).toHaveLength(1);
@@ -153,7 +204,11 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     }
     const approved = results.filter((r) => r.statusCode === 200 && r.json().status === 'approved').length;
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ held_cents: 0, merchant_settlement: approved * 100, available_cents: 5000 - approved * 100 });
+    expect(ledger).toMatchObject({
+      held_cents: 0,
+      merchant_settlement: approved * 100,
+      available_cents: 5000 - approved * 100,
+    });
     const ev = await svc.ctx.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM events WHERE bot_id = $1 AND type IN ('purchase.approved', 'purchase.denied')`,
       [bot.bot_id],

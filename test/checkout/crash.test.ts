@@ -10,7 +10,14 @@ import {
   type TestOwner,
   type TestService,
 } from '../support/service.ts';
-import { type Bot, expectLedgerConsistent, purchase, putProfile, setupCard, type TestCard } from './helpers.ts';
+import {
+  type Bot,
+  expectLedgerConsistent,
+  purchase,
+  putProfile,
+  setupCard,
+  type TestCard,
+} from './helpers.ts';
 
 // A real service process (bin/botpay.mjs serve) is SIGKILLed in the middle of a stream of
 // checkouts and started again. Afterwards the ledger must balance to the cent and every approved
@@ -70,7 +77,11 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
       method: 'PUT',
       url: '/api/v1/owner/guardrails',
       headers: owner.auth,
-      payload: { per_transaction_cents: 100_000, daily_budget_cents: 10_000_000, monthly_budget_cents: 100_000_000 },
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
     });
   });
   afterAll(async () => {
@@ -90,7 +101,9 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
         daily_cents: 10_000_000,
         monthly_cents: 10_000_000,
       });
-      await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 10_000_000 });
+      await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, {
+        allowance_cents: 10_000_000,
+      });
       bots.push({ bot, card });
     }
     const port = await freePort();
@@ -138,7 +151,13 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
     const db = svc.ctx.db;
     for (const { bot, card } of bots) {
       await expectLedgerConsistent(svc, bot.bot_id);
-      const rows = await db.query<{ id: string; status: string; is_real: boolean; amount_cents: number; kinds: string[] | null }>(
+      const rows = await db.query<{
+        id: string;
+        status: string;
+        is_real: boolean;
+        amount_cents: number;
+        kinds: string[] | null;
+      }>(
         `SELECT c.id, c.status, c.is_real, c.amount_cents,
                 (SELECT array_agg(t.kind ORDER BY t.kind) FROM ledger_transactions t WHERE t.reference = c.id) AS kinds
            FROM checkout_confirmations c WHERE c.bot_id = $1`,
