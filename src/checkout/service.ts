@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret, ProfileRow } from '../cards/service.ts';
-import { emitEvent } from '../events/outbox.ts';
+import { EVENTS_CHANNEL, emitEvent } from '../events/outbox.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -10,10 +10,9 @@ import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit } from '../platform/rateLimit.ts';
-import { iso } from '../platform/time.ts';
-import { debitPurchase, placeHold } from '../wallet/ledger.ts';
+import { iso, type WindowKind, windowStart } from '../platform/time.ts';
 import { rateLimited } from '../bots/register.ts';
-import { addToCounters } from './counters.ts';
+import type { LimitName } from './counters.ts';
 import {
   counterSpecs,
   limitError,
@@ -132,15 +131,74 @@ export async function checkout(
 ): Promise<CheckoutResult> {
   const now = ctx.clock.now();
   const hash = idempotencyKey === undefined ? '' : requestHash(req);
-  return ctx.db.transaction(async (tx) => {
+  const result = await ctx.db.transaction(async (tx) => {
     if (idempotencyKey !== undefined) {
       const replay = await claimIdempotencyKey(ctx, tx, botId, idempotencyKey, hash, now);
-      if (replay) return replay;
+      if (replay) return { ...replay, replayed: true };
     }
-    const result = await runChain(ctx, tx, botId, req, now);
-    if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, result);
-    return result;
+    const fresh = await runChain(ctx, tx, botId, req, now);
+    if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
+    return { ...fresh, replayed: false };
   });
+  if (result.statusCode === 200 && !result.replayed) {
+    // Wakes the delivery workers for the purchase.approved event, after commit (see checkout_attempt).
+    ctx.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, botId]).catch(() => {});
+  }
+  return { statusCode: result.statusCode, body: result.body };
+}
+
+interface AttemptResult {
+  ok?: true;
+  error?: string;
+  name?: string;
+  limit_cents?: number;
+  spent_cents?: number;
+  window?: WindowKind;
+  balance_cents?: number;
+  held?: boolean;
+  is_real?: boolean;
+  card_id?: string;
+  secret_enc?: string | null;
+  missing_position?: number;
+  card_created_at?: string;
+  available_before?: number;
+}
+
+const LIMIT_NAMES: Record<string, LimitName> = {
+  card_daily: 'card_daily',
+  card_monthly: 'card_monthly',
+  profile_allowance: 'profile_allowance',
+  master_daily: 'master_daily',
+  master_monthly: 'master_monthly',
+};
+
+/** The refusal returned by checkout_attempt, as the spec's error. */
+function attemptError(r: AttemptResult): ApiError {
+  switch (r.error) {
+    case 'wallet_not_active':
+      return new ApiError('wallet_not_active', 'The wallet is not active: your owner has not claimed you yet.');
+    case 'wallet_frozen':
+      return new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
+    case 'card_not_found':
+      return new ApiError('card_not_found', 'card_id was not found or is not linked to this bot.');
+    case 'card_not_active':
+      return new ApiError('card_not_active', 'There is no active self-hosted card for this bot.');
+    case 'card_id_required':
+      return new ApiError('card_id_required', 'This bot has several active cards: name one with card_id.');
+    case 'invalid_profile':
+      return new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
+    case 'insufficient_funds':
+      return new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
+        balance_usd: centsToUsd(r.balance_cents ?? 0),
+      });
+    case 'limit': {
+      if (r.name === 'card_per_transaction') return perTransactionError('card_guardrail_violation', r.limit_cents ?? 0);
+      if (r.name === 'master_per_transaction') return perTransactionError('master_budget_exceeded', r.limit_cents ?? 0);
+      const name = LIMIT_NAMES[r.name ?? ''];
+      if (name) return limitError(name, r.limit_cents ?? 0, r.spent_cents ?? 0, r.window);
+    }
+  }
+  throw new Error(`unexpected checkout_attempt result ${JSON.stringify(r)}`);
 }
 
 async function runChain(
@@ -158,138 +216,66 @@ async function runChain(
   });
   if (!limited.ok) throw rateLimited(limited.retryAfterSeconds, 'checkout requests');
 
-  // 1. Wallet status.
-  const state = (
-    await tx.query<BotState>(
-      `SELECT b.owner_id, w.status AS wallet_status, o.master_per_transaction_cents, o.master_daily_cents,
-              o.master_monthly_cents
-         FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
-        WHERE b.id = $1`,
-      [botId],
-    )
-  )[0]!;
-  if (state.owner_id === null || state.wallet_status === 'pending') {
-    throw new ApiError('wallet_not_active', 'The wallet is not active: your owner has not claimed you yet.');
-  }
-  if (state.wallet_status === 'frozen')
-    throw new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
-  const ownerId = state.owner_id;
-
-  // 2. Card resolution and the profile named by the request.
-  const card = await resolveCard(tx, botId, req.card_id);
-  const profile = await maybeOne<ProfileRow>(
-    tx,
-    'SELECT * FROM card_profiles WHERE card_id = $1 AND profile_index = $2',
-    [card.id, req.profile_index],
-  );
-  if (!profile?.enabled) {
-    throw new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
-  }
-  const isReal = card.real_profile_index === req.profile_index;
+  const id = newId('chk');
+  const amount = req.amount_cents;
   const category = req.category?.trim() ? req.category.trim() : null;
+  const windowMs = ctx.config.approvalWindowSeconds * 1000;
+  const decoy = decoyDecision(now, windowMs);
+  const event = purchaseEventRow('purchase.approved', {
+    id,
+    botId,
+    amountCents: amount,
+    merchantName: req.merchant_name,
+    itemName: req.item_name,
+  }, now);
+  // The whole chain and its writes in one database call (see 0002_checkout.sql checkout_attempt).
+  const r = (
+    await tx.query<{ r: AttemptResult }>(
+      `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) AS r`,
+      [
+        botId,
+        req.card_id ?? null,
+        req.profile_index,
+        amount,
+        category,
+        id,
+        req.merchant_name,
+        req.merchant_url,
+        req.item_name,
+        req.task_id ?? null,
+        new Date(now),
+        windowStart('day', now),
+        windowStart('week', now),
+        windowStart('month', now),
+        ctx.config.approvalWindowSeconds,
+        new Date(decoy.decideAt),
+        decoy.outcome,
+        newId('ltx'),
+        event.id,
+        event.body,
+      ],
+    )
+  )[0]!.r;
+  if (!r.ok) throw attemptError(r);
+  const held = r.held!;
+  const isReal = r.is_real!;
+  if (isReal) {
+    await emitBalanceLowIfCrossed(tx, botId, r.available_before!, r.available_before! - amount, now);
+  }
   if (req.task_id !== undefined) {
+    // Inside the transaction: the tasks work can refuse (throw) and everything rolls back.
     await checkTaskForCheckout(tx, {
       botId,
       taskId: req.task_id,
-      cardId: card.id,
+      cardId: r.card_id!,
       profileIndex: req.profile_index,
-      amountCents: req.amount_cents,
+      amountCents: amount,
       merchantName: req.merchant_name,
       merchantUrl: req.merchant_url,
       itemName: req.item_name,
       category,
       at: now,
     });
-  }
-
-  // 2–4. Card guardrails, profile allowance, master guardrails (real profile only), in this order.
-  const amount = req.amount_cents;
-  if (amount > card.per_transaction_cents)
-    throw perTransactionError('card_guardrail_violation', card.per_transaction_cents);
-  const scope: PurchaseScope = {
-    botId,
-    ownerId,
-    cardId: card.id,
-    profileIndex: req.profile_index,
-    isReal,
-    profileWindow: profile.allowance_window,
-  };
-  const master = isReal
-    ? {
-        perTransaction: state.master_per_transaction_cents ?? 0,
-        daily: state.master_daily_cents ?? 0,
-        monthly: state.master_monthly_cents ?? 0,
-      }
-    : null;
-  let specs = counterSpecs(scope, { card, profile, master });
-  const masterPerTransactionFails = master !== null && amount > master.perTransaction;
-  // The owner's per-transaction limit sits between the profile allowance and the owner's windows.
-  if (masterPerTransactionFails) specs = specs.slice(0, 3);
-  const added = await addToCounters(tx, specs, amount, now);
-  if (!added.ok) {
-    throw limitError(
-      added.failed.name,
-      added.failed.limitCents ?? 0,
-      added.spentCents,
-      added.failed.name === 'profile_allowance' ? profile.allowance_window : undefined,
-    );
-  }
-  if (masterPerTransactionFails) throw perTransactionError('master_budget_exceeded', master.perTransaction);
-
-  // 5. Funds. A decoy reads the same balance (so 402 happens alike) but never moves it.
-  const wallet = (
-    await tx.query<{ available_cents: number }>(
-      `SELECT available_cents FROM wallets WHERE bot_id = $1${isReal ? ' FOR UPDATE' : ''}`,
-      [botId],
-    )
-  )[0]!;
-  if (wallet.available_cents < amount) {
-    throw new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
-      balance_usd: centsToUsd(wallet.available_cents),
-      amount_usd: centsToUsd(amount),
-    });
-  }
-
-  // 6. Approval mode.
-  const held = needsApproval(card, profile, amount, category);
-  const id = newId('chk');
-  const windowMs = ctx.config.approvalWindowSeconds * 1000;
-  const expiresAt = held ? now + windowMs : null;
-  const decoy = held && !isReal ? decoyDecision(now, windowMs) : null;
-  await tx.query(
-    `INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-       merchant_name, merchant_url, item_name, category, task_id, amount_cents, status, created_at, expires_at,
-       decide_at, decoy_outcome, decided_at, decided_by)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)`,
-    [
-      id,
-      botId,
-      ownerId,
-      card.id,
-      req.profile_index,
-      isReal,
-      profile.allowance_window,
-      req.merchant_name,
-      req.merchant_url,
-      req.item_name,
-      category,
-      req.task_id ?? null,
-      amount,
-      held ? 'pending' : 'approved',
-      new Date(now),
-      expiresAt === null ? null : new Date(expiresAt),
-      decoy ? new Date(decoy.decideAt) : null,
-      decoy?.outcome ?? null,
-      held ? null : new Date(now),
-      held ? null : 'guardrails',
-    ],
-  );
-  if (isReal) {
-    if (held) await placeHold(tx, botId, amount, now, id);
-    else await debitPurchase(tx, botId, amount, now, id);
-    await emitBalanceLowIfCrossed(tx, botId, wallet.available_cents, wallet.available_cents - amount, now);
-  }
-  if (req.task_id !== undefined) {
     await onCheckoutDecided(tx, {
       botId,
       taskId: req.task_id,
@@ -312,18 +298,22 @@ async function runChain(
         approved: false,
         status: 'pending_confirmation',
         ...common,
-        expires_at: iso(expiresAt!),
+        expires_at: iso(now + windowMs),
         message: PENDING_MESSAGE,
       },
     };
   }
-  await emitPurchaseEvent(
-    tx,
-    'purchase.approved',
-    { id, botId, amountCents: amount, merchantName: req.merchant_name, itemName: req.item_name },
-    now,
+  const details = cardDetails(
+    ctx,
+    {
+      id: r.card_id!,
+      secret_enc: r.secret_enc ?? null,
+      missing_position: r.missing_position!,
+      created_at: new Date(r.card_created_at!),
+    },
+    req.profile_index,
+    isReal,
   );
-  const details = cardDetails(ctx, card, req.profile_index, isReal);
   return {
     statusCode: 200,
     body: {
@@ -359,23 +349,47 @@ export async function emitBalanceLowIfCrossed(
   }
 }
 
+function purchaseData(c: PurchaseEventInput, type: PurchaseEventType) {
+  return {
+    checkout_id: c.id,
+    amount: centsToUsd(c.amountCents),
+    vendor: c.merchantName,
+    description: c.itemName,
+    status: type.slice('purchase.'.length),
+  };
+}
+
+type PurchaseEventType = 'purchase.approved' | 'purchase.denied' | 'purchase.expired';
+interface PurchaseEventInput {
+  id: string;
+  botId: string;
+  amountCents: number;
+  merchantName: string;
+  itemName: string;
+}
+
+/**
+ * The outbox row of a purchase event written by checkout_attempt, serialised exactly as emitEvent
+ * does (src/events/outbox.ts): the body is built here, the database function only stores it.
+ */
+function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {
+  const id = newId('evt');
+  const body = JSON.stringify({
+    id,
+    event: type,
+    timestamp: new Date(at).toISOString(),
+    bot_id: c.botId,
+    data: purchaseData(c, type),
+  });
+  return { id, body };
+}
+
 /** purchase.* events: data per SPEC §6.1 (checkout_id, amount, vendor, description) plus status. No card digits. */
 export async function emitPurchaseEvent(
   tx: Queryable,
-  type: 'purchase.approved' | 'purchase.denied' | 'purchase.expired',
-  c: { id: string; botId: string; amountCents: number; merchantName: string; itemName: string },
+  type: PurchaseEventType,
+  c: PurchaseEventInput,
   at: number,
 ): Promise<void> {
-  await emitEvent(tx, {
-    botId: c.botId,
-    type,
-    data: {
-      checkout_id: c.id,
-      amount: centsToUsd(c.amountCents),
-      vendor: c.merchantName,
-      description: c.itemName,
-      status: type.slice('purchase.'.length),
-    },
-    at,
-  });
+  await emitEvent(tx, { botId: c.botId, type, data: purchaseData(c, type), at });
 }
