@@ -1,11 +1,11 @@
-import type { CardRow, ProfileRow } from '../cards/service.ts';
 import { ApiError } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import type { WindowKind } from '../platform/time.ts';
 import type { CounterSpec, LimitName } from './counters.ts';
 
-// The pieces of the guardrail chain that are pure rules: which counters a purchase counts in, the
-// error of a failed limit, and the approval decision.
+// Rules of the guardrail chain used on the TypeScript side: which counters a purchase counts in
+// (released on deny/expiry) and the errors of failed limits. The chain itself and the approval
+// decision run in checkout_attempt (0002_checkout.sql), which uses the same scopes: keep in step.
 
 export interface PurchaseScope {
   botId: string;
@@ -16,12 +16,6 @@ export interface PurchaseScope {
   profileWindow: WindowKind;
 }
 
-export interface Limits {
-  card: Pick<CardRow, 'daily_cents' | 'monthly_cents'>;
-  profile: Pick<ProfileRow, 'allowance_cents'>;
-  master: { daily: number; monthly: number } | null;
-}
-
 /**
  * The counters a purchase counts in, in the global lock order (card → profile → owner → bot).
  *
@@ -30,16 +24,16 @@ export interface Limits {
  * purchases reach). Every profile therefore sees the same card guardrails evaluated against its own
  * history, and a decoy never consumes the real card's, the owner's master or the bot's budgets.
  */
-export function counterSpecs(p: PurchaseScope, limits?: Limits): CounterSpec[] {
+export function counterSpecs(p: PurchaseScope): CounterSpec[] {
   const cardScope = p.isReal ? `card:${p.cardId}` : `card:${p.cardId}:p${p.profileIndex}`;
   const specs: CounterSpec[] = [
-    { name: 'card_daily', scope: cardScope, kind: 'day', limitCents: limits?.card.daily_cents ?? null },
-    { name: 'card_monthly', scope: cardScope, kind: 'month', limitCents: limits?.card.monthly_cents ?? null },
+    { name: 'card_daily', scope: cardScope, kind: 'day', limitCents: null },
+    { name: 'card_monthly', scope: cardScope, kind: 'month', limitCents: null },
     {
       name: 'profile_allowance',
       scope: `profile:${p.cardId}:${p.profileIndex}`,
       kind: p.profileWindow,
-      limitCents: limits?.profile.allowance_cents ?? null,
+      limitCents: null,
     },
   ];
   if (p.isReal) {
@@ -48,13 +42,13 @@ export function counterSpecs(p: PurchaseScope, limits?: Limits): CounterSpec[] {
         name: 'master_daily',
         scope: `owner:${p.ownerId}`,
         kind: 'day',
-        limitCents: limits?.master?.daily ?? null,
+        limitCents: null,
       },
       {
         name: 'master_monthly',
         scope: `owner:${p.ownerId}`,
         kind: 'month',
-        limitCents: limits?.master?.monthly ?? null,
+        limitCents: null,
       },
       { name: 'bot_daily', scope: `bot:${p.botId}`, kind: 'day', limitCents: null },
       { name: 'bot_monthly', scope: `bot:${p.botId}`, kind: 'month', limitCents: null },
@@ -107,32 +101,4 @@ export function perTransactionError(
       : "The amount is above the owner's per-transaction limit.",
     { limit: 'per_transaction', limit_usd: centsToUsd(limitCents), remaining_usd: centsToUsd(limitCents) },
   );
-}
-
-/**
- * Whether a human must approve. The card's mode decides; the profile's rule can only make the
- * decision stricter ("follow_card" keeps it, the others can turn an automatic approval into a hold).
- */
-export function needsApproval(
-  card: Pick<CardRow, 'approval_mode' | 'approval_threshold_cents' | 'approved_categories'>,
-  profile: Pick<ProfileRow, 'approval_rule' | 'approval_threshold_cents'>,
-  amountCents: number,
-  category: string | null,
-): boolean {
-  let automatic: boolean;
-  switch (card.approval_mode) {
-    case 'auto_approve_under_threshold':
-      automatic = amountCents < card.approval_threshold_cents;
-      break;
-    case 'auto_approve_by_category':
-      automatic = category !== null && card.approved_categories.includes(category.trim().toLowerCase());
-      break;
-    default:
-      automatic = false;
-  }
-  if (profile.approval_rule === 'ask_for_everything') automatic = false;
-  if (profile.approval_rule === 'auto_approve_under_threshold') {
-    automatic = automatic && amountCents < profile.approval_threshold_cents;
-  }
-  return !automatic;
 }

@@ -1,11 +1,11 @@
 import { randomInt } from 'node:crypto';
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
-import type { CardRow, CardSecret, ProfileRow } from '../cards/service.ts';
+import type { CardRow, CardSecret } from '../cards/service.ts';
 import { EVENTS_CHANNEL, emitEvent } from '../events/outbox.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
@@ -13,20 +13,16 @@ import { consumeRateLimit } from '../platform/rateLimit.ts';
 import { iso, type WindowKind, windowStart } from '../platform/time.ts';
 import { rateLimited } from '../bots/register.ts';
 import type { LimitName } from './counters.ts';
-import {
-  counterSpecs,
-  limitError,
-  needsApproval,
-  perTransactionError,
-  type PurchaseScope,
-} from './guardrails.ts';
+import { limitError, perTransactionError } from './guardrails.ts';
 import { claimIdempotencyKey, saveIdempotentResponse } from './idempotency.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
-// POST /api/v1/bot/merchant/checkout: the guardrail chain (SPEC §4.4) and the hold or debit, all in
-// one transaction. Order: wallet status → card resolution and card guardrails (per transaction,
-// daily, monthly) → profile allowance → master guardrails (real profile only) → funds → approval
-// mode. Counter rows are locked card → profile → owner → bot, and the wallet row last.
+// POST /api/v1/bot/merchant/checkout: rate limit, idempotency, the guardrail chain (SPEC §4.4) and
+// the hold or debit, all in one transaction. The chain itself — wallet status → card resolution and
+// card guardrails (per transaction, daily, monthly) → profile allowance → master guardrails (real
+// profile only) → funds → approval mode — and its writes run in one database call,
+// checkout_attempt (src/migrations/0002_checkout.sql): a dozen statements without a dozen round
+// trips. It locks counter rows card → profile → owner → bot, and the wallet row last.
 
 export interface CheckoutRequest {
   profile_index: number;
@@ -48,15 +44,6 @@ export const APPROVED_MESSAGE =
   'Purchase approved. Complete the card number of your profile with missing_digits and use the expiry shown.';
 export const PENDING_MESSAGE =
   'Purchase held for owner approval. Poll /api/v1/bot/merchant/checkout/status with the confirmation_id until it is decided or expires.';
-
-interface BotState {
-  owner_id: string | null;
-  wallet_status: 'pending' | 'active' | 'frozen';
-  master_per_transaction_cents: number | null;
-  master_daily_cents: number | null;
-  master_monthly_cents: number | null;
-  [key: string]: unknown;
-}
 
 /** Card digits and expiry returned for an approved checkout: the real secret or the decoy's. */
 export function cardDetails(
@@ -87,28 +74,6 @@ export function requestHash(req: CheckoutRequest): string {
       req.card_id ?? null,
     ]),
   );
-}
-
-async function resolveCard(tx: Queryable, botId: string, cardId: string | undefined): Promise<CardRow> {
-  if (cardId !== undefined) {
-    const card = await maybeOne<CardRow>(tx, 'SELECT * FROM cards WHERE id = $1 AND bot_id = $2', [
-      cardId,
-      botId,
-    ]);
-    if (!card) throw new ApiError('card_not_found', 'card_id was not found or is not linked to this bot.');
-    if (card.status !== 'active') throw new ApiError('card_not_active', 'This card is not active.');
-    return card;
-  }
-  const cards = await tx.query<CardRow>(
-    `SELECT * FROM cards WHERE bot_id = $1 AND status = 'active' ORDER BY created_at LIMIT 2`,
-    [botId],
-  );
-  if (cards.length === 0)
-    throw new ApiError('card_not_active', 'There is no active self-hosted card for this bot.');
-  if (cards.length > 1) {
-    throw new ApiError('card_id_required', 'This bot has several active cards: name one with card_id.');
-  }
-  return cards[0]!;
 }
 
 /** A plausible time for the service to decide a held decoy: like an owner who answers in minutes. */
@@ -176,7 +141,10 @@ const LIMIT_NAMES: Record<string, LimitName> = {
 function attemptError(r: AttemptResult): ApiError {
   switch (r.error) {
     case 'wallet_not_active':
-      return new ApiError('wallet_not_active', 'The wallet is not active: your owner has not claimed you yet.');
+      return new ApiError(
+        'wallet_not_active',
+        'The wallet is not active: your owner has not claimed you yet.',
+      );
     case 'wallet_frozen':
       return new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
     case 'card_not_found':
@@ -192,8 +160,10 @@ function attemptError(r: AttemptResult): ApiError {
         balance_usd: centsToUsd(r.balance_cents ?? 0),
       });
     case 'limit': {
-      if (r.name === 'card_per_transaction') return perTransactionError('card_guardrail_violation', r.limit_cents ?? 0);
-      if (r.name === 'master_per_transaction') return perTransactionError('master_budget_exceeded', r.limit_cents ?? 0);
+      if (r.name === 'card_per_transaction')
+        return perTransactionError('card_guardrail_violation', r.limit_cents ?? 0);
+      if (r.name === 'master_per_transaction')
+        return perTransactionError('master_budget_exceeded', r.limit_cents ?? 0);
       const name = LIMIT_NAMES[r.name ?? ''];
       if (name) return limitError(name, r.limit_cents ?? 0, r.spent_cents ?? 0, r.window);
     }
@@ -221,13 +191,17 @@ async function runChain(
   const category = req.category?.trim() ? req.category.trim() : null;
   const windowMs = ctx.config.approvalWindowSeconds * 1000;
   const decoy = decoyDecision(now, windowMs);
-  const event = purchaseEventRow('purchase.approved', {
-    id,
-    botId,
-    amountCents: amount,
-    merchantName: req.merchant_name,
-    itemName: req.item_name,
-  }, now);
+  const event = purchaseEventRow(
+    'purchase.approved',
+    {
+      id,
+      botId,
+      amountCents: amount,
+      merchantName: req.merchant_name,
+      itemName: req.item_name,
+    },
+    now,
+  );
   // The whole chain and its writes in one database call (see 0002_checkout.sql checkout_attempt).
   const r = (
     await tx.query<{ r: AttemptResult }>(

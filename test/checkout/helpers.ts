@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
-import { activeBot, type TestOwner, type TestService } from '../support/service.ts';
+import type { activeBot, TestOwner, TestService } from '../support/service.ts';
 
 export const DIGITS = '739';
 
