@@ -136,6 +136,8 @@ BEGIN
     IF n = 0 THEN RETURN jsonb_build_object('error', 'card_not_active'); END IF;
     IF n > 1 THEN RETURN jsonb_build_object('error', 'card_id_required'); END IF;
     SELECT * INTO card FROM cards WHERE bot_id = p_bot_id AND status = 'active';
+    -- Frozen by the owner between the two reads.
+    IF NOT FOUND THEN RETURN jsonb_build_object('error', 'card_not_active'); END IF;
   END IF;
   SELECT * INTO prof FROM card_profiles WHERE card_id = card.id AND profile_index = p_profile_index;
   IF NOT FOUND OR NOT prof.enabled THEN RETURN jsonb_build_object('error', 'invalid_profile'); END IF;
