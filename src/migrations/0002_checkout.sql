@@ -24,7 +24,9 @@ CREATE TABLE card_profiles (
 CREATE TABLE checkout_confirmations (
   id text PRIMARY KEY,
   bot_id text NOT NULL REFERENCES bots(id),
-  owner_id text NOT NULL REFERENCES owners(id),
+  -- No foreign key: owner_id is copied from the bot in the same statement, and a FOR KEY SHARE lock
+  -- on the owner row from every concurrent checkout of the owner's bots would create MultiXacts.
+  owner_id text NOT NULL,
   card_id text NOT NULL REFERENCES cards(id),
   profile_index integer NOT NULL,
   is_real boolean NOT NULL,
