@@ -287,13 +287,23 @@ export async function updateProfile(
   });
 }
 
-export async function getCard(ctx: AppContext, ownerId: string, botId: string, cardId: string) {
-  const card = await maybeOne<CardRow>(
-    ctx.db,
-    `SELECT c.* FROM cards c JOIN bots b ON b.id = c.bot_id WHERE c.id = $1 AND c.bot_id = $2 AND b.owner_id = $3`,
-    [cardId, botId, ownerId],
-  );
+/** The owner's card: 404 not_found for another owner's (or unknown) bot, card_not_found for an unknown card. */
+async function ownedCard(ctx: AppContext, ownerId: string, botId: string, cardId: string): Promise<CardRow> {
+  const bot = await maybeOne(ctx.db, 'SELECT 1 AS found FROM bots WHERE id = $1 AND owner_id = $2', [
+    botId,
+    ownerId,
+  ]);
+  if (!bot) throw notFound('Bot');
+  const card = await maybeOne<CardRow>(ctx.db, 'SELECT * FROM cards WHERE id = $1 AND bot_id = $2', [
+    cardId,
+    botId,
+  ]);
   if (!card) throw new ApiError('card_not_found', 'Card not found.');
+  return card;
+}
+
+export async function getCard(ctx: AppContext, ownerId: string, botId: string, cardId: string) {
+  const card = await ownedCard(ctx, ownerId, botId, cardId);
   return presentCard(card, await loadProfiles(ctx.db, cardId));
 }
 
@@ -303,12 +313,7 @@ export async function getCard(ctx: AppContext, ownerId: string, botId: string, c
  * decoys are complete. The file never says which profile is real.
  */
 export async function profilesFile(ctx: AppContext, ownerId: string, botId: string, cardId: string) {
-  const card = await maybeOne<CardRow>(
-    ctx.db,
-    `SELECT c.* FROM cards c JOIN bots b ON b.id = c.bot_id WHERE c.id = $1 AND c.bot_id = $2 AND b.owner_id = $3`,
-    [cardId, botId, ownerId],
-  );
-  if (!card) throw new ApiError('card_not_found', 'Card not found.');
+  const card = await ownedCard(ctx, ownerId, botId, cardId);
   const year = new Date(card.created_at).getUTCFullYear();
   const p = card.missing_position;
   const profiles = [];
