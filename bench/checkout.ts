@@ -340,7 +340,7 @@ try {
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
   await writeFile(
     join(dir, 'checkout.json'),
-    JSON.stringify({ at: new Date().toISOString(), machine, rows }, null, 2),
+    `${JSON.stringify({ at: new Date().toISOString(), machine, rows }, null, 2)}\n`,
   );
 } catch (error) {
   if (!(error instanceof Stop)) throw error;
