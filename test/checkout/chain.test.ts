@@ -315,6 +315,38 @@ describe('checkout: the guardrail chain', () => {
     expect((await checkout(svc, bot, purchase(card.real_profile_index, 200))).statusCode).toBe(200);
   });
 
+  it('allowance windows start at the ISO week (Monday) and the UTC month', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 10_000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const p = card.decoyIndex;
+    await putProfile(svc, owner, bot.bot_id, card.card_id, p, {
+      allowance_cents: 300,
+      allowance_window: 'week',
+    });
+    // Move to the next Monday 00:00 UTC, spend, then try again on Sunday 23:59 and on Monday.
+    const now = new Date(svc.clock.now());
+    const daysToMonday = (8 - now.getUTCDay()) % 7 || 7;
+    const monday = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + daysToMonday);
+    svc.clock.set(monday);
+    expect((await checkout(svc, bot, purchase(p, 200))).statusCode).toBe(200);
+    svc.clock.set(monday + 7 * 86_400_000 - 60_000);
+    expect((await checkout(svc, bot, purchase(p, 200))).json().error).toBe('allowance_exceeded');
+    svc.clock.set(monday + 7 * 86_400_000);
+    expect((await checkout(svc, bot, purchase(p, 200))).statusCode).toBe(200);
+
+    await putProfile(svc, owner, bot.bot_id, card.card_id, p, { allowance_window: 'month' });
+    const t = new Date(svc.clock.now());
+    const nextMonth = Date.UTC(t.getUTCFullYear(), t.getUTCMonth() + 1, 1);
+    svc.clock.set(nextMonth);
+    expect((await checkout(svc, bot, purchase(p, 300))).statusCode).toBe(200);
+    svc.clock.set(nextMonth + 20 * 86_400_000);
+    expect((await checkout(svc, bot, purchase(p, 100))).json()).toMatchObject({
+      error: 'allowance_exceeded',
+      window: 'month',
+      remaining_usd: 0,
+    });
+  });
+
   it('403 master_budget_exceeded applies to the real profile only', async () => {
     const o = await createOwner(svc);
     const bot = await activeBot(svc, o, { fundCents: 10_000 });
