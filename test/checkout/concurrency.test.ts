@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { newId } from '../../src/platform/ids.ts';
+import { windowStart } from '../../src/platform/time.ts';
 import { isPostgres } from '../support/db.ts';
 import {
   activeBot,
@@ -258,4 +260,61 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(ledger).toMatchObject({ held_cents: 0, available_cents: 10_000 - ledger.merchant_settlement });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
   });
+  it.each([
+    ['a $30 card daily budget', { daily_cents: 3000 }, 5000, 30, 'limit:card_daily'],
+    ['a $50 wallet', {}, 5000, 50, 'insufficient_funds:'],
+  ] as const)(
+    'the chain alone (without the per-bot rate-limit lock) never passes %s: 150 parallel transactions',
+    async (_name, cardPatch, fund, approved, refusal) => {
+      // The rate limiter's per-bot advisory lock serialises one bot's checkouts; this calls the
+      // chain directly so that the conditional counter upserts and the wallet CHECK carry it alone.
+      const owner = await generousOwner();
+      const bot = await activeBot(svc, owner, { fundCents: fund });
+      const card = await setupCard(svc, owner, bot.bot_id, { ...HIGH, ...cardPatch });
+      await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, {
+        allowance_cents: 1_000_000,
+      });
+      const now = svc.clock.now();
+      const attempt = () =>
+        svc.ctx.db
+          .transaction(async (tx) => {
+            const id = newId('chk');
+            const rows = await tx.query<{ r: { ok?: boolean; error?: string; name?: string } }>(
+              `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) AS r`,
+              [
+                bot.bot_id,
+                null,
+                card.real_profile_index,
+                100,
+                null,
+                id,
+                'm',
+                'u',
+                'i',
+                null,
+                new Date(now),
+                windowStart('day', now),
+                windowStart('week', now),
+                windowStart('month', now),
+                900,
+                new Date(now),
+                'approved',
+                newId('ltx'),
+                newId('evt'),
+                '{}',
+              ],
+            );
+            const r = rows[0]!.r;
+            if (!r.ok) throw new Error(`${r.error}:${r.name ?? ''}`);
+            return 'ok';
+          })
+          .catch((e: Error) => e.message);
+      const results = await Promise.all(Array.from({ length: 150 }, attempt));
+      expect(results.filter((r) => r === 'ok')).toHaveLength(approved);
+      expect(results.filter((r) => r === refusal)).toHaveLength(150 - approved);
+      expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(approved * 100);
+      const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+      expect(ledger.available_cents).toBe(fund - approved * 100);
+    },
+  );
 });
