@@ -12,6 +12,8 @@ import Fastify, {
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
 import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
+import { registerCardRoutes } from './cards/routes.ts';
+import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { registerTunnelRoutes } from './tunnels/routes.ts';
@@ -159,6 +161,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerOwnerRoutes(app, ctx);
   await registerDashboardRoutes(app, ctx);
   await registerWebhookRoutes(app, ctx);
+  await registerCardRoutes(app, ctx);
+  await registerCheckoutRoutes(app, ctx);
   return app;
 }
 

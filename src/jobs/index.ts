@@ -1,3 +1,4 @@
+import { checkoutDecisions } from '../checkout/job.ts';
 import { pruneSignInRecords } from '../dashboard/sessions.ts';
 import { webhookDeliveryJob } from '../webhooks/job.ts';
 import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
@@ -7,4 +8,9 @@ const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (
 );
 
 /** Every background job of the service; each module adds its own here. */
-export const ALL_JOBS: readonly BackgroundJob[] = [housekeeping, pruneSignIns, webhookDeliveryJob];
+export const ALL_JOBS: readonly BackgroundJob[] = [
+  housekeeping,
+  pruneSignIns,
+  webhookDeliveryJob,
+  checkoutDecisions,
+];

@@ -144,9 +144,8 @@ SELECT b.id, b.name, b.description, b.bot_type, b.owner_email, b.callback_url, b
        b.webhook_status, b.webhook_fail_count, b.created_at, b.claimed_at, b.owner_id,
        w.status AS wallet_status, w.available_cents, w.held_cents,
        (SELECT count(*)::int FROM rails r WHERE r.bot_id = b.id AND r.status = 'active') AS active_rail_count,
-       (SELECT count(*)::int FROM ledger_transactions t WHERE t.bot_id = b.id AND t.kind = 'hold'
-          AND NOT EXISTS (SELECT 1 FROM ledger_transactions d WHERE d.reference = t.reference
-                           AND d.kind IN ('capture', 'release'))) AS pending_approvals
+       (SELECT count(*)::int FROM checkout_confirmations c
+         WHERE c.bot_id = b.id AND c.status = 'pending' AND c.is_real) AS pending_approvals
   FROM bots b JOIN wallets w ON w.bot_id = b.id`;
 
 function presentBot(row: OwnerBotRow) {

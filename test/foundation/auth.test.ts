@@ -34,6 +34,29 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/api-key/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/webhook-secret/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
+  'POST /api/v1/bot/merchant/checkout': {
+    body: {
+      profile_index: 1,
+      merchant_name: 'Shop',
+      merchant_url: 'https://shop.example.com',
+      item_name: 'Pen',
+      amount_cents: 100,
+    },
+  },
+  'GET /api/v1/bot/merchant/checkout/status': { query: 'confirmation_id=chk_aaaaaaaaaaaaaaaa' },
+  'GET /api/v1/owner/approvals': {},
+  'POST /api/v1/owner/approvals/{confirmation_id}/approve': {},
+  'POST /api/v1/owner/approvals/{confirmation_id}/deny': {},
+  'POST /api/v1/owner/bots/{bot_id}/cards': { body: {} },
+  'GET /api/v1/owner/bots/{bot_id}/cards/{card_id}': {},
+  'PATCH /api/v1/owner/bots/{bot_id}/cards/{card_id}': { body: { per_transaction_cents: 100 } },
+  'POST /api/v1/owner/bots/{bot_id}/cards/{card_id}/activate': {
+    body: { missing_digits: '123', expiry_month: '12', expiry_year: '2030' },
+  },
+  'GET /api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles-file': {},
+  'PUT /api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles/{profile_index}': {
+    body: { allowance_cents: 100, allowance_window: 'week' },
+  },
   'GET /api/v1/bot/messages': {},
   'POST /api/v1/bot/messages/ack': { body: { event_ids: ['evt_aaaaaaaaaaaaaaaa'] } },
   'GET /api/v1/owner/bots/{bot_id}/webhook-deliveries': {},
@@ -43,6 +66,8 @@ const SAMPLES: Record<string, Sample> = {
 const PARAM_FALLBACK: Record<string, string> = {
   rail_key: 'card_wallet',
   delivery_id: 'whd_aaaaaaaaaaaaaaaa',
+  profile_index: '1',
+  confirmation_id: 'chk_aaaaaaaaaaaaaaaa',
 };
 
 function protectedRoutes(svc: TestService): string[] {

@@ -1,0 +1,356 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { createOwnerToken, findOrCreateOwner } from '../src/owners/auth.ts';
+import { migrate } from '../src/platform/db/migrate.ts';
+import { openPostgres } from '../src/platform/db/postgres.ts';
+import { randomBase32 } from '../src/platform/ids.ts';
+
+// npm run bench:checkout
+//
+// 1. Approved checkouts per second on PostgreSQL at 32 connections across many bots, as a ratio to
+//    a minimal durable transaction (one row update + one insert, same HTTP stack, auth hook and
+//    pool) measured in the same run. Goal ≥ 0.5.
+// 2. p50 checkout latency with 1,000,000 past ledger entries ÷ p50 with none. Goal ≤ 1.2.
+//
+// The service runs in a child process (bench/baseline/checkoutServer.ts) so that autocannon does
+// not share its event loop.
+
+const DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.TEST_DATABASE_URL ??
+  'postgres://postgres@127.0.0.1:5432/test';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+// Phases alternate and medians are reported: the machine may be shared, and neighbours' load
+// comes and goes.
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = 32;
+const OWNERS = Number(process.env.BENCH_OWNERS ?? 16);
+const BOTS_PER_OWNER = Number(process.env.BENCH_BOTS_PER_OWNER ?? 4);
+const HISTORY_ENTRIES = Number(process.env.BENCH_HISTORY_ENTRIES ?? 1_000_000);
+const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+async function startServer(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const { BASE_URL: _ignored, ...parentEnv } = process.env;
+  const child = spawn(process.execPath, ['bin/run-ts.mjs', 'bench/baseline/checkoutServer.ts'], {
+    env: { ...parentEnv, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`bench server exited with ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error('bench server did not start');
+    try {
+      if ((await fetch(`${url}/readyz`)).ok) return { url, child };
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function call(url: string, method: string, headers: Record<string, string>, body?: unknown) {
+  const res = await fetch(url, {
+    method,
+    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const json = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+interface Load {
+  okPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+async function warmUp(options: autocannon.Options): Promise<void> {
+  await autocannon({ ...options, duration: 2 }); // JIT, pools, caches: not counted
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function load(options: autocannon.Options): Promise<Load> {
+  const r = await autocannon({ ...options, duration: SECONDS });
+  return {
+    okPerSecond: r['2xx'] / SECONDS,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  };
+}
+
+/** Ends the run early (BENCH_HISTORY_ENTRIES=0: throughput only). */
+class Stop extends Error {}
+
+const schema = `bench_${randomBase32(10)}`;
+const admin = new pg.Client({ connectionString: DATABASE_URL });
+await admin.connect();
+await admin.query(`CREATE SCHEMA ${schema}`);
+const schemaUrl = new URL(DATABASE_URL);
+schemaUrl.searchParams.set('options', `-c search_path=${schema}`);
+const db = await openPostgres({ connectionString: DATABASE_URL, schema, max: 4 });
+let server: { url: string; child: ChildProcess } | undefined;
+try {
+  await migrate(db);
+  server = await startServer({
+    DATABASE_URL: schemaUrl.toString(),
+    SECRET_KEY,
+    REGISTRATION_RATE_LIMIT_PER_HOUR: '1000000',
+    CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000',
+    ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
+    ROLES: 'api',
+  });
+  const base = server.url;
+
+  // Seed: OWNERS owners with BOTS_PER_OWNER bots each; one auto-approving card per bot.
+  console.log(`seeding ${OWNERS * BOTS_PER_OWNER} bots…`);
+  const bots: Array<{ botId: string; auth: string; profile: number }> = [];
+  for (let o = 0; o < OWNERS; o++) {
+    const email = `bench-${o}@example.com`;
+    const token = await db.transaction(async (tx) => {
+      const owner = await findOrCreateOwner(tx, email, Date.now());
+      return createOwnerToken(tx, owner.id, Date.now());
+    });
+    const ownerAuth = { authorization: `Bearer ${token}` };
+    await call(`${base}/api/v1/owner/guardrails`, 'PUT', ownerAuth, {
+      per_transaction_cents: 100_000,
+      daily_budget_cents: 100_000_000,
+      monthly_budget_cents: 1_000_000_000,
+    });
+    for (let b = 0; b < BOTS_PER_OWNER; b++) {
+      const reg = await call(
+        `${base}/api/v1/bots/register`,
+        'POST',
+        {},
+        {
+          bot_name: `bench-${o}-${b}`,
+          owner_email: email,
+          callback_url: 'http://127.0.0.1:9/hook',
+        },
+      );
+      const botId = reg.bot_id as string;
+      await call(`${base}/api/v1/owner/claims`, 'POST', ownerAuth, { claim_token: reg.claim_token });
+      await call(`${base}/api/v1/owner/bots/${botId}/wallet/fund`, 'POST', ownerAuth, {
+        amount_cents: 1_000_000,
+      });
+      const card = await call(`${base}/api/v1/owner/bots/${botId}/cards`, 'POST', ownerAuth, {});
+      const cardUrl = `${base}/api/v1/owner/bots/${botId}/cards/${card.card_id}`;
+      await call(`${cardUrl}/activate`, 'POST', ownerAuth, {
+        missing_digits: '123',
+        expiry_month: '12',
+        expiry_year: '2035',
+      });
+      await call(cardUrl, 'PATCH', ownerAuth, {
+        approval_mode: process.env.BENCH_HOLD ? 'ask_for_everything' : 'auto_approve_under_threshold',
+        approval_threshold_cents: 100_000,
+        per_transaction_cents: 100_000,
+        daily_cents: 100_000_000,
+        monthly_cents: 1_000_000_000,
+      });
+      const profile = card.real_profile_index as number;
+      await call(`${cardUrl}/profiles/${profile}`, 'PUT', ownerAuth, {
+        allowance_cents: 1_000_000_000,
+        allowance_window: 'month',
+      });
+      bots.push({ botId, auth: `Bearer ${reg.api_key}`, profile });
+    }
+  }
+  await db.query('INSERT INTO bench_rows (bot_id) SELECT id FROM bots');
+
+  const pick = (() => {
+    let i = 0;
+    return () => bots[i++ % bots.length]!;
+  })();
+  const minimalOptions: autocannon.Options = {
+    url: base,
+    connections: CONNECTIONS,
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/v1/bot/bench/minimal',
+        setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: pick().auth } }),
+      },
+    ],
+  };
+
+  // The bench runs far above the real 30/hour limit (CHECKOUT_RATE_LIMIT_PER_HOUR is raised), so
+  // each bot's sliding window would hold hundreds of hits and the limiter's count would grow from
+  // phase to phase. Each phase starts with the window empty, as it is for a bot under the limit.
+  const checkoutOptions: autocannon.Options = {
+    url: base,
+    connections: CONNECTIONS,
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/v1/bot/merchant/checkout',
+        setupRequest: (req) => {
+          const bot = pick();
+          return {
+            ...req,
+            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
+            body: JSON.stringify({
+              profile_index: bot.profile,
+              merchant_name: 'Bench Store',
+              merchant_url: 'https://bench.example/item',
+              item_name: 'Widget',
+              amount_cents: 100,
+              category: 'retail',
+            }),
+          };
+        },
+      },
+    ],
+  };
+  const checkoutLoad = async (label: string) => {
+    await admin.query(`DELETE FROM ${schema}.rate_limit_hits`);
+    const r = await load(checkoutOptions);
+    console.log(
+      `checkout (${label}): ${r.okPerSecond.toFixed(0)} approved/s, p50 ${r.p50} ms, non-2xx ${r.non2xx}, errors ${r.errors}`,
+    );
+    return r;
+  };
+  await warmUp(minimalOptions);
+  await warmUp(checkoutOptions);
+  const minimalRuns: Load[] = [];
+  const emptyRuns: Load[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const m = await load(minimalOptions);
+    console.log(`minimal durable transaction: ${m.okPerSecond.toFixed(0)}/s, p50 ${m.p50} ms`);
+    minimalRuns.push(m);
+    emptyRuns.push(await checkoutLoad('no history'));
+  }
+  const minimal = { okPerSecond: median(minimalRuns.map((r) => r.okPerSecond)) };
+  const empty = {
+    okPerSecond: median(emptyRuns.map((r) => r.okPerSecond)),
+    p50: median(emptyRuns.map((r) => r.p50)),
+  };
+
+  // 1,000,000 past ledger entries (and a confirmation per purchase), bulk-inserted. Triggers are
+  // skipped for the load (session_replication_role = replica): each pair of rows balances, and the
+  // funding/purchase pairs net to zero per bot, so the wallet projections stay right.
+  if (HISTORY_ENTRIES === 0) throw new Stop();
+  console.log(`inserting ${HISTORY_ENTRIES} past ledger entries…`);
+  const started = Date.now();
+  const txCount = Math.floor(HISTORY_ENTRIES / 2);
+  await admin.query(`SET search_path = ${schema}`);
+  await admin.query('BEGIN');
+  await admin.query('SET LOCAL session_replication_role = replica');
+  await admin.query(
+    `CREATE TEMP TABLE hist_bots AS SELECT row_number() OVER (ORDER BY id) - 1 AS n, id FROM bots WHERE owner_id IS NOT NULL`,
+  );
+  await admin.query(
+    `INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
+     SELECT 'ltx_hist' || g, b.id, CASE WHEN g % 2 = 0 THEN 'funding' ELSE 'purchase' END, 'hist' || g, 'history',
+            now() - interval '400 days' + g * interval '1 second'
+       FROM generate_series(1, $1::int) g JOIN hist_bots b ON b.n = g % (SELECT count(*) FROM hist_bots)`,
+    [txCount],
+  );
+  await admin.query(
+    `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at)
+     SELECT t.id, t.bot_id, a.account, a.sign * 100, t.created_at
+       FROM ledger_transactions t
+       CROSS JOIN LATERAL (VALUES
+         (CASE WHEN t.kind = 'funding' THEN 'owner_funding' ELSE 'wallet_available' END, -1),
+         (CASE WHEN t.kind = 'funding' THEN 'wallet_available' ELSE 'merchant_settlement' END, 1)) AS a(account, sign)
+      WHERE t.description = 'history'`,
+  );
+  await admin.query(
+    `INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
+       merchant_name, merchant_url, item_name, amount_cents, status, created_at, decided_at, decided_by)
+     SELECT t.reference, t.bot_id, b.owner_id, c.id, c.real_profile_index, true, 'month', 'Old Store',
+            'https://old.example', 'Old item', 100, 'approved', t.created_at, t.created_at, 'guardrails'
+       FROM ledger_transactions t JOIN bots b ON b.id = t.bot_id JOIN cards c ON c.bot_id = t.bot_id
+      WHERE t.description = 'history' AND t.kind = 'purchase'`,
+  );
+  await admin.query('COMMIT');
+  // VACUUM now, so autovacuum of the new rows does not run during the measurement.
+  await admin.query('VACUUM ANALYZE');
+  const entries = await admin.query('SELECT count(*)::int AS n FROM ledger_entries');
+  console.log(
+    `history: ${entries.rows[0].n} ledger entries in total (${((Date.now() - started) / 1000).toFixed(0)} s)`,
+  );
+
+  await warmUp(checkoutOptions);
+  const fullRuns: Load[] = [];
+  for (let round = 0; round < ROUNDS; round++) fullRuns.push(await checkoutLoad('1M history'));
+  const full = { p50: median(fullRuns.map((r) => r.p50)) };
+
+  const throughputRatio = empty.okPerSecond / minimal.okPerSecond;
+  const latencyRatio = full.p50 / Math.max(empty.p50, 0.001);
+  const rows = [
+    {
+      benchmark: 'checkout',
+      database: 'postgres',
+      metric: `approved checkouts/s (${CONNECTIONS} conn, ${bots.length} bots, median of ${ROUNDS})`,
+      value: empty.okPerSecond,
+      baseline: 'minimal durable transaction/s',
+      baselineValue: minimal.okPerSecond,
+      ratio: throughputRatio,
+      goal: '≥ 0.5',
+    },
+    {
+      benchmark: 'checkout',
+      database: 'postgres',
+      metric: `checkout p50 ms with 1M ledger entries (median of ${ROUNDS})`,
+      value: full.p50,
+      baseline: 'checkout p50 ms with none',
+      baselineValue: empty.p50,
+      ratio: latencyRatio,
+      goal: '≤ 1.2',
+    },
+  ];
+  console.table(
+    rows.map((r) => ({
+      metric: r.metric,
+      value: r.value.toFixed(1),
+      baseline: `${r.baseline} = ${r.baselineValue.toFixed(1)}`,
+      ratio: r.ratio.toFixed(3),
+      goal: r.goal,
+    })),
+  );
+  const dir = join(process.cwd(), 'bench', 'results');
+  await mkdir(dir, { recursive: true });
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+  await writeFile(
+    join(dir, 'checkout.json'),
+    `${JSON.stringify({ at: new Date().toISOString(), machine, rows }, null, 2)}\n`,
+  );
+} catch (error) {
+  if (!(error instanceof Stop)) throw error;
+} finally {
+  if (server && server.child.exitCode === null) {
+    const exited = new Promise((r) => server!.child.once('exit', r));
+    server.child.kill('SIGTERM');
+    await exited;
+  }
+  await db.close();
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+  await admin.end();
+}

@@ -1,0 +1,361 @@
+import { randomInt } from 'node:crypto';
+import { audit, lockOwnedBot } from '../owners/service.ts';
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { ApiError, notFound } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { centsToUsd } from '../platform/money.ts';
+import { iso } from '../platform/time.ts';
+import { decoyProfile, maskMissing } from './decoys.ts';
+
+// Self-hosted cards with split knowledge (DESIGN.md §2). The service picks the real profile index
+// and three consecutive missing digit positions; the owner types only those 3 digits and the expiry
+// (stored encrypted); the bot gets a profiles file with the rest of the number and 5 decoys.
+
+export const PROFILE_COUNT = 6;
+// Missing digits never cover the 6-digit issuer prefix, so the network stays recognisable.
+const FIRST_MISSING_POSITION = 6;
+const LAST_MISSING_POSITION = 12;
+
+export type ApprovalMode = 'ask_for_everything' | 'auto_approve_under_threshold' | 'auto_approve_by_category';
+export type ProfileApprovalRule = 'follow_card' | 'ask_for_everything' | 'auto_approve_under_threshold';
+export type AllowanceWindow = 'day' | 'week' | 'month';
+
+export interface CardRow {
+  id: string;
+  bot_id: string;
+  label: string | null;
+  status: 'pending_activation' | 'active' | 'frozen';
+  real_profile_index: number;
+  missing_position: number;
+  secret_enc: string | null;
+  per_transaction_cents: number;
+  daily_cents: number;
+  monthly_cents: number;
+  approval_mode: ApprovalMode;
+  approval_threshold_cents: number;
+  approved_categories: string[];
+  created_at: Date;
+  activated_at: Date | null;
+  [key: string]: unknown;
+}
+
+export interface ProfileRow {
+  card_id: string;
+  profile_index: number;
+  enabled: boolean;
+  allowance_cents: number;
+  allowance_window: AllowanceWindow;
+  approval_rule: ProfileApprovalRule;
+  approval_threshold_cents: number;
+  [key: string]: unknown;
+}
+
+/** The card secret (3 digits and expiry), encrypted with SECRET_KEY in cards.secret_enc. */
+export interface CardSecret {
+  missing_digits: string;
+  expiry_month: string;
+  expiry_year: string;
+}
+
+async function lockOwnedCard(
+  tx: Queryable,
+  ownerId: string,
+  botId: string,
+  cardId: string,
+): Promise<CardRow> {
+  await lockOwnedBot(tx, ownerId, botId);
+  const card = await maybeOne<CardRow>(tx, 'SELECT * FROM cards WHERE id = $1 AND bot_id = $2 FOR UPDATE', [
+    cardId,
+    botId,
+  ]);
+  if (!card) throw new ApiError('card_not_found', 'Card not found.');
+  return card;
+}
+
+export function presentCard(card: CardRow, profiles: ProfileRow[]) {
+  return {
+    card_id: card.id,
+    bot_id: card.bot_id,
+    label: card.label,
+    status: card.status,
+    real_profile_index: card.real_profile_index,
+    missing_digit_positions: [card.missing_position, card.missing_position + 1, card.missing_position + 2],
+    guardrails: {
+      per_transaction_usd: centsToUsd(card.per_transaction_cents),
+      daily_usd: centsToUsd(card.daily_cents),
+      monthly_usd: centsToUsd(card.monthly_cents),
+    },
+    approval_mode: card.approval_mode,
+    approval_threshold_usd: centsToUsd(card.approval_threshold_cents),
+    approved_categories: card.approved_categories,
+    profiles: profiles.map(presentProfile),
+    created_at: iso(card.created_at),
+    activated_at: card.activated_at ? iso(card.activated_at) : null,
+  };
+}
+
+function presentProfile(p: ProfileRow) {
+  return {
+    profile_index: p.profile_index,
+    enabled: p.enabled,
+    allowance_usd: centsToUsd(p.allowance_cents),
+    allowance_window: p.allowance_window,
+    approval_rule: p.approval_rule,
+    approval_threshold_usd: centsToUsd(p.approval_threshold_cents),
+  };
+}
+
+async function loadProfiles(q: Queryable, cardId: string): Promise<ProfileRow[]> {
+  return q.query<ProfileRow>('SELECT * FROM card_profiles WHERE card_id = $1 ORDER BY profile_index', [
+    cardId,
+  ]);
+}
+
+export async function startCard(ctx: AppContext, ownerId: string, botId: string, label: string | undefined) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    await lockOwnedBot(tx, ownerId, botId);
+    const id = newId('card');
+    const realIndex = randomInt(1, PROFILE_COUNT + 1);
+    const position = randomInt(FIRST_MISSING_POSITION, LAST_MISSING_POSITION + 1);
+    await tx.query(
+      `INSERT INTO cards (id, bot_id, label, status, real_profile_index, missing_position, created_at)
+       VALUES ($1, $2, $3, 'pending_activation', $4, $5, $6)`,
+      [id, botId, label ?? null, realIndex, position, new Date(now)],
+    );
+    // Every profile starts with the same allowance, so none stands out.
+    await tx.query(
+      `INSERT INTO card_profiles (card_id, profile_index, updated_at)
+       SELECT $1, i, $2 FROM generate_series(1, ${PROFILE_COUNT}) AS i`,
+      [id, new Date(now)],
+    );
+    await audit(tx, { ownerId, botId, action: 'card.started', details: { card_id: id }, at: now });
+    return {
+      card_id: id,
+      status: 'pending_activation' as const,
+      real_profile_index: realIndex,
+      missing_digit_positions: [position, position + 1, position + 2],
+    };
+  });
+}
+
+export async function activateCard(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  cardId: string,
+  secret: CardSecret,
+) {
+  const now = ctx.clock.now();
+  const month = Number(secret.expiry_month);
+  const year = Number(secret.expiry_year);
+  const current = new Date(now);
+  if (
+    year < current.getUTCFullYear() ||
+    (year === current.getUTCFullYear() && month < current.getUTCMonth() + 1)
+  ) {
+    throw new ApiError('validation_error', 'The card has expired.', { field: 'expiry_year' });
+  }
+  return ctx.db.transaction(async (tx) => {
+    const card = await lockOwnedCard(tx, ownerId, botId, cardId);
+    if (card.status !== 'pending_activation') {
+      throw new ApiError('conflict', 'The card is already activated.');
+    }
+    const normalized: CardSecret = {
+      missing_digits: secret.missing_digits,
+      expiry_month: String(month).padStart(2, '0'),
+      expiry_year: String(year),
+    };
+    await tx.query(`UPDATE cards SET status = 'active', secret_enc = $2, activated_at = $3 WHERE id = $1`, [
+      cardId,
+      ctx.secrets.encrypt(JSON.stringify(normalized)),
+      new Date(now),
+    ]);
+    await audit(tx, { ownerId, botId, action: 'card.activated', details: { card_id: cardId }, at: now });
+    const updated = (await tx.query<CardRow>('SELECT * FROM cards WHERE id = $1', [cardId]))[0]!;
+    return presentCard(updated, await loadProfiles(tx, cardId));
+  });
+}
+
+export interface CardPatch {
+  per_transaction_cents?: number;
+  daily_cents?: number;
+  monthly_cents?: number;
+  approval_mode?: ApprovalMode;
+  approval_threshold_cents?: number;
+  approved_categories?: string[];
+  status?: 'active' | 'frozen';
+}
+
+export async function updateCard(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  cardId: string,
+  patch: CardPatch,
+) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    const card = await lockOwnedCard(tx, ownerId, botId, cardId);
+    if (patch.status && card.status === 'pending_activation') {
+      throw new ApiError('conflict', 'Activate the card before changing its status.');
+    }
+    const categories = patch.approved_categories?.map((c) => c.trim().toLowerCase());
+    await tx.query(
+      `UPDATE cards SET
+         per_transaction_cents = coalesce($2, per_transaction_cents),
+         daily_cents = coalesce($3, daily_cents),
+         monthly_cents = coalesce($4, monthly_cents),
+         approval_mode = coalesce($5, approval_mode),
+         approval_threshold_cents = coalesce($6, approval_threshold_cents),
+         approved_categories = coalesce($7::jsonb, approved_categories),
+         status = coalesce($8, status)
+       WHERE id = $1`,
+      [
+        cardId,
+        patch.per_transaction_cents ?? null,
+        patch.daily_cents ?? null,
+        patch.monthly_cents ?? null,
+        patch.approval_mode ?? null,
+        patch.approval_threshold_cents ?? null,
+        categories ? JSON.stringify(categories) : null,
+        patch.status ?? null,
+      ],
+    );
+    await audit(tx, {
+      ownerId,
+      botId,
+      action: 'card.updated',
+      details: { card_id: cardId, ...patch },
+      at: now,
+    });
+    const updated = (await tx.query<CardRow>('SELECT * FROM cards WHERE id = $1', [cardId]))[0]!;
+    return presentCard(updated, await loadProfiles(tx, cardId));
+  });
+}
+
+export interface ProfileUpdate {
+  allowance_cents?: number;
+  allowance_window?: AllowanceWindow;
+  approval_rule?: ProfileApprovalRule;
+  approval_threshold_cents?: number;
+  enabled?: boolean;
+}
+
+export async function updateProfile(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  cardId: string,
+  profileIndex: number,
+  update: ProfileUpdate,
+) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    await lockOwnedCard(tx, ownerId, botId, cardId);
+    const rows = await tx.query<ProfileRow>(
+      `UPDATE card_profiles SET
+         allowance_cents = coalesce($3, allowance_cents),
+         allowance_window = coalesce($4, allowance_window),
+         approval_rule = coalesce($5, approval_rule),
+         approval_threshold_cents = coalesce($6, approval_threshold_cents),
+         enabled = coalesce($7, enabled),
+         updated_at = $8
+       WHERE card_id = $1 AND profile_index = $2 RETURNING *`,
+      [
+        cardId,
+        profileIndex,
+        update.allowance_cents ?? null,
+        update.allowance_window ?? null,
+        update.approval_rule ?? null,
+        update.approval_threshold_cents ?? null,
+        update.enabled ?? null,
+        new Date(now),
+      ],
+    );
+    const row = rows[0];
+    if (!row) throw notFound('Profile');
+    await audit(tx, {
+      ownerId,
+      botId,
+      action: 'card.profile_updated',
+      details: { card_id: cardId, profile_index: profileIndex, ...update },
+      at: now,
+    });
+    return { card_id: cardId, ...presentProfile(row) };
+  });
+}
+
+/** The owner's card: 404 not_found for another owner's (or unknown) bot, card_not_found for an unknown card. */
+async function ownedCard(ctx: AppContext, ownerId: string, botId: string, cardId: string): Promise<CardRow> {
+  const bot = await maybeOne(ctx.db, 'SELECT 1 AS found FROM bots WHERE id = $1 AND owner_id = $2', [
+    botId,
+    ownerId,
+  ]);
+  if (!bot) throw notFound('Bot');
+  const card = await maybeOne<CardRow>(ctx.db, 'SELECT * FROM cards WHERE id = $1 AND bot_id = $2', [
+    cardId,
+    botId,
+  ]);
+  if (!card) throw new ApiError('card_not_found', 'Card not found.');
+  return card;
+}
+
+export async function getCard(ctx: AppContext, ownerId: string, botId: string, cardId: string) {
+  const card = await ownedCard(ctx, ownerId, botId, cardId);
+  return presentCard(card, await loadProfiles(ctx.db, cardId));
+}
+
+/**
+ * The payment profiles file for the bot. The real profile carries placeholders the owner completes
+ * with their own card (all of it but the 3 missing digits, which the bot gets per purchase); the
+ * decoys are complete. The file never says which profile is real.
+ */
+export async function profilesFile(ctx: AppContext, ownerId: string, botId: string, cardId: string) {
+  const card = await ownedCard(ctx, ownerId, botId, cardId);
+  const year = new Date(card.created_at).getUTCFullYear();
+  const p = card.missing_position;
+  const profiles = [];
+  for (let index = 1; index <= PROFILE_COUNT; index++) {
+    if (index === card.real_profile_index) {
+      profiles.push({
+        profile_index: index,
+        card_number: `${'#'.repeat(p)}***${'#'.repeat(13 - p)}`,
+        cardholder_name: '<cardholder name as printed on the card>',
+        billing_address: {
+          line1: '<street and number>',
+          city: '<city>',
+          state: '<state or region>',
+          postal_code: '<postal code>',
+          country: '<2-letter country code>',
+        },
+      });
+      continue;
+    }
+    const decoy = decoyProfile(ctx.secrets, card.id, index, year);
+    profiles.push({
+      profile_index: index,
+      card_number: maskMissing(decoy.cardNumber, p),
+      cardholder_name: decoy.cardholderName,
+      billing_address: decoy.billingAddress,
+    });
+  }
+  return {
+    format: 'botpay-payment-profiles/1',
+    card_id: card.id,
+    bot_id: botId,
+    missing_digit_positions: [p, p + 1, p + 2],
+    instructions:
+      'Owner: complete the profile whose card_number contains # with your card number (replace every # by the digit at that position; leave *** as it is), your name and billing address, then give this file to your bot. Bot: pass profile_index at checkout; an approved checkout returns missing_digits (the *** positions) and the expiry.',
+    profiles,
+  };
+}
+
+/** Cards of a bot for the owner's bot detail. */
+export async function listBotCards(q: Queryable, botId: string) {
+  const cards = await q.query<CardRow>('SELECT * FROM cards WHERE bot_id = $1 ORDER BY created_at', [botId]);
+  const out = [];
+  for (const card of cards) out.push(presentCard(card, await loadProfiles(q, card.id)));
+  return out;
+}

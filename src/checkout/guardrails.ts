@@ -1,0 +1,104 @@
+import { ApiError } from '../platform/errors.ts';
+import { centsToUsd } from '../platform/money.ts';
+import type { WindowKind } from '../platform/time.ts';
+import type { CounterSpec, LimitName } from './counters.ts';
+
+// Rules of the guardrail chain used on the TypeScript side: which counters a purchase counts in
+// (released on deny/expiry) and the errors of failed limits. The chain itself and the approval
+// decision run in checkout_attempt (0002_checkout.sql), which uses the same scopes: keep in step.
+
+export interface PurchaseScope {
+  botId: string;
+  ownerId: string;
+  cardId: string;
+  profileIndex: number;
+  isReal: boolean;
+  profileWindow: WindowKind;
+}
+
+/**
+ * The counters a purchase counts in, in the global lock order (card → profile → owner → bot).
+ *
+ * A decoy profile counts only in counters of its own: its card-level windows are kept per profile
+ * ('card:<id>:p<index>'), exactly as the real profile's are kept in 'card:<id>' (which only real
+ * purchases reach). Every profile therefore sees the same card guardrails evaluated against its own
+ * history, and a decoy never consumes the real card's, the owner's master or the bot's budgets.
+ */
+export function counterSpecs(p: PurchaseScope): CounterSpec[] {
+  const cardScope = p.isReal ? `card:${p.cardId}` : `card:${p.cardId}:p${p.profileIndex}`;
+  const specs: CounterSpec[] = [
+    { name: 'card_daily', scope: cardScope, kind: 'day', limitCents: null },
+    { name: 'card_monthly', scope: cardScope, kind: 'month', limitCents: null },
+    {
+      name: 'profile_allowance',
+      scope: `profile:${p.cardId}:${p.profileIndex}`,
+      kind: p.profileWindow,
+      limitCents: null,
+    },
+  ];
+  if (p.isReal) {
+    specs.push(
+      {
+        name: 'master_daily',
+        scope: `owner:${p.ownerId}`,
+        kind: 'day',
+        limitCents: null,
+      },
+      {
+        name: 'master_monthly',
+        scope: `owner:${p.ownerId}`,
+        kind: 'month',
+        limitCents: null,
+      },
+      { name: 'bot_daily', scope: `bot:${p.botId}`, kind: 'day', limitCents: null },
+      { name: 'bot_monthly', scope: `bot:${p.botId}`, kind: 'month', limitCents: null },
+    );
+  }
+  return specs;
+}
+
+const LIMIT_ERRORS: Record<
+  LimitName,
+  {
+    code: 'card_guardrail_violation' | 'allowance_exceeded' | 'master_budget_exceeded';
+    limit: string;
+    text: string;
+  }
+> = {
+  card_daily: { code: 'card_guardrail_violation', limit: 'daily', text: "the card's daily budget" },
+  card_monthly: { code: 'card_guardrail_violation', limit: 'monthly', text: "the card's monthly budget" },
+  profile_allowance: { code: 'allowance_exceeded', limit: 'allowance', text: "the profile's allowance" },
+  master_daily: { code: 'master_budget_exceeded', limit: 'daily', text: "the owner's daily budget" },
+  master_monthly: { code: 'master_budget_exceeded', limit: 'monthly', text: "the owner's monthly budget" },
+  bot_daily: { code: 'master_budget_exceeded', limit: 'daily', text: 'the daily budget' },
+  bot_monthly: { code: 'master_budget_exceeded', limit: 'monthly', text: 'the monthly budget' },
+};
+
+export function limitError(
+  name: LimitName,
+  limitCents: number,
+  spentCents: number,
+  window?: WindowKind,
+): ApiError {
+  const e = LIMIT_ERRORS[name];
+  const remaining = Math.max(0, limitCents - spentCents);
+  return new ApiError(e.code, `The purchase would exceed ${e.text}.`, {
+    limit: e.limit,
+    ...(window ? { window } : {}),
+    limit_usd: centsToUsd(limitCents),
+    remaining_usd: centsToUsd(remaining),
+  });
+}
+
+export function perTransactionError(
+  code: 'card_guardrail_violation' | 'master_budget_exceeded',
+  limitCents: number,
+): ApiError {
+  return new ApiError(
+    code,
+    code === 'card_guardrail_violation'
+      ? "The amount is above the card's per-transaction limit."
+      : "The amount is above the owner's per-transaction limit.",
+    { limit: 'per_transaction', limit_usd: centsToUsd(limitCents), remaining_usd: centsToUsd(limitCents) },
+  );
+}

@@ -1,0 +1,369 @@
+import { randomInt } from 'node:crypto';
+import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
+import type { CardRow, CardSecret } from '../cards/service.ts';
+import { EVENTS_CHANNEL, emitEvent } from '../events/outbox.ts';
+import { LOW_BALANCE_CENTS } from '../owners/service.ts';
+import type { AppContext } from '../platform/context.ts';
+import { sha256Hex } from '../platform/crypto.ts';
+import type { Queryable } from '../platform/db/port.ts';
+import { ApiError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { centsToUsd } from '../platform/money.ts';
+import { consumeRateLimit } from '../platform/rateLimit.ts';
+import { iso, type WindowKind, windowStart } from '../platform/time.ts';
+import { rateLimited } from '../bots/register.ts';
+import type { LimitName } from './counters.ts';
+import { limitError, perTransactionError } from './guardrails.ts';
+import { claimIdempotencyKey, saveIdempotentResponse } from './idempotency.ts';
+import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
+
+// POST /api/v1/bot/merchant/checkout: rate limit, idempotency, the guardrail chain (SPEC §4.4) and
+// the hold or debit, all in one transaction. The chain itself — wallet status → card resolution and
+// card guardrails (per transaction, daily, monthly) → profile allowance → master guardrails (real
+// profile only) → funds → approval mode — and its writes run in one database call,
+// checkout_attempt (src/migrations/0002_checkout.sql): a dozen statements without a dozen round
+// trips. It locks counter rows card → profile → owner → bot, and the wallet row last.
+
+export interface CheckoutRequest {
+  profile_index: number;
+  merchant_name: string;
+  merchant_url: string;
+  item_name: string;
+  amount_cents: number;
+  category?: string;
+  task_id?: string;
+  card_id?: string;
+}
+
+export interface CheckoutResult {
+  statusCode: 200 | 202;
+  body: Record<string, unknown>;
+}
+
+export const APPROVED_MESSAGE =
+  'Purchase approved. Complete the card number of your profile with missing_digits and use the expiry shown.';
+export const PENDING_MESSAGE =
+  'Purchase held for owner approval. Poll /api/v1/bot/merchant/checkout/status with the confirmation_id until it is decided or expires.';
+
+/** Card digits and expiry returned for an approved checkout: the real secret or the decoy's. */
+export function cardDetails(
+  ctx: AppContext,
+  card: Pick<CardRow, 'id' | 'secret_enc' | 'missing_position' | 'created_at'>,
+  profileIndex: number,
+  isReal: boolean,
+): CardSecret {
+  if (isReal) return JSON.parse(ctx.secrets.decrypt(card.secret_enc!)) as CardSecret;
+  const decoy = decoyProfile(ctx.secrets, card.id, profileIndex, new Date(card.created_at).getUTCFullYear());
+  return {
+    missing_digits: decoyMissingDigits(decoy, card.missing_position),
+    expiry_month: decoy.expiryMonth,
+    expiry_year: decoy.expiryYear,
+  };
+}
+
+export function requestHash(req: CheckoutRequest): string {
+  return sha256Hex(
+    JSON.stringify([
+      req.profile_index,
+      req.merchant_name,
+      req.merchant_url,
+      req.item_name,
+      req.amount_cents,
+      req.category ?? null,
+      req.task_id ?? null,
+      req.card_id ?? null,
+    ]),
+  );
+}
+
+/** A plausible time for the service to decide a held decoy: like an owner who answers in minutes. */
+function decoyDecision(
+  now: number,
+  windowMs: number,
+): { decideAt: number; outcome: 'approved' | 'denied' | 'expired' } {
+  const roll = randomInt(100);
+  if (roll < 5) return { decideAt: now + windowMs, outcome: 'expired' };
+  const earliest = Math.min(20_000, Math.floor(windowMs / 4));
+  const latest = Math.max(earliest + 1, Math.min(600_000, Math.floor((windowMs * 2) / 3)));
+  return { decideAt: now + randomInt(earliest, latest), outcome: roll < 15 ? 'denied' : 'approved' };
+}
+
+export async function checkout(
+  ctx: AppContext,
+  botId: string,
+  req: CheckoutRequest,
+  idempotencyKey: string | undefined,
+): Promise<CheckoutResult> {
+  const now = ctx.clock.now();
+  const hash = idempotencyKey === undefined ? '' : requestHash(req);
+  const result = await ctx.db.transaction(async (tx) => {
+    if (idempotencyKey !== undefined) {
+      const replay = await claimIdempotencyKey(ctx, tx, botId, idempotencyKey, hash, now);
+      if (replay) return { ...replay, replayed: true };
+    }
+    const fresh = await runChain(ctx, tx, botId, req, now);
+    if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
+    return { ...fresh, replayed: false };
+  });
+  if (result.statusCode === 200 && !result.replayed) {
+    // Wakes the delivery workers for the purchase.approved event, after commit (see checkout_attempt).
+    ctx.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, botId]).catch(() => {});
+  }
+  return { statusCode: result.statusCode, body: result.body };
+}
+
+interface AttemptResult {
+  ok?: true;
+  error?: string;
+  name?: string;
+  limit_cents?: number;
+  spent_cents?: number;
+  window?: WindowKind;
+  balance_cents?: number;
+  held?: boolean;
+  is_real?: boolean;
+  card_id?: string;
+  secret_enc?: string | null;
+  missing_position?: number;
+  card_created_at?: string;
+  available_before?: number;
+}
+
+const LIMIT_NAMES: Record<string, LimitName> = {
+  card_daily: 'card_daily',
+  card_monthly: 'card_monthly',
+  profile_allowance: 'profile_allowance',
+  master_daily: 'master_daily',
+  master_monthly: 'master_monthly',
+};
+
+/** The refusal returned by checkout_attempt, as the spec's error. */
+function attemptError(r: AttemptResult): ApiError {
+  switch (r.error) {
+    case 'wallet_not_active':
+      return new ApiError(
+        'wallet_not_active',
+        'The wallet is not active: your owner has not claimed you yet.',
+      );
+    case 'wallet_frozen':
+      return new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
+    case 'card_not_found':
+      return new ApiError('card_not_found', 'card_id was not found or is not linked to this bot.');
+    case 'card_not_active':
+      return new ApiError('card_not_active', 'There is no active self-hosted card for this bot.');
+    case 'card_id_required':
+      return new ApiError('card_id_required', 'This bot has several active cards: name one with card_id.');
+    case 'invalid_profile':
+      return new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
+    case 'insufficient_funds':
+      return new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
+        balance_usd: centsToUsd(r.balance_cents ?? 0),
+      });
+    case 'limit': {
+      if (r.name === 'card_per_transaction')
+        return perTransactionError('card_guardrail_violation', r.limit_cents ?? 0);
+      if (r.name === 'master_per_transaction')
+        return perTransactionError('master_budget_exceeded', r.limit_cents ?? 0);
+      const name = LIMIT_NAMES[r.name ?? ''];
+      if (name) return limitError(name, r.limit_cents ?? 0, r.spent_cents ?? 0, r.window);
+    }
+  }
+  throw new Error(`unexpected checkout_attempt result ${JSON.stringify(r)}`);
+}
+
+async function runChain(
+  ctx: AppContext,
+  tx: Queryable,
+  botId: string,
+  req: CheckoutRequest,
+  now: number,
+): Promise<CheckoutResult> {
+  const limited = await consumeRateLimit(tx, {
+    key: `checkout:${botId}`,
+    limit: ctx.config.checkoutRateLimitPerHour,
+    windowSeconds: 3600,
+    now,
+  });
+  if (!limited.ok) throw rateLimited(limited.retryAfterSeconds, 'checkout requests');
+
+  const id = newId('chk');
+  const amount = req.amount_cents;
+  const category = req.category?.trim() ? req.category.trim() : null;
+  const windowMs = ctx.config.approvalWindowSeconds * 1000;
+  const decoy = decoyDecision(now, windowMs);
+  const event = purchaseEventRow(
+    'purchase.approved',
+    {
+      id,
+      botId,
+      amountCents: amount,
+      merchantName: req.merchant_name,
+      itemName: req.item_name,
+    },
+    now,
+  );
+  // The whole chain and its writes in one database call (see 0002_checkout.sql checkout_attempt).
+  const r = (
+    await tx.query<{ r: AttemptResult }>(
+      `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) AS r`,
+      [
+        botId,
+        req.card_id ?? null,
+        req.profile_index,
+        amount,
+        category,
+        id,
+        req.merchant_name,
+        req.merchant_url,
+        req.item_name,
+        req.task_id ?? null,
+        new Date(now),
+        windowStart('day', now),
+        windowStart('week', now),
+        windowStart('month', now),
+        ctx.config.approvalWindowSeconds,
+        new Date(decoy.decideAt),
+        decoy.outcome,
+        newId('ltx'),
+        event.id,
+        event.body,
+      ],
+    )
+  )[0]!.r;
+  if (!r.ok) throw attemptError(r);
+  const held = r.held!;
+  const isReal = r.is_real!;
+  if (isReal) {
+    await emitBalanceLowIfCrossed(tx, botId, r.available_before!, r.available_before! - amount, now);
+  }
+  if (req.task_id !== undefined) {
+    // Inside the transaction: the tasks work can refuse (throw) and everything rolls back.
+    await checkTaskForCheckout(tx, {
+      botId,
+      taskId: req.task_id,
+      cardId: r.card_id!,
+      profileIndex: req.profile_index,
+      amountCents: amount,
+      merchantName: req.merchant_name,
+      merchantUrl: req.merchant_url,
+      itemName: req.item_name,
+      category,
+      at: now,
+    });
+    await onCheckoutDecided(tx, {
+      botId,
+      taskId: req.task_id,
+      confirmationId: id,
+      status: held ? 'pending' : 'approved',
+      at: now,
+    });
+  }
+
+  const common = {
+    confirmation_id: id,
+    profile_index: req.profile_index,
+    merchant_name: req.merchant_name,
+    amount_usd: centsToUsd(amount),
+  };
+  if (held) {
+    return {
+      statusCode: 202,
+      body: {
+        approved: false,
+        status: 'pending_confirmation',
+        ...common,
+        expires_at: iso(now + windowMs),
+        message: PENDING_MESSAGE,
+      },
+    };
+  }
+  const details = cardDetails(
+    ctx,
+    {
+      id: r.card_id!,
+      secret_enc: r.secret_enc ?? null,
+      missing_position: r.missing_position!,
+      created_at: new Date(r.card_created_at!),
+    },
+    req.profile_index,
+    isReal,
+  );
+  return {
+    statusCode: 200,
+    body: {
+      approved: true,
+      missing_digits: details.missing_digits,
+      expiry_month: details.expiry_month,
+      expiry_year: details.expiry_year,
+      ...common,
+      message: APPROVED_MESSAGE,
+    },
+  };
+}
+
+/** wallet.balance_low once per crossing below LOW_BALANCE_CENTS. */
+export async function emitBalanceLowIfCrossed(
+  tx: Queryable,
+  botId: string,
+  beforeCents: number,
+  afterCents: number,
+  at: number,
+): Promise<void> {
+  if (beforeCents >= LOW_BALANCE_CENTS && afterCents < LOW_BALANCE_CENTS) {
+    await emitEvent(tx, {
+      botId,
+      type: 'wallet.balance_low',
+      data: {
+        balance: centsToUsd(afterCents),
+        threshold: centsToUsd(LOW_BALANCE_CENTS),
+        description: `Wallet balance fell below $${centsToUsd(LOW_BALANCE_CENTS).toFixed(2)}`,
+      },
+      at,
+    });
+  }
+}
+
+function purchaseData(c: PurchaseEventInput, type: PurchaseEventType) {
+  return {
+    checkout_id: c.id,
+    amount: centsToUsd(c.amountCents),
+    vendor: c.merchantName,
+    description: c.itemName,
+    status: type.slice('purchase.'.length),
+  };
+}
+
+type PurchaseEventType = 'purchase.approved' | 'purchase.denied' | 'purchase.expired';
+interface PurchaseEventInput {
+  id: string;
+  botId: string;
+  amountCents: number;
+  merchantName: string;
+  itemName: string;
+}
+
+/**
+ * The outbox row of a purchase event written by checkout_attempt, serialised exactly as emitEvent
+ * does (src/events/outbox.ts): the body is built here, the database function only stores it.
+ */
+function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {
+  const id = newId('evt');
+  const body = JSON.stringify({
+    id,
+    event: type,
+    timestamp: new Date(at).toISOString(),
+    bot_id: c.botId,
+    data: purchaseData(c, type),
+  });
+  return { id, body };
+}
+
+/** purchase.* events: data per SPEC §6.1 (checkout_id, amount, vendor, description) plus status. No card digits. */
+export async function emitPurchaseEvent(
+  tx: Queryable,
+  type: PurchaseEventType,
+  c: PurchaseEventInput,
+  at: number,
+): Promise<void> {
+  await emitEvent(tx, { botId: c.botId, type, data: purchaseData(c, type), at });
+}

@@ -1,0 +1,277 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
+import {
+  checkout,
+  counter,
+  DIGITS,
+  events,
+  expectLedgerConsistent,
+  poll,
+  purchase,
+  setupCard,
+  wallet,
+} from './helpers.ts';
+
+describe('checkout approvals: approve, deny, expire, poll', () => {
+  let svc: TestService;
+  let owner: TestOwner;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });
+    owner = await createOwner(svc);
+    // Most tests here are about other limits: give the shared owner generous master budgets.
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: owner.auth,
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
+    });
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  async function held(fundCents = 1000, amount = 400, o = owner) {
+    const bot = await activeBot(svc, o, { fundCents });
+    const card = await setupCard(svc, o, bot.bot_id);
+    const res = await checkout(svc, bot, purchase(card.real_profile_index, amount));
+    expect(res.statusCode, res.body).toBe(202);
+    return { bot, card, id: res.json().confirmation_id as string };
+  }
+
+  function decide(id: string, decision: 'approve' | 'deny', o = owner) {
+    return svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/approvals/${id}/${decision}`,
+      headers: o.auth,
+    });
+  }
+
+  it('approve captures the hold; the poll then returns the card details; a second decision is 409', async () => {
+    const { bot, card, id } = await held();
+    const list = await svc.app.inject({ url: '/api/v1/owner/approvals', headers: owner.auth });
+    expect(list.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).toContain(id);
+    const detail = await svc.app.inject({ url: `/api/v1/owner/bots/${bot.bot_id}`, headers: owner.auth });
+    expect(detail.json().pending_approvals).toBe(1);
+
+    const pending = await poll(svc, bot, id);
+    expect(pending.json()).toMatchObject({
+      confirmation_id: id,
+      status: 'pending',
+      amount_usd: 4,
+      item_name: 'A book',
+    });
+    expect(pending.json().missing_digits).toBeUndefined();
+
+    const res = await decide(id, 'approve');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ confirmation_id: id, status: 'approved' });
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger).toMatchObject({ available_cents: 600, held_cents: 0, merchant_settlement: 400 });
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(400);
+
+    const approved = await poll(svc, bot, id);
+    expect(approved.json()).toMatchObject({
+      status: 'approved',
+      missing_digits: DIGITS,
+      expiry_month: '09',
+      expiry_year: '2030',
+      merchant_name: 'Acme Books',
+    });
+    const ev = await events(svc, bot.bot_id, 'purchase.approved');
+    expect(ev).toHaveLength(1);
+    expect(ev[0]!.data).toEqual({
+      checkout_id: id,
+      amount: 4,
+      vendor: 'Acme Books',
+      description: 'A book',
+      status: 'approved',
+    });
+
+    for (const again of ['approve', 'deny'] as const) {
+      const r = await decide(id, again);
+      expect(r.statusCode).toBe(409);
+      expect(r.json().error).toBe('not_pending');
+    }
+    const after = await svc.app.inject({ url: `/api/v1/owner/bots/${bot.bot_id}`, headers: owner.auth });
+    expect(after.json().pending_approvals).toBe(0);
+  });
+
+  it('deny releases the hold and every counter; the poll says denied without card details', async () => {
+    const { bot, card, id } = await held();
+    const monthBefore = await counter(svc, `owner:${owner.id}`, 'month');
+    const res = await decide(id, 'deny');
+    expect(res.statusCode).toBe(200);
+    expect(res.json().status).toBe('denied');
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0, merchant_settlement: 0 });
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
+    expect(await counter(svc, `profile:${card.card_id}:${card.real_profile_index}`, 'week')).toBe(0);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(0);
+    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(monthBefore - 400);
+    const p = await poll(svc, bot, id);
+    expect(p.json()).toMatchObject({ status: 'denied' });
+    expect(p.json().missing_digits).toBeUndefined();
+    expect((await events(svc, bot.bot_id, 'purchase.denied'))[0]!.data).toMatchObject({
+      checkout_id: id,
+      amount: 4,
+    });
+    expect((await decide(id, 'approve')).statusCode).toBe(409);
+  });
+
+  it('the expiry job expires a confirmation when its window elapses, once, and releases the hold', async () => {
+    const { bot, card, id } = await held();
+    svc.clock.advance(899_000);
+    await processDueConfirmations(svc.ctx);
+    expect((await poll(svc, bot, id)).json().status).toBe('pending');
+    svc.clock.advance(1_000);
+    expect(await processDueConfirmations(svc.ctx)).toBeGreaterThanOrEqual(1);
+    expect(await processDueConfirmations(svc.ctx)).toBe(0);
+    const p = await poll(svc, bot, id);
+    expect(p.json()).toMatchObject({ status: 'expired' });
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0 });
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
+    expect(await events(svc, bot.bot_id, 'purchase.expired')).toHaveLength(1);
+    const late = await decide(id, 'approve');
+    expect(late.statusCode).toBe(409);
+    expect(late.json()).toMatchObject({ error: 'not_pending', status: 'expired' });
+  });
+
+  it('a decision after the window but before the job runs is refused and expires the confirmation', async () => {
+    const { bot, id } = await held();
+    svc.clock.advance(900_000);
+    const late = await decide(id, 'approve');
+    expect(late.statusCode).toBe(409);
+    expect((await poll(svc, bot, id)).json().status).toBe('expired');
+    expect(await events(svc, bot.bot_id, 'purchase.expired')).toHaveLength(1);
+    await expectLedgerConsistent(svc, bot.bot_id);
+    expect((await wallet(svc, bot.bot_id)).held_cents).toBe(0);
+  });
+
+  it('a poll settles a due confirmation itself', async () => {
+    const { bot, id } = await held();
+    svc.clock.advance(900_001);
+    expect((await poll(svc, bot, id)).json().status).toBe('expired');
+    expect(await processDueConfirmations(svc.ctx)).toBe(0);
+    expect((await wallet(svc, bot.bot_id)).held_cents).toBe(0);
+  });
+
+  it('poll: 400 without confirmation_id, 404 for unknown or another bot, 401 without a key', async () => {
+    const { bot, id } = await held();
+    const other = await activeBot(svc, owner, { fundCents: 100 });
+    expect((await poll(svc, other, id)).statusCode).toBe(404);
+    expect((await poll(svc, bot, 'chk_unknownunknown')).statusCode).toBe(404);
+    const missing = await svc.app.inject({ url: '/api/v1/bot/merchant/checkout/status', headers: bot.auth });
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json().error).toBe('validation_error');
+    const anon = await svc.app.inject({ url: `/api/v1/bot/merchant/checkout/status?confirmation_id=${id}` });
+    expect(anon.statusCode).toBe(401);
+  });
+
+  it("owner routes: 401 without a token; another owner's confirmation is 404 and not listed", async () => {
+    const { id } = await held();
+    const stranger = await createOwner(svc);
+    expect((await decide(id, 'approve', stranger)).statusCode).toBe(404);
+    expect((await decide(id, 'deny', stranger)).statusCode).toBe(404);
+    const list = await svc.app.inject({ url: '/api/v1/owner/approvals', headers: stranger.auth });
+    expect(list.json().approvals).toEqual([]);
+    const anon = await svc.app.inject({ method: 'POST', url: `/api/v1/owner/approvals/${id}/approve` });
+    expect(anon.statusCode).toBe(401);
+    expect((await svc.app.inject({ url: '/api/v1/owner/approvals' })).statusCode).toBe(401);
+    const badId = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/owner/approvals/nope/approve',
+      headers: owner.auth,
+    });
+    expect(badId.statusCode).toBe(400);
+  });
+
+  it('a held decoy is decided by the service after a delay, never shown to the owner, never moving money', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id);
+    const outcomes = new Set<string>();
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const res = await checkout(svc, bot, purchase(card.decoyIndex, 50));
+      expect(res.statusCode, res.body).toBe(202);
+      ids.push(res.json().confirmation_id);
+    }
+    const list = await svc.app.inject({ url: '/api/v1/owner/approvals', headers: owner.auth });
+    for (const id of ids) {
+      expect(list.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).not.toContain(
+        id,
+      );
+      expect((await decide(id, 'approve')).statusCode).toBe(404);
+    }
+    // Not decided at once: the earliest decision comes after a plausible delay.
+    svc.clock.advance(15_000);
+    await processDueConfirmations(svc.ctx);
+    for (const id of ids) expect((await poll(svc, bot, id)).json().status).toBe('pending');
+    svc.clock.advance(900_000);
+    await processDueConfirmations(svc.ctx);
+    for (const id of ids) {
+      const p = (await poll(svc, bot, id)).json();
+      outcomes.add(p.status);
+      expect(['approved', 'denied', 'expired']).toContain(p.status);
+      if (p.status === 'approved') expect(p.missing_digits).toMatch(/^\d{3}$/);
+    }
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0, merchant_settlement: 0 });
+    const decided = (await events(svc, bot.bot_id)).filter((e) => e.event.startsWith('purchase.'));
+    expect(decided).toHaveLength(12);
+    // Approved decoys keep counting in the decoy's allowance; denied and expired ones were released.
+    const approvedCount = decided.filter((e) => e.event === 'purchase.approved').length;
+    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(approvedCount * 50);
+  });
+
+  it('parallel approve and deny decide once', async () => {
+    const { bot, id } = await held();
+    const [a, d] = await Promise.all([decide(id, 'approve'), decide(id, 'deny')]);
+    expect([a.statusCode, d.statusCode].sort()).toEqual([200, 409]);
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger.held_cents).toBe(0);
+    const ev = (await events(svc, bot.bot_id)).filter(
+      (e) => e.event === 'purchase.approved' || e.event === 'purchase.denied',
+    );
+    expect(ev).toHaveLength(1);
+  });
+
+  it('wallet.balance_low when a purchase takes the balance below $5, once per crossing', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 800 });
+    const card = await setupCard(svc, owner, bot.bot_id, {
+      approval_mode: 'auto_approve_under_threshold',
+      approval_threshold_cents: 10_000,
+    });
+    await checkout(svc, bot, purchase(card.real_profile_index, 200));
+    expect(await events(svc, bot.bot_id, 'wallet.balance_low')).toHaveLength(0);
+    await checkout(svc, bot, purchase(card.real_profile_index, 200));
+    const low = await events(svc, bot.bot_id, 'wallet.balance_low');
+    expect(low).toHaveLength(1);
+    expect(low[0]!.data).toMatchObject({ balance: 4 });
+    await checkout(svc, bot, purchase(card.real_profile_index, 100));
+    expect(await events(svc, bot.bot_id, 'wallet.balance_low')).toHaveLength(1);
+    // Decoys never move the balance, so they never emit it.
+    await checkout(svc, bot, purchase(card.decoyIndex, 300));
+    expect(await events(svc, bot.bot_id, 'wallet.balance_low')).toHaveLength(1);
+  });
+
+  it('bot status counts a held purchase in monthly_spent and gives it back on release', async () => {
+    const { bot, id } = await held();
+    const during = await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth });
+    expect(during.json()).toMatchObject({ balance_usd: 6, spending_limits: { monthly_spent_usd: 4 } });
+    await decide(id, 'deny');
+    const after = await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth });
+    expect(after.json()).toMatchObject({ balance_usd: 10, spending_limits: { monthly_spent_usd: 0 } });
+  });
+});

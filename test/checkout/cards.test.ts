@@ -1,0 +1,216 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isLuhnValid } from '../../src/cards/decoys.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
+import { DIGITS } from './helpers.ts';
+
+describe('owner card API: split-knowledge cards and profiles', () => {
+  let svc: TestService;
+  let owner: TestOwner;
+  beforeAll(async () => {
+    svc = await createTestService();
+    owner = await createOwner(svc);
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  function req(
+    method: 'GET' | 'POST' | 'PATCH' | 'PUT',
+    url: string,
+    payload?: unknown,
+    o: TestOwner = owner,
+  ) {
+    return svc.app.inject({
+      method,
+      url,
+      headers: o.auth,
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
+  }
+
+  it('starts a card with a random real profile and three consecutive missing positions', async () => {
+    const bot = await activeBot(svc, owner);
+    const seen = new Set<number>();
+    for (let i = 0; i < 12; i++) {
+      const res = await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {});
+      expect(res.statusCode).toBe(201);
+      const card = res.json();
+      expect(card.card_id).toMatch(/^card_/);
+      expect(card.real_profile_index).toBeGreaterThanOrEqual(1);
+      expect(card.real_profile_index).toBeLessThanOrEqual(6);
+      const [a, b, c] = card.missing_digit_positions;
+      expect([b - a, c - b]).toEqual([1, 1]);
+      expect(a).toBeGreaterThanOrEqual(0);
+      expect(c).toBeLessThanOrEqual(15);
+      seen.add(card.real_profile_index);
+    }
+    expect(seen.size).toBeGreaterThan(1);
+  });
+
+  it('activates with encrypted digits; the profiles file has 5 Luhn-valid decoys and a real template', async () => {
+    const bot = await activeBot(svc, owner);
+    const card = (await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, { label: 'Visa' })).json();
+    const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
+    const bad = await req('POST', `${base}/activate`, {
+      missing_digits: '12',
+      expiry_month: '09',
+      expiry_year: '2030',
+    });
+    expect(bad.statusCode).toBe(400);
+    const expired = await req('POST', `${base}/activate`, {
+      missing_digits: '123',
+      expiry_month: '01',
+      expiry_year: '2025',
+    });
+    expect(expired.statusCode).toBe(400);
+    const act = await req('POST', `${base}/activate`, {
+      missing_digits: DIGITS,
+      expiry_month: '9',
+      expiry_year: '2030',
+    });
+    expect(act.statusCode, act.body).toBe(200);
+    expect(act.json()).toMatchObject({ status: 'active', card_id: card.card_id });
+    expect(act.body).not.toContain(DIGITS);
+    const again = await req('POST', `${base}/activate`, {
+      missing_digits: DIGITS,
+      expiry_month: '09',
+      expiry_year: '2030',
+    });
+    expect(again.statusCode).toBe(409);
+    const stored = await svc.ctx.db.query<{ secret_enc: string }>(
+      'SELECT secret_enc FROM cards WHERE id = $1',
+      [card.card_id],
+    );
+    expect(stored[0]!.secret_enc).not.toContain(DIGITS);
+
+    const file = await req('GET', `${base}/profiles-file`);
+    expect(file.statusCode).toBe(200);
+    expect(file.headers['content-disposition']).toContain('attachment');
+    const profiles = file.json().profiles as Array<{
+      profile_index: number;
+      card_number: string;
+      cardholder_name: string;
+    }>;
+    expect(profiles.map((p) => p.profile_index)).toEqual([1, 2, 3, 4, 5, 6]);
+    const p0 = card.missing_digit_positions[0];
+    for (const p of profiles) {
+      expect(p.card_number).toHaveLength(16);
+      expect(p.card_number.slice(p0, p0 + 3)).toBe('***');
+      if (p.profile_index === card.real_profile_index) {
+        expect(p.card_number.replace('***', '')).toMatch(/^#{13}$/);
+      } else {
+        expect(p.cardholder_name).toMatch(/^[A-Z][a-z]+ [A-Z][a-z]+$/);
+        // Some completion of the masked digits is Luhn-valid (the decoy's own digits are).
+        const candidates = Array.from({ length: 1000 }, (_, i) =>
+          p.card_number.replace('***', String(i).padStart(3, '0')),
+        );
+        expect(candidates.some(isLuhnValid)).toBe(true);
+      }
+    }
+    expect(file.body).not.toContain(DIGITS.length === 3 ? `"${DIGITS}"` : DIGITS);
+    // Stable: the same file every time.
+    expect((await req('GET', `${base}/profiles-file`)).body).toBe(file.body);
+    expect(svc.logs()).not.toContain(`"missing_digits":"${DIGITS}"`);
+  });
+
+  it('updates guardrails, approval mode, status and profiles; the bot detail lists its cards', async () => {
+    const bot = await activeBot(svc, owner);
+    const card = (await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {})).json();
+    const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
+    const early = await req('PATCH', base, { status: 'active' });
+    expect(early.statusCode).toBe(409);
+    await req('POST', `${base}/activate`, { missing_digits: '000', expiry_month: '12', expiry_year: '2031' });
+    const patched = await req('PATCH', base, {
+      per_transaction_cents: 1500,
+      daily_cents: 3000,
+      monthly_cents: 9000,
+      approval_mode: 'auto_approve_by_category',
+      approved_categories: ['Food'],
+      status: 'frozen',
+    });
+    expect(patched.statusCode).toBe(200);
+    expect(patched.json()).toMatchObject({
+      status: 'frozen',
+      guardrails: { per_transaction_usd: 15, daily_usd: 30, monthly_usd: 90 },
+      approval_mode: 'auto_approve_by_category',
+      approved_categories: ['food'],
+    });
+    for (const body of [
+      {},
+      { approval_mode: 'yes' },
+      { daily_cents: -1 },
+      { status: 'deleted' },
+      { unknown: 1 },
+    ]) {
+      expect((await req('PATCH', base, body)).statusCode, JSON.stringify(body)).toBe(400);
+    }
+    const profile = await req('PUT', `${base}/profiles/3`, {
+      allowance_cents: 2500,
+      allowance_window: 'month',
+      approval_rule: 'auto_approve_under_threshold',
+      approval_threshold_cents: 200,
+    });
+    expect(profile.statusCode).toBe(200);
+    expect(profile.json()).toMatchObject({ profile_index: 3, allowance_usd: 25, allowance_window: 'month' });
+    expect((await req('PUT', `${base}/profiles/7`, { allowance_cents: 1 })).statusCode).toBe(400);
+    expect((await req('PUT', `${base}/profiles/2`, { allowance_window: 'year' })).statusCode).toBe(400);
+    const one = await req('GET', base);
+    expect(one.json().profiles).toHaveLength(6);
+    const detail = await req('GET', `/api/v1/owner/bots/${bot.bot_id}`);
+    expect(detail.json().cards.map((c: { card_id: string }) => c.card_id)).toContain(card.card_id);
+  });
+
+  it("401 without a token; another owner's bot or card is 404", async () => {
+    const bot = await activeBot(svc, owner);
+    const card = (await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {})).json();
+    const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
+    expect(
+      (await svc.app.inject({ method: 'POST', url: `/api/v1/owner/bots/${bot.bot_id}/cards` })).statusCode,
+    ).toBe(401);
+    expect((await svc.app.inject({ url: `${base}/profiles-file` })).statusCode).toBe(401);
+    const stranger = await createOwner(svc);
+    expect((await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {}, stranger)).statusCode).toBe(404);
+    expect((await req('GET', `${base}/profiles-file`, undefined, stranger)).statusCode).toBe(404);
+    expect(
+      (
+        await req(
+          'POST',
+          `${base}/activate`,
+          { missing_digits: '111', expiry_month: '01', expiry_year: '2030' },
+          stranger,
+        )
+      ).statusCode,
+    ).toBe(404);
+    expect((await req('PATCH', base, { daily_cents: 1 }, stranger)).statusCode).toBe(404);
+    expect((await req('PUT', `${base}/profiles/1`, { allowance_cents: 1 }, stranger)).statusCode).toBe(404);
+    // A card of another bot under this bot's path is 404 too.
+    const other = await activeBot(svc, owner);
+    expect(
+      (await req('GET', `/api/v1/owner/bots/${other.bot_id}/cards/${card.card_id}/profiles-file`)).statusCode,
+    ).toBe(404);
+  });
+
+  it('every card and checkout route is in the OpenAPI document', async () => {
+    const doc = (await svc.app.inject({ url: '/openapi.json' })).json();
+    for (const path of [
+      '/api/v1/owner/bots/{bot_id}/cards',
+      '/api/v1/owner/bots/{bot_id}/cards/{card_id}',
+      '/api/v1/owner/bots/{bot_id}/cards/{card_id}/activate',
+      '/api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles-file',
+      '/api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles/{profile_index}',
+      '/api/v1/owner/approvals',
+      '/api/v1/owner/approvals/{confirmation_id}/approve',
+      '/api/v1/owner/approvals/{confirmation_id}/deny',
+      '/api/v1/bot/merchant/checkout',
+      '/api/v1/bot/merchant/checkout/status',
+    ]) {
+      expect(doc.paths[path], path).toBeDefined();
+    }
+  });
+});

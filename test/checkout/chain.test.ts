@@ -1,0 +1,547 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isLuhnValid } from '../../src/cards/decoys.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  registerBot,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
+import {
+  checkout,
+  counter,
+  DIGITS,
+  events,
+  expectLedgerConsistent,
+  patchCard,
+  purchase,
+  putProfile,
+  setupCard,
+  wallet,
+} from './helpers.ts';
+
+const AUTO = { approval_mode: 'auto_approve_under_threshold', approval_threshold_cents: 100_000 };
+
+describe('checkout: the guardrail chain', () => {
+  let svc: TestService;
+  let owner: TestOwner;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });
+    owner = await createOwner(svc);
+    // Most tests here are about other limits: give the shared owner generous master budgets.
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: owner.auth,
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
+    });
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  async function confirmations(botId: string) {
+    const rows = await svc.ctx.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM checkout_confirmations WHERE bot_id = $1',
+      [botId],
+    );
+    return rows[0]!.n;
+  }
+
+  it('approves a real purchase at once: 200 with the real digits, wallet debited, counters and event', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 2000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const res = await checkout(svc, bot, purchase(card.real_profile_index, 250));
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(
+      [
+        'approved',
+        'missing_digits',
+        'expiry_month',
+        'expiry_year',
+        'confirmation_id',
+        'profile_index',
+        'merchant_name',
+        'amount_usd',
+        'message',
+      ].sort(),
+    );
+    expect(body).toMatchObject({
+      approved: true,
+      missing_digits: DIGITS,
+      expiry_month: '09',
+      expiry_year: '2030',
+      profile_index: card.real_profile_index,
+      merchant_name: 'Acme Books',
+      amount_usd: 2.5,
+    });
+    expect(body.confirmation_id).toMatch(/^chk_[a-z2-7]+$/);
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger.available_cents).toBe(1750);
+    expect(ledger.merchant_settlement).toBe(250);
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(250);
+    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(250);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(250);
+    const approved = await events(svc, bot.bot_id, 'purchase.approved');
+    expect(approved).toHaveLength(1);
+    expect(approved[0]!.data).toMatchObject({
+      checkout_id: body.confirmation_id,
+      amount: 2.5,
+      vendor: 'Acme Books',
+      description: 'A book',
+    });
+    // Status shows the real spending.
+    const status = await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth });
+    expect(status.json().rails.card_wallet.spending_limits.monthly_spent_usd).toBe(2.5);
+    // No card digits in any event or log line.
+    const all = await svc.ctx.db.query<{ body: string }>('SELECT body FROM events');
+    for (const e of all) expect(e.body).not.toContain('missing_digits');
+    expect(svc.logs()).not.toContain(`"missing_digits":"${DIGITS}"`);
+  });
+
+  it('answers a decoy exactly like the real profile but moves no money and touches no master budget', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 2000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const ownerBefore = await counter(svc, `owner:${owner.id}`, 'month');
+    const a = await checkout(svc, bot, purchase(card.decoyIndex, 300));
+    const b = await checkout(svc, bot, purchase(card.decoyIndex, 100));
+    expect(a.statusCode).toBe(200);
+    expect(b.statusCode).toBe(200);
+    const real = await checkout(svc, bot, purchase(card.real_profile_index, 100));
+    expect(Object.keys(a.json()).sort()).toEqual(Object.keys(real.json()).sort());
+    expect(a.json().message).toBe(real.json().message);
+    expect(a.json().missing_digits).toMatch(/^\d{3}$/);
+    expect(a.json().expiry_month).toMatch(/^(0[1-9]|1[0-2])$/);
+    expect(a.json().expiry_year).toMatch(/^20\d\d$/);
+    // Stable per profile.
+    expect(b.json().missing_digits).toBe(a.json().missing_digits);
+    expect(b.json().expiry_year).toBe(a.json().expiry_year);
+    // Consistent with the decoy number in the profiles file.
+    const file = await svc.app.inject({
+      url: `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/profiles-file`,
+      headers: owner.auth,
+    });
+    const decoy = file
+      .json()
+      .profiles.find((p: { profile_index: number }) => p.profile_index === card.decoyIndex);
+    const full = (decoy.card_number as string).replace('***', a.json().missing_digits);
+    expect(isLuhnValid(full)).toBe(true);
+    // Money: only the real 100 moved.
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger.available_cents).toBe(1900);
+    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(ownerBefore + 100);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(100);
+    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(400);
+    expect(await events(svc, bot.bot_id, 'purchase.approved')).toHaveLength(3);
+  });
+
+  it('400 validation_error for bad bodies and changes nothing', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const p = card.real_profile_index;
+    const bad: Array<Record<string, unknown>> = [
+      purchase(7, 100),
+      purchase(0, 100),
+      purchase(1.5, 100),
+      { ...purchase(p, 100), profile_index: '1' },
+      purchase(p, 0),
+      purchase(p, 10_000_001),
+      purchase(p, 1.5),
+      { ...purchase(p, 100), amount_cents: '100' },
+      purchase(p, 100, { merchant_name: '' }),
+      purchase(p, 100, { merchant_name: 'x'.repeat(201) }),
+      purchase(p, 100, { merchant_url: 'x'.repeat(2001) }),
+      purchase(p, 100, { item_name: 'x'.repeat(501) }),
+      purchase(p, 100, { category: 'x'.repeat(101) }),
+      purchase(p, 100, { task_id: 'x'.repeat(101) }),
+      { merchant_name: 'a', merchant_url: 'b', item_name: 'c', amount_cents: 1 },
+    ];
+    for (const body of bad) {
+      const res = await checkout(svc, bot, body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().error).toBe('validation_error');
+    }
+    const notJson = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/bot/merchant/checkout',
+      headers: { ...bot.auth, 'content-type': 'application/json' },
+      payload: '{nope',
+    });
+    expect(notJson.statusCode).toBe(400);
+    expect(await confirmations(bot.bot_id)).toBe(0);
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(1000);
+  });
+
+  it('401 without a valid API key', async () => {
+    const res = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/bot/merchant/checkout',
+      payload: purchase(1, 100),
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('Authentication required');
+    const wrong = await checkout(
+      svc,
+      { auth: { authorization: `Bearer svc_live_${'0'.repeat(48)}` } },
+      purchase(1, 1),
+    );
+    expect(wrong.statusCode).toBe(401);
+  });
+
+  it('403 wallet_not_active for an unclaimed bot and wallet_frozen for a frozen wallet', async () => {
+    const pending = await registerBot(svc, { owner_email: owner.email });
+    const res = await checkout(
+      svc,
+      { auth: { authorization: `Bearer ${pending.api_key}` } },
+      purchase(1, 100),
+    );
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error).toBe('wallet_not_active');
+
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/freeze`,
+      headers: owner.auth,
+    });
+    const frozen = await checkout(svc, bot, purchase(card.real_profile_index, 100));
+    expect(frozen.statusCode).toBe(403);
+    expect(frozen.json().error).toBe('wallet_frozen');
+    expect(await confirmations(bot.bot_id)).toBe(0);
+  });
+
+  it('card resolution: card_not_active, card_id_required, card_not_found', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const none = await checkout(svc, bot, purchase(1, 100));
+    expect(none.statusCode).toBe(403);
+    expect(none.json().error).toBe('card_not_active');
+
+    const first = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const second = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const ambiguous = await checkout(svc, bot, purchase(1, 100));
+    expect(ambiguous.statusCode).toBe(400);
+    expect(ambiguous.json().error).toBe('card_id_required');
+    const named = await checkout(
+      svc,
+      bot,
+      purchase(second.real_profile_index, 100, { card_id: second.card_id }),
+    );
+    expect(named.statusCode, named.body).toBe(200);
+
+    const unknown = await checkout(svc, bot, purchase(1, 100, { card_id: 'card_aaaaaaaaaaaaaaaa' }));
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().error).toBe('card_not_found');
+    const otherBot = await activeBot(svc, owner, { fundCents: 100 });
+    const foreign = await setupCard(svc, owner, otherBot.bot_id, AUTO);
+    const notMine = await checkout(svc, bot, purchase(1, 100, { card_id: foreign.card_id }));
+    expect(notMine.statusCode).toBe(404);
+    expect(notMine.json().error).toBe('card_not_found');
+
+    await patchCard(svc, owner, bot.bot_id, first.card_id, { status: 'frozen' });
+    const frozenCard = await checkout(svc, bot, purchase(1, 100, { card_id: first.card_id }));
+    expect(frozenCard.statusCode).toBe(403);
+    expect(frozenCard.json().error).toBe('card_not_active');
+    // With one card frozen, the other is the only active one: no card_id needed.
+    const single = await checkout(svc, bot, purchase(second.real_profile_index, 100));
+    expect(single.statusCode).toBe(200);
+  });
+
+  it('400 invalid_profile for a disabled profile', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    await putProfile(svc, owner, bot.bot_id, card.card_id, card.decoyIndex, { enabled: false });
+    const res = await checkout(svc, bot, purchase(card.decoyIndex, 100));
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('invalid_profile');
+  });
+
+  it('card guardrails: per transaction, daily and monthly, with limit_usd and remaining_usd', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 10_000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const p = card.decoyIndex; // decoys have no master budget, so only card limits apply
+    const perTx = await checkout(svc, bot, purchase(p, 501));
+    expect(perTx.statusCode).toBe(403);
+    expect(perTx.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'per_transaction',
+      limit_usd: 5,
+    });
+    expect((await checkout(svc, bot, purchase(p, 500))).statusCode).toBe(200);
+    expect((await checkout(svc, bot, purchase(p, 400))).statusCode).toBe(200);
+    const daily = await checkout(svc, bot, purchase(p, 200));
+    expect(daily.statusCode).toBe(403);
+    expect(daily.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'daily',
+      limit_usd: 10,
+      remaining_usd: 1,
+    });
+    await patchCard(svc, owner, bot.bot_id, card.card_id, { daily_cents: 100_000, monthly_cents: 1000 });
+    const monthly = await checkout(svc, bot, purchase(p, 200));
+    expect(monthly.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'monthly',
+      remaining_usd: 1,
+    });
+    // A refused request rolled back: the counters only hold the two approved purchases.
+    expect(await counter(svc, `card:${card.card_id}:p${p}`, 'day')).toBe(900);
+  });
+
+  it('403 allowance_exceeded against the profile window', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 10_000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    await putProfile(svc, owner, bot.bot_id, card.card_id, card.real_profile_index, {
+      allowance_cents: 300,
+      allowance_window: 'day',
+    });
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 200))).statusCode).toBe(200);
+    const res = await checkout(svc, bot, purchase(card.real_profile_index, 200));
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toMatchObject({
+      error: 'allowance_exceeded',
+      window: 'day',
+      limit_usd: 3,
+      remaining_usd: 1,
+    });
+    // The next UTC day opens a new window.
+    svc.clock.advance(86_400_000);
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 200))).statusCode).toBe(200);
+  });
+
+  it('allowance windows start at the ISO week (Monday) and the UTC month', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 10_000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const p = card.decoyIndex;
+    await putProfile(svc, owner, bot.bot_id, card.card_id, p, {
+      allowance_cents: 300,
+      allowance_window: 'week',
+    });
+    // Move to the next Monday 00:00 UTC, spend, then try again on Sunday 23:59 and on Monday.
+    const now = new Date(svc.clock.now());
+    const daysToMonday = (8 - now.getUTCDay()) % 7 || 7;
+    const monday = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + daysToMonday);
+    svc.clock.set(monday);
+    expect((await checkout(svc, bot, purchase(p, 200))).statusCode).toBe(200);
+    svc.clock.set(monday + 7 * 86_400_000 - 60_000);
+    expect((await checkout(svc, bot, purchase(p, 200))).json().error).toBe('allowance_exceeded');
+    svc.clock.set(monday + 7 * 86_400_000);
+    expect((await checkout(svc, bot, purchase(p, 200))).statusCode).toBe(200);
+
+    await putProfile(svc, owner, bot.bot_id, card.card_id, p, { allowance_window: 'month' });
+    const t = new Date(svc.clock.now());
+    const nextMonth = Date.UTC(t.getUTCFullYear(), t.getUTCMonth() + 1, 1);
+    svc.clock.set(nextMonth);
+    expect((await checkout(svc, bot, purchase(p, 300))).statusCode).toBe(200);
+    svc.clock.set(nextMonth + 20 * 86_400_000);
+    expect((await checkout(svc, bot, purchase(p, 100))).json()).toMatchObject({
+      error: 'allowance_exceeded',
+      window: 'month',
+      remaining_usd: 0,
+    });
+  });
+
+  it('403 master_budget_exceeded applies to the real profile only', async () => {
+    const o = await createOwner(svc);
+    const bot = await activeBot(svc, o, { fundCents: 10_000 });
+    const card = await setupCard(svc, o, bot.bot_id, {
+      ...AUTO,
+      per_transaction_cents: 1000,
+      daily_cents: 100_000,
+    });
+    const perTx = await checkout(svc, bot, purchase(card.real_profile_index, 600));
+    expect(perTx.statusCode).toBe(403);
+    expect(perTx.json()).toMatchObject({
+      error: 'master_budget_exceeded',
+      limit: 'per_transaction',
+      limit_usd: 5,
+    });
+    expect((await checkout(svc, bot, purchase(card.decoyIndex, 600))).statusCode).toBe(200);
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: o.auth,
+      payload: { per_transaction_cents: 1000, daily_budget_cents: 1000 },
+    });
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).statusCode).toBe(200);
+    const daily = await checkout(svc, bot, purchase(card.real_profile_index, 600));
+    expect(daily.json()).toMatchObject({
+      error: 'master_budget_exceeded',
+      limit: 'daily',
+      limit_usd: 10,
+      remaining_usd: 4,
+    });
+    await expectLedgerConsistent(svc, bot.bot_id);
+  });
+
+  it('the chain order: a card limit is reported before the allowance, the allowance before the master budget', async () => {
+    const o = await createOwner(svc);
+    const bot = await activeBot(svc, o, { fundCents: 10_000 });
+    const card = await setupCard(svc, o, bot.bot_id, {
+      ...AUTO,
+      per_transaction_cents: 2000,
+      daily_cents: 500,
+    });
+    await putProfile(svc, o, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 400 });
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
+      'card_guardrail_violation',
+    );
+    await patchCard(svc, o, bot.bot_id, card.card_id, { daily_cents: 100_000 });
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
+      'allowance_exceeded',
+    );
+    await putProfile(svc, o, bot.bot_id, card.card_id, card.real_profile_index, { allowance_cents: 100_000 });
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
+      'master_budget_exceeded',
+    );
+  });
+
+  it('402 insufficient_funds, alike for real and decoy profiles', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 300 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    for (const p of [card.real_profile_index, card.decoyIndex]) {
+      const res = await checkout(svc, bot, purchase(p, 400));
+      expect(res.statusCode).toBe(402);
+      expect(res.json()).toMatchObject({ error: 'insufficient_funds', balance_usd: 3 });
+    }
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
+    expect(await confirmations(bot.bot_id)).toBe(0);
+  });
+
+  it('202 pending_confirmation with a hold when approval is needed', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id); // ask_for_everything (default)
+    const res = await checkout(svc, bot, purchase(card.real_profile_index, 400));
+    expect(res.statusCode).toBe(202);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(
+      [
+        'approved',
+        'status',
+        'confirmation_id',
+        'profile_index',
+        'merchant_name',
+        'amount_usd',
+        'expires_at',
+        'message',
+      ].sort(),
+    );
+    expect(body).toMatchObject({ approved: false, status: 'pending_confirmation', amount_usd: 4 });
+    expect(body.expires_at).toBe(new Date(svc.clock.now() + 900_000).toISOString());
+    expect(body.expires_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const ledger = await expectLedgerConsistent(svc, bot.bot_id);
+    expect(ledger).toMatchObject({ available_cents: 600, held_cents: 400 });
+    const decoy = await checkout(svc, bot, purchase(card.decoyIndex, 400));
+    expect(decoy.statusCode).toBe(202);
+    expect(Object.keys(decoy.json()).sort()).toEqual(Object.keys(body).sort());
+    expect(decoy.json().expires_at).toBe(body.expires_at);
+    expect((await wallet(svc, bot.bot_id)).held_cents).toBe(400);
+  });
+
+  it('approval modes: threshold, categories, and a stricter profile rule', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 5000 });
+    const card = await setupCard(svc, owner, bot.bot_id, {
+      approval_mode: 'auto_approve_under_threshold',
+      approval_threshold_cents: 300,
+    });
+    const p = card.real_profile_index;
+    expect((await checkout(svc, bot, purchase(p, 299))).statusCode).toBe(200);
+    expect((await checkout(svc, bot, purchase(p, 300))).statusCode).toBe(202);
+    await patchCard(svc, owner, bot.bot_id, card.card_id, {
+      approval_mode: 'auto_approve_by_category',
+      approved_categories: ['SaaS', 'food'],
+    });
+    expect((await checkout(svc, bot, purchase(p, 100, { category: 'saas' }))).statusCode).toBe(200);
+    expect((await checkout(svc, bot, purchase(p, 100, { category: 'retail' }))).statusCode).toBe(202);
+    expect((await checkout(svc, bot, purchase(p, 100, { category: undefined }))).statusCode).toBe(202);
+    await putProfile(svc, owner, bot.bot_id, card.card_id, p, { approval_rule: 'ask_for_everything' });
+    expect((await checkout(svc, bot, purchase(p, 100, { category: 'food' }))).statusCode).toBe(202);
+  });
+
+  it('Idempotency-Key replays the first response and moves money once; another body is a 409', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 500 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const key = { 'idempotency-key': 'order-42' };
+    const first = await checkout(svc, bot, purchase(card.real_profile_index, 200), key);
+    const again = await checkout(svc, bot, purchase(card.real_profile_index, 200), key);
+    expect(first.statusCode).toBe(200);
+    expect(again.statusCode).toBe(200);
+    expect(again.json()).toEqual(first.json());
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(300);
+    const conflict = await checkout(svc, bot, purchase(card.real_profile_index, 300), key);
+    expect(conflict.statusCode).toBe(409);
+    expect(conflict.json().error).toBe('idempotency_conflict');
+    // Keys are per bot: another bot may use the same key.
+    const other = await activeBot(svc, owner, { fundCents: 1000 });
+    const otherCard = await setupCard(svc, owner, other.bot_id, AUTO);
+    expect((await checkout(svc, other, purchase(otherCard.real_profile_index, 200), key)).statusCode).toBe(
+      200,
+    );
+    // A refused request is not stored: the same key can be retried after the cause is fixed.
+    const tooMuch = await checkout(svc, bot, purchase(card.real_profile_index, 400), {
+      'idempotency-key': 'k2',
+    });
+    expect(tooMuch.statusCode).toBe(402);
+    await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`,
+      headers: owner.auth,
+      payload: { amount_cents: 1000 },
+    });
+    expect(
+      (await checkout(svc, bot, purchase(card.real_profile_index, 400), { 'idempotency-key': 'k2' }))
+        .statusCode,
+    ).toBe(200);
+    // The stored response is encrypted (it holds card digits).
+    const stored = await svc.ctx.db.query<{ response_enc: string }>(
+      'SELECT response_enc FROM checkout_idempotency WHERE bot_id = $1',
+      [bot.bot_id],
+    );
+    for (const r of stored) expect(r.response_enc).not.toContain(DIGITS);
+    // After 24 hours the key is free again.
+    svc.clock.advance(24 * 3600_000 + 1000);
+    const later = await checkout(svc, bot, purchase(card.real_profile_index, 100), key);
+    expect(later.statusCode).toBe(200);
+    expect(later.json().confirmation_id).not.toBe(first.json().confirmation_id);
+    const tooLong = await checkout(svc, bot, purchase(card.real_profile_index, 100), {
+      'idempotency-key': 'x'.repeat(256),
+    });
+    expect(tooLong.statusCode).toBe(400);
+    await expectLedgerConsistent(svc, bot.bot_id);
+  });
+});
+
+describe('checkout: rate limit', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '3' } });
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  it('429 rate_limited with retry_after_seconds after the hourly limit, per bot', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 5000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    for (let i = 0; i < 3; i++) {
+      expect((await checkout(svc, bot, purchase(card.real_profile_index, 100))).statusCode).toBe(200);
+      svc.clock.advance(60_000);
+    }
+    const limited = await checkout(svc, bot, purchase(card.real_profile_index, 100));
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json()).toMatchObject({ error: 'rate_limited', retry_after_seconds: 3600 - 180 });
+    expect(typeof limited.json().message).toBe('string');
+    const other = await activeBot(svc, owner, { fundCents: 5000 });
+    const otherCard = await setupCard(svc, owner, other.bot_id, AUTO);
+    expect((await checkout(svc, other, purchase(otherCard.real_profile_index, 100))).statusCode).toBe(200);
+    svc.clock.advance(3600_000);
+    expect((await checkout(svc, bot, purchase(card.real_profile_index, 100))).statusCode).toBe(200);
+  });
+});

@@ -1,0 +1,144 @@
+import { expect } from 'vitest';
+import { ledgerBalances } from '../../src/wallet/ledger.ts';
+import type { activeBot, TestOwner, TestService } from '../support/service.ts';
+
+export const DIGITS = '739';
+
+export type Bot = Awaited<ReturnType<typeof activeBot>>;
+
+export interface TestCard {
+  card_id: string;
+  real_profile_index: number;
+  missing_digit_positions: number[];
+  decoyIndex: number;
+}
+
+/** Starts and activates a card for the bot; applies a PATCH when given. */
+export async function setupCard(
+  svc: TestService,
+  owner: TestOwner,
+  botId: string,
+  patch: Record<string, unknown> = {},
+): Promise<TestCard> {
+  const start = await svc.app.inject({
+    method: 'POST',
+    url: `/api/v1/owner/bots/${botId}/cards`,
+    headers: owner.auth,
+    payload: { label: 'test card' },
+  });
+  expect(start.statusCode, start.body).toBe(201);
+  const card = start.json() as TestCard;
+  const act = await svc.app.inject({
+    method: 'POST',
+    url: `/api/v1/owner/bots/${botId}/cards/${card.card_id}/activate`,
+    headers: owner.auth,
+    payload: { missing_digits: DIGITS, expiry_month: '09', expiry_year: '2030' },
+  });
+  expect(act.statusCode, act.body).toBe(200);
+  if (Object.keys(patch).length > 0) await patchCard(svc, owner, botId, card.card_id, patch);
+  return { ...card, decoyIndex: card.real_profile_index === 1 ? 2 : 1 };
+}
+
+export async function patchCard(
+  svc: TestService,
+  owner: TestOwner,
+  botId: string,
+  cardId: string,
+  patch: Record<string, unknown>,
+) {
+  const res = await svc.app.inject({
+    method: 'PATCH',
+    url: `/api/v1/owner/bots/${botId}/cards/${cardId}`,
+    headers: owner.auth,
+    payload: patch,
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+export async function putProfile(
+  svc: TestService,
+  owner: TestOwner,
+  botId: string,
+  cardId: string,
+  index: number,
+  body: Record<string, unknown>,
+) {
+  const res = await svc.app.inject({
+    method: 'PUT',
+    url: `/api/v1/owner/bots/${botId}/cards/${cardId}/profiles/${index}`,
+    headers: owner.auth,
+    payload: body,
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+export function purchase(profileIndex: number, amountCents: number, extra: Record<string, unknown> = {}) {
+  return {
+    profile_index: profileIndex,
+    merchant_name: 'Acme Books',
+    merchant_url: 'https://acme.example/books/1',
+    item_name: 'A book',
+    amount_cents: amountCents,
+    category: 'retail',
+    ...extra,
+  };
+}
+
+export function checkout(
+  svc: TestService,
+  bot: { auth: Record<string, string> },
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+) {
+  return svc.app.inject({
+    method: 'POST',
+    url: '/api/v1/bot/merchant/checkout',
+    headers: { ...bot.auth, ...headers },
+    payload: body,
+  });
+}
+
+export function poll(svc: TestService, bot: { auth: Record<string, string> }, confirmationId: string) {
+  return svc.app.inject({
+    url: `/api/v1/bot/merchant/checkout/status?confirmation_id=${encodeURIComponent(confirmationId)}`,
+    headers: bot.auth,
+  });
+}
+
+export async function wallet(svc: TestService, botId: string) {
+  const rows = await svc.ctx.db.query<{ available_cents: number; held_cents: number; status: string }>(
+    'SELECT available_cents, held_cents, status FROM wallets WHERE bot_id = $1',
+    [botId],
+  );
+  return rows[0]!;
+}
+
+/** The ledger sums per account equal the wallet projections, and every transaction balances. */
+export async function expectLedgerConsistent(svc: TestService, botId: string) {
+  const sums = await ledgerBalances(svc.ctx.db, botId);
+  const w = await wallet(svc, botId);
+  expect(sums.wallet_available).toBe(w.available_cents);
+  expect(sums.wallet_held).toBe(w.held_cents);
+  expect(sums.wallet_available + sums.wallet_held + sums.owner_funding + sums.merchant_settlement).toBe(0);
+  return { ...sums, ...w };
+}
+
+export async function counter(svc: TestService, scope: string, kind: string) {
+  const rows = await svc.ctx.db.query<{ spent_cents: number }>(
+    'SELECT coalesce(sum(spent_cents), 0)::bigint AS spent_cents FROM spend_counters WHERE scope = $1 AND window_kind = $2',
+    [scope, kind],
+  );
+  return Number(rows[0]?.spent_cents ?? 0);
+}
+
+export async function events(svc: TestService, botId: string, type?: string) {
+  const rows = await svc.ctx.db.query<{ type: string; body: string }>(
+    'SELECT type, body FROM events WHERE bot_id = $1 ORDER BY created_at, id',
+    [botId],
+  );
+  return rows
+    .filter((r) => type === undefined || r.type === type)
+    .map((r) => JSON.parse(r.body) as { event: string; data: Record<string, unknown> });
+}
