@@ -6,7 +6,7 @@ import {
   registerBot,
   type TestService,
 } from '../support/service.ts';
-import { placeHold } from '../../src/wallet/ledger.ts';
+import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { csrfIn, type FormClient, signIn } from './browserless.ts';
 
 // Every dashboard action through its form: the right change, the audit entry, friendly errors
@@ -249,13 +249,17 @@ describe('activity', () => {
 
 describe('pending approvals', () => {
   it('are counted on the overview and the bot page shows the held money', async () => {
-    // A held purchase as the checkout engine records it: a hold without capture or release.
-    await svc.ctx.db.transaction((tx) => placeHold(tx, bot.bot_id, 1_250, svc.clock.now(), 'chk_heldone'));
+    // A purchase held for approval, made by a bot through the checkout engine (a fresh bot: the
+    // first one's key was rotated above).
+    const buyer = await activeBot(svc, owner, { fundCents: 1000, body: { bot_name: 'Buyer' } });
+    const card = await setupCard(svc, owner, buyer.bot_id);
+    const held = await checkout(svc, buyer, purchase(card.real_profile_index, 250));
+    expect(held.statusCode, held.body).toBe(202);
     const overview = await client.get('/');
     expect(overview.body).toContain('1 purchase waiting for your decision.');
     expect(overview.body).toContain('1 approval');
-    const page = await client.get(botUrl);
+    const page = await client.get(`/bots/${buyer.bot_id}`);
     expect(page.body).toContain('1 purchase(s) are waiting for your approval.');
-    expect(page.body).toContain('$12.50');
+    expect(page.body).toContain('$2.50');
   });
 });
