@@ -13,11 +13,13 @@ import Fastify, {
 import { registerBotRoutes } from './bots/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
+import { registerMerchantRoutes } from './merchants/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
+import { registerTaskRoutes } from './tasks/routes.ts';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -143,6 +145,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerOwnerRoutes(app, ctx);
   await registerCardRoutes(app, ctx);
   await registerCheckoutRoutes(app, ctx);
+  await registerTaskRoutes(app, ctx);
+  await registerMerchantRoutes(app, ctx);
   return app;
 }
 
