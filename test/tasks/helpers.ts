@@ -27,17 +27,25 @@ export async function world(
 /** Turns off the card's decoy profiles, so a test sees only the tasks it schedules. */
 export async function disableDecoys(svc: TestService, owner: TestOwner, botId: string, card: TestCard) {
   for (let i = 1; i <= 6; i++) {
-    if (i !== card.real_profile_index) await putProfile(svc, owner, botId, card.card_id, i, { enabled: false });
+    if (i !== card.real_profile_index)
+      await putProfile(svc, owner, botId, card.card_id, i, { enabled: false });
   }
 }
 
-export const autoApprove = { approval_mode: 'auto_approve_under_threshold', approval_threshold_cents: 1_000_000 };
+export const autoApprove = {
+  approval_mode: 'auto_approve_under_threshold',
+  approval_threshold_cents: 1_000_000,
+};
 
 export async function tick(svc: TestService) {
   return runTasksOnce(svc.ctx);
 }
 
-export function scheduleBody(card: TestCard, extra: Record<string, unknown> = {}, ins: Record<string, unknown> = {}) {
+export function scheduleBody(
+  card: TestCard,
+  extra: Record<string, unknown> = {},
+  ins: Record<string, unknown> = {},
+) {
   return {
     cron: '0 * * * *',
     timezone: 'UTC',

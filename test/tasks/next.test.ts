@@ -45,12 +45,14 @@ function fromTask(task: { task_id?: string; instructions?: Record<string, unknow
 }
 
 async function snapshot(w: World) {
-  const c = await svc.ctx.db.query('SELECT count(*)::int AS n FROM checkout_confirmations WHERE bot_id = $1', [
-    w.bot.bot_id,
-  ]);
-  const t = await svc.ctx.db.query('SELECT id, status, confirmation_id FROM tasks WHERE bot_id = $1 ORDER BY id', [
-    w.bot.bot_id,
-  ]);
+  const c = await svc.ctx.db.query(
+    'SELECT count(*)::int AS n FROM checkout_confirmations WHERE bot_id = $1',
+    [w.bot.bot_id],
+  );
+  const t = await svc.ctx.db.query(
+    'SELECT id, status, confirmation_id FROM tasks WHERE bot_id = $1 ORDER BY id',
+    [w.bot.bot_id],
+  );
   return { confirmations: c, tasks: t, wallet: await wallet(svc, w.bot.bot_id) };
 }
 
@@ -173,27 +175,30 @@ describe('checkout with task_id', () => {
     ['amount_cents', (ins) => ({ amount_cents: (ins.amount_cents as number) + 1 })],
   ];
 
-  it.each(cases)('a different %s is 400 validation_error naming it, and changes nothing', async (field, change) => {
-    const { w, task } = await worldWithTask(autoApprove);
-    // Make every profile usable so only the task check can refuse the request.
-    for (let i = 1; i <= 6; i++) {
-      await svc.app.inject({
-        method: 'PUT',
-        url: `/api/v1/owner/bots/${w.bot.bot_id}/cards/${w.card.card_id}/profiles/${i}`,
-        headers: w.owner.auth,
-        payload: { enabled: true },
-      });
-    }
-    const before = await snapshot(w);
-    const res = await checkout(svc, w.bot, { ...fromTask(task), ...change(task.instructions) });
-    expect(res.statusCode, res.body).toBe(400);
-    const body = res.json();
-    expect(body.error).toBe('validation_error');
-    expect(body.field).toBe(field);
-    expect(body.message).toContain(field);
-    expect(body.mismatches.map((m: { field: string }) => m.field)).toEqual([field]);
-    expect(await snapshot(w)).toEqual(before);
-  });
+  it.each(cases)(
+    'a different %s is 400 validation_error naming it, and changes nothing',
+    async (field, change) => {
+      const { w, task } = await worldWithTask(autoApprove);
+      // Make every profile usable so only the task check can refuse the request.
+      for (let i = 1; i <= 6; i++) {
+        await svc.app.inject({
+          method: 'PUT',
+          url: `/api/v1/owner/bots/${w.bot.bot_id}/cards/${w.card.card_id}/profiles/${i}`,
+          headers: w.owner.auth,
+          payload: { enabled: true },
+        });
+      }
+      const before = await snapshot(w);
+      const res = await checkout(svc, w.bot, { ...fromTask(task), ...change(task.instructions) });
+      expect(res.statusCode, res.body).toBe(400);
+      const body = res.json();
+      expect(body.error).toBe('validation_error');
+      expect(body.field).toBe(field);
+      expect(body.message).toContain(field);
+      expect(body.mismatches.map((m: { field: string }) => m.field)).toEqual([field]);
+      expect(await snapshot(w)).toEqual(before);
+    },
+  );
 
   it("another card, another bot's task, an unknown task: 400 naming the field, nothing changes", async () => {
     const { w, task } = await worldWithTask(autoApprove);
@@ -230,7 +235,10 @@ describe('checkout with task_id', () => {
     const res = await checkout(svc, w.bot, fromTask(task));
     expect(res.statusCode, res.body).toBe(202);
     const confirmation = res.json().confirmation_id as string;
-    expect(await taskRow(svc, task.task_id)).toMatchObject({ status: 'in_checkout', confirmation_id: confirmation });
+    expect(await taskRow(svc, task.task_id)).toMatchObject({
+      status: 'in_checkout',
+      confirmation_id: confirmation,
+    });
     // Not handed out again while waiting, and a second checkout for it is refused.
     expect((await nextTask(svc, w.bot)).has_task).toBe(false);
     const twice = await checkout(svc, w.bot, fromTask(task));
