@@ -15,9 +15,27 @@ export interface World {
 /** An owner, a funded bot and an activated card (optionally patched). */
 export async function world(
   svc: TestService,
-  options: { fundCents?: number; patch?: Record<string, unknown>; decoys?: boolean } = {},
+  options: {
+    fundCents?: number;
+    patch?: Record<string, unknown>;
+    decoys?: boolean;
+    wideMaster?: boolean;
+  } = {},
 ): Promise<World> {
   const owner = await createOwner(svc);
+  if (options.wideMaster) {
+    const res = await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: owner.auth,
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 10_000_000,
+        monthly_budget_cents: 100_000_000,
+      },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+  }
   const bot = await activeBot(svc, owner, { fundCents: options.fundCents ?? 10_000 });
   const card = await setupCard(svc, owner, bot.bot_id, options.patch ?? {});
   if (options.decoys === false) await disableDecoys(svc, owner, bot.bot_id, card);
