@@ -22,6 +22,7 @@ import { createTestService, type TestService } from '../support/service.ts';
 import {
   autoApprove,
   HOUR,
+  html,
   MINUTE,
   nextTask,
   taskRow,
@@ -239,7 +240,7 @@ describe('decoy tasks through the checkout chain', () => {
     const page = await svc.app.inject({ url: url.pathname });
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain(`$${((task.instructions.amount_cents as number) / 100).toFixed(2)}`);
-    expect(page.body).toContain(task.instructions.item_name as string);
+    expect(page.body).toContain(html(task.instructions.item_name as string));
     expect(SHOPS.map((s) => s.name)).toContain(task.instructions.merchant_name);
   });
 });

@@ -127,3 +127,11 @@ export async function taskRows(svc: TestService, botId: string) {
 }
 
 export { patchCard };
+
+/** Text as the shop pages print it (HTML-escaped). */
+export function html(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+  );
+}
