@@ -217,29 +217,45 @@ export function decoyContent(
   profileIndexes: number[],
   weights: number[],
   history: RealPurchase[],
+  allowances: ReadonlyMap<number, number> = new Map(),
 ): DecoyContent {
   const profileIndex = pickWeighted(profileIndexes, weights);
   const sample = history.length > 0 ? history[randomInt(history.length)]! : null;
+  // Within the card's limits and a quarter of the decoy profile's allowance, so decoys are refused
+  // by guardrails no more often than the owner's own purchases are.
+  const allowance = allowances.get(profileIndex) ?? Number.POSITIVE_INFINITY;
+  const cap = Math.max(
+    1,
+    Math.min(Number(card.per_transaction_cents), Number(card.daily_cents), Math.floor(allowance / 4)),
+  );
+  const affordable = (s: Shop) => s.products.some((x) => x.priceCents <= cap);
+  // A shop of the sampled real purchase's category when one sells something affordable; else any
+  // shop that does (under its own category); else the cheapest item of all.
+  const matching = sample?.category ? shopsForCategory(sample.category).filter(affordable) : [];
   let shop: Shop;
   let category: string;
-  const matching = sample?.category ? shopsForCategory(sample.category) : [];
   if (matching.length > 0) {
     shop = matching[randomInt(matching.length)]!;
     category = sample!.category!.trim().toLowerCase();
   } else {
-    shop = SHOPS[randomInt(SHOPS.length)]!;
+    const candidates = SHOPS.filter(affordable);
+    shop =
+      candidates.length > 0
+        ? candidates[randomInt(candidates.length)]!
+        : [...SHOPS].sort(
+            (a, b) =>
+              Math.min(...a.products.map((x) => x.priceCents)) -
+              Math.min(...b.products.map((x) => x.priceCents)),
+          )[0]!;
     category = shop.categories[0]!;
   }
-  const cap = Math.max(1, Math.min(card.per_transaction_cents, card.daily_cents));
   // Aim at a real amount give or take a quarter; without history, anywhere up to the cap.
   const target = sample
     ? Math.round(Number(sample.amount_cents) * (0.75 + randomInt(51) / 100))
     : 100 + randomInt(Math.max(1, Math.min(cap, 5000)));
-  const affordable = shop.products.filter((x) => x.priceCents <= cap);
+  const within = shop.products.filter((x) => x.priceCents <= cap);
   const pool =
-    affordable.length > 0
-      ? affordable
-      : [...shop.products].sort((a, b) => a.priceCents - b.priceCents).slice(0, 1);
+    within.length > 0 ? within : [...shop.products].sort((a, b) => a.priceCents - b.priceCents).slice(0, 1);
   const sorted = [...pool].sort((a, b) => Math.abs(a.priceCents - target) - Math.abs(b.priceCents - target));
   // One of the two closest, so the same real amount does not always map to the same product.
   const product = sorted[randomInt(Math.min(2, sorted.length))]!;
@@ -267,13 +283,14 @@ async function insertDecoys(
   if (profiles.length === 0) return 0;
   const indexes = profiles.map((p) => p.profile_index);
   const weights = decoyProfileWeights(ctx, card.id, indexes);
+  const allowances = new Map(profiles.map((p) => [p.profile_index, Number(p.allowance_cents)]));
   const history = await tx.query<RealPurchase>(
     `SELECT created_at, amount_cents, category FROM checkout_confirmations
       WHERE card_id = $1 AND is_real AND created_at > $2 ORDER BY created_at DESC LIMIT 50`,
     [card.id, new Date(now - 30 * DAY_MS)],
   );
   for (const t of times) {
-    const c = decoyContent(ctx, card, indexes, weights, history);
+    const c = decoyContent(ctx, card, indexes, weights, history, allowances);
     const due = Math.ceil(t / DECOY_GRID_MS) * DECOY_GRID_MS;
     await tx.query(
       `INSERT INTO tasks (id, bot_id, card_id, is_decoy, due_at, profile_index, merchant_name, merchant_url,

@@ -4,6 +4,8 @@ import { SHOPS, shopsForCategory } from '../../src/merchants/catalog.ts';
 import {
   DECOY_DELAY_MAX_MS,
   DECOY_DELAY_MIN_MS,
+  decoyContent,
+  decoyProfileWeights,
   runTasksOnce,
   WARMUP_MS,
   WARMUP_SLOTS,
@@ -258,5 +260,48 @@ describe.runIf(isPostgres)('decoy planning with racing engine ticks (PostgreSQL)
     } finally {
       await svc.close();
     }
+  });
+});
+
+describe('decoy content', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService();
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  it('stays within default card limits and a quarter of the profile allowance, on the shops', () => {
+    const card = { id: 'card_aaaaaaaaaaaaaaaa', per_transaction_cents: 500, daily_cents: 1000 };
+    const indexes = [1, 2, 4, 5, 6];
+    const weights = decoyProfileWeights(svc.ctx, card.id, indexes);
+    expect([...weights].sort()).toEqual([1, 1, 6, 6, 6]);
+    const allowances = new Map(indexes.map((i) => [i, i === 6 ? 1200 : 5000]));
+    for (let n = 0; n < 500; n++) {
+      const c = decoyContent(svc.ctx, card, indexes, weights, [], allowances);
+      expect(indexes).toContain(c.profileIndex);
+      expect(c.amountCents).toBeLessThanOrEqual(c.profileIndex === 6 ? 300 : 500);
+      expect(c.shop.products.map((x) => x.priceCents)).toContain(c.amountCents);
+      expect(c.merchantUrl.startsWith(`${svc.ctx.config.decoyShopBaseUrl}/merchant/${c.shop.slug}/`)).toBe(
+        true,
+      );
+      expect(c.category).toBe(c.shop.categories[0]);
+    }
+  });
+
+  it("follows the real purchases' category and amounts when there is history", () => {
+    const card = { id: 'card_bbbbbbbbbbbbbbbb', per_transaction_cents: 100_000, daily_cents: 1_000_000 };
+    const history = [{ created_at: new Date(), amount_cents: 2500, category: 'Electronics' }];
+    const amounts: number[] = [];
+    for (let n = 0; n < 200; n++) {
+      const c = decoyContent(svc.ctx, card, [1, 2], [1, 1], history);
+      expect(c.category).toBe('electronics');
+      expect(shopsForCategory('electronics')).toContain(c.shop);
+      amounts.push(c.amountCents);
+    }
+    const mean = amounts.reduce((a, b) => a + b, 0) / amounts.length;
+    expect(mean).toBeGreaterThan(1500);
+    expect(mean).toBeLessThan(3500);
   });
 });
