@@ -69,7 +69,7 @@ const Schedule = Type.Object({
 });
 
 const BotParams = Type.Object({ bot_id: IdParam('bot') });
-const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('sch') });
+const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 
 export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<void> {
   app.post(

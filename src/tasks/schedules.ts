@@ -169,6 +169,15 @@ export async function createSchedule(
   const next = nextOccurrence(cron, now);
   if (next === null) throw invalid('cron', 'cron never fires at a future time.');
   const ins = body.instructions;
+  for (const [field, value] of Object.entries({ cron: body.cron, timezone: body.timezone, ...ins })) {
+    // PostgreSQL text cannot hold NUL; refuse it as bad input instead of failing on insert.
+    if (typeof value === 'string' && value.includes('\u0000')) {
+      throw invalid(
+        field === 'cron' || field === 'timezone' ? field : `instructions.${field}`,
+        `${field} contains a NUL character.`,
+      );
+    }
+  }
   validateUrl(ins.merchant_url);
   const category = ins.category?.trim() ? ins.category.trim() : DEFAULT_CATEGORY;
   for (const field of ['merchant_name', 'item_name'] as const) {
@@ -199,7 +208,7 @@ export async function createSchedule(
       amount_cents: ins.amount_cents,
       category,
     };
-    const id = newId('sch');
+    const id = newId('schedule');
     const rows = await tx.query<ScheduleRow>(
       `INSERT INTO task_schedules (id, bot_id, owner_id, card_id, cron, timezone, instructions, status,
          next_due_at, created_at, updated_at)

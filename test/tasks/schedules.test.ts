@@ -40,7 +40,7 @@ describe('POST /api/v1/owner/bots/{bot_id}/schedules', () => {
     );
     expect(res.statusCode, res.body).toBe(201);
     const body = res.json();
-    expect(body.schedule_id).toMatch(/^sch_[a-z2-7]{16}$/);
+    expect(body.schedule_id).toMatch(/^schedule_[a-z2-7]{16}$/);
     expect(body).toMatchObject({
       bot_id: w.bot.bot_id,
       cron: '30 9 * * 1-5',
@@ -110,6 +110,12 @@ describe('POST /api/v1/owner/bots/{bot_id}/schedules', () => {
       ],
       ['unknown field', (c) => ({ ...scheduleBody(c as never), surprise: 1 }), ''],
       ['no instructions', () => ({ cron: '0 * * * *', timezone: 'UTC' }), ''],
+      [
+        'NUL in item_name',
+        (c) => scheduleBody(c as never, {}, { item_name: 'a\u0000b' }),
+        'instructions.item_name',
+      ],
+      ['NUL in timezone', (c) => scheduleBody(c as never, { timezone: 'UTC\u0000' }), 'timezone'],
     ];
 
   it.each(invalid)('%s: 400 validation_error, nothing stored', async (_name, body, field) => {
@@ -208,7 +214,7 @@ describe('POST /api/v1/owner/bots/{bot_id}/schedules', () => {
     expect(crossed.statusCode).toBe(404);
     const unknown = await svc.app.inject({
       method: 'DELETE',
-      url: `${base}/sch_aaaaaaaaaaaaaaaa`,
+      url: `${base}/schedule_aaaaaaaaaaaaaaaa`,
       headers: w.owner.auth,
     });
     expect(unknown.statusCode).toBe(404);
