@@ -9,7 +9,7 @@ import { emitTaskAvailable, TASK_LIFETIME_MS } from './service.ts';
 
 // The task engine: one tick produces due scheduled tasks, plans decoys, releases planned decoys
 // whose time has come, and expires tasks nobody took up. It is leader-only: the whole tick runs in
-// one transaction behind pg_try_advisory_xact_lock, so of several instances exactly one works at a
+// one transaction behind pg_try_advisory_xact_lock (keyed by schema), so of several instances exactly one works at a
 // time; the others skip the tick. (Unique (schedule_id, due_at) and the locked pacing rows make a
 // duplicate impossible even without the lock.)
 //
@@ -43,9 +43,12 @@ export interface TickResult {
 /** One tick of the engine at ctx.clock.now(). Exposed for tests (with a FakeClock) and the job. */
 export async function runTasksOnce(ctx: AppContext): Promise<TickResult> {
   return ctx.db.transaction(async (tx) => {
-    const lock = await tx.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [
-      TASKS_LOCK,
-    ]);
+    // Keyed by schema too: advisory locks are per database, and services in different schemas of
+    // one database (tests, shared hosting) must not skip each other's ticks.
+    const lock = await tx.query<{ locked: boolean }>(
+      'SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema())) AS locked',
+      [TASKS_LOCK],
+    );
     if (!lock[0]?.locked) return { leader: false, scheduled: 0, planned: 0, released: 0, expired: 0 };
     const now = ctx.clock.now();
     const scheduled = await produceScheduledTasks(tx, now);
