@@ -119,9 +119,17 @@ interface RealPurchase {
 }
 
 async function planDecoys(ctx: AppContext, tx: Queryable, now: number): Promise<number> {
-  const cards = await tx.query<CardRow>(
-    `SELECT c.* FROM cards c JOIN bots b ON b.id = c.bot_id
+  // Only cards with something to do: no pacing row or warm-up yet, or real confirmations not yet
+  // answered (an index-only count per card), so an idle fleet costs one query per tick.
+  const cards = await tx.query<CardRow & { real_total: number }>(
+    `SELECT c.*, r.n AS real_total
+       FROM cards c
+       JOIN bots b ON b.id = c.bot_id
+       LEFT JOIN decoy_pacing p ON p.card_id = c.id
+       CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM checkout_confirmations x
+                            WHERE x.card_id = c.id AND x.is_real) r
       WHERE c.status = 'active' AND c.activated_at IS NOT NULL AND b.owner_id IS NOT NULL
+        AND (p.card_id IS NULL OR NOT p.warmup_planned OR r.n > p.real_seen_count)
       ORDER BY c.id`,
   );
   let planned = 0;
@@ -144,21 +152,16 @@ async function planDecoys(ctx: AppContext, tx: Queryable, now: number): Promise<
       }
       warmupPlanned = true;
     }
-    const total = Number(
-      (
-        await tx.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM checkout_confirmations WHERE card_id = $1 AND is_real',
-          [card.id],
-        )
-      )[0]?.n ?? 0,
-    );
-    const seen = Number(pacing.real_seen_count);
+    const total = Number(card.real_total);
+    let seen = Number(pacing.real_seen_count);
     if (total > seen) {
       const fresh = await tx.query<RealPurchase>(
         `SELECT created_at, amount_cents, category FROM checkout_confirmations
           WHERE card_id = $1 AND is_real ORDER BY created_at, id OFFSET $2`,
         [card.id, seen],
       );
+      // What this statement saw (possibly more than the count a moment ago) is what is answered.
+      seen += fresh.length;
       for (const r of fresh) {
         const at = new Date(r.created_at).getTime();
         // A purchase older than a day (the engine was down) gets no late decoys: no burst.
@@ -173,7 +176,7 @@ async function planDecoys(ctx: AppContext, tx: Queryable, now: number): Promise<
     if (times.length > 0) planned += await insertDecoys(ctx, tx, card, times, now);
     await tx.query(
       'UPDATE decoy_pacing SET warmup_planned = $2, real_seen_count = $3, updated_at = $4 WHERE card_id = $1',
-      [card.id, warmupPlanned, Math.max(total, seen), new Date(now)],
+      [card.id, warmupPlanned, seen, new Date(now)],
     );
   }
   return planned;
