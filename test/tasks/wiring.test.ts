@@ -7,7 +7,7 @@ import { createSchedule, scheduleBody, type World, world } from './helpers.ts';
 // job list, and the shared authentication checks (the same as test/foundation/auth.test.ts runs over
 // every route; these samples are the entries that table needs for the routes added here).
 
-export const TASK_AUTH_SAMPLES: Record<string, { body?: Record<string, unknown> }> = {
+const TASK_AUTH_SAMPLES: Record<string, { body?: Record<string, unknown> }> = {
   'POST /api/v1/bot/tasks/next': {},
   'POST /api/v1/owner/bots/{bot_id}/schedules': {
     body: {
