@@ -235,26 +235,21 @@ export function decoyContent(
     Math.min(Number(card.per_transaction_cents), Number(card.daily_cents), Math.floor(allowance / 4)),
   );
   const affordable = (s: Shop) => s.products.some((x) => x.priceCents <= cap);
-  // A shop of the sampled real purchase's category when one sells something affordable; else any
-  // shop that does (under its own category); else the cheapest item of all.
-  const matching = sample?.category ? shopsForCategory(sample.category).filter(affordable) : [];
-  let shop: Shop;
-  let category: string;
-  if (matching.length > 0) {
-    shop = matching[randomInt(matching.length)]!;
-    category = sample!.category!.trim().toLowerCase();
-  } else {
-    const candidates = SHOPS.filter(affordable);
-    shop =
-      candidates.length > 0
-        ? candidates[randomInt(candidates.length)]!
-        : [...SHOPS].sort(
-            (a, b) =>
-              Math.min(...a.products.map((x) => x.priceCents)) -
-              Math.min(...b.products.map((x) => x.priceCents)),
-          )[0]!;
-    category = shop.categories[0]!;
-  }
+  // The category is the sampled real purchase's, exactly as it was written (so the labels a bot sees
+  // on decoys are the labels of its real traffic); the shop is one selling in that category when one
+  // has something affordable, else any shop that does, else the one with the cheapest item.
+  const realCategory = sample?.category?.trim() ? sample.category.trim() : null;
+  const matching = realCategory ? shopsForCategory(realCategory).filter(affordable) : [];
+  const candidates = matching.length > 0 ? matching : SHOPS.filter(affordable);
+  const shop =
+    candidates.length > 0
+      ? candidates[randomInt(candidates.length)]!
+      : [...SHOPS].sort(
+          (a, b) =>
+            Math.min(...a.products.map((x) => x.priceCents)) -
+            Math.min(...b.products.map((x) => x.priceCents)),
+        )[0]!;
+  const category = realCategory ?? shop.categories[0]!;
   // Aim at a real amount give or take a quarter; without history, anywhere up to the cap.
   const target = sample
     ? Math.round(Number(sample.amount_cents) * (0.75 + randomInt(51) / 100))

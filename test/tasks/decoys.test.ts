@@ -133,7 +133,7 @@ describe('decoy pacing', () => {
       const due = new Date(t.due_at).getTime();
       expect(due).toBeGreaterThanOrEqual(created[0]! + DECOY_DELAY_MIN_MS);
       expect(due).toBeLessThanOrEqual(created.at(-1)! + DECOY_DELAY_MAX_MS + 5 * MINUTE);
-      expect(t.category).toBe('books');
+      expect(t.category).toBe('Books');
       expect(books).toContain(t.merchant_name);
       expect(Number(t.amount_cents)).toBeLessThanOrEqual(bigLimits.per_transaction_cents);
       expect(t.profile_index).not.toBe(w.card.real_profile_index);
@@ -290,13 +290,23 @@ describe('decoy content', () => {
     }
   });
 
+  it("keeps a real category no shop sells in, as written, on some shop's item", () => {
+    const card = { id: 'card_cccccccccccccccc', per_transaction_cents: 100_000, daily_cents: 1_000_000 };
+    const history = [{ created_at: new Date(), amount_cents: 2000, category: 'General Supplies' }];
+    for (let n = 0; n < 50; n++) {
+      const c = decoyContent(svc.ctx, card, [1, 2], [1, 1], history);
+      expect(c.category).toBe('General Supplies');
+      expect(SHOPS).toContain(c.shop);
+    }
+  });
+
   it("follows the real purchases' category and amounts when there is history", () => {
     const card = { id: 'card_bbbbbbbbbbbbbbbb', per_transaction_cents: 100_000, daily_cents: 1_000_000 };
     const history = [{ created_at: new Date(), amount_cents: 2500, category: 'Electronics' }];
     const amounts: number[] = [];
     for (let n = 0; n < 200; n++) {
       const c = decoyContent(svc.ctx, card, [1, 2], [1, 1], history);
-      expect(c.category).toBe('electronics');
+      expect(c.category).toBe('Electronics');
       expect(shopsForCategory('electronics')).toContain(c.shop);
       amounts.push(c.amountCents);
     }
