@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processDueConfirmations } from '../../src/checkout/decisions.ts';
 import { LEASE_MS, NO_TASK_MESSAGE, TASK_LIFETIME_MS } from '../../src/tasks/service.ts';
 import { checkout, events, expectLedgerConsistent, setupCard, wallet } from '../checkout/helpers.ts';
+import { isPostgres } from '../support/db.ts';
 import { createTestService, type TestService } from '../support/service.ts';
 import {
   autoApprove,
@@ -296,5 +297,18 @@ describe('checkout with task_id', () => {
     expect([a.statusCode, b.statusCode].sort()).toEqual([200, 400]);
     expect((await wallet(svc, w.bot.bot_id)).available_cents).toBe(10_000 - 350);
     await expectLedgerConsistent(svc, w.bot.bot_id);
+  });
+});
+
+describe.runIf(isPostgres)('next-task under concurrency (PostgreSQL)', () => {
+  it('many simultaneous calls from one bot all get the same task, leased once', async () => {
+    const { w, task } = await worldWithTask();
+    svc.clock.advance(LEASE_MS + MINUTE); // lease lapsed: the next calls race to lease it again
+    const leaseAt = svc.clock.now();
+    const answers = await Promise.all(Array.from({ length: 12 }, () => nextTask(svc, w.bot)));
+    expect(new Set(answers.map((a) => a.task_id))).toEqual(new Set([task.task_id]));
+    const row = await taskRow(svc, task.task_id);
+    expect(new Date(row.leased_until as Date).getTime()).toBe(leaseAt + LEASE_MS);
+    expect(new Date(row.handed_out_at as Date).getTime()).toBe(leaseAt);
   });
 });

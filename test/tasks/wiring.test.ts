@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_JOBS } from '../../src/jobs/index.ts';
-import { createTestService, type TestService } from '../support/service.ts';
+import { createTestService, type TestService, testConfig } from '../support/service.ts';
 import { createSchedule, scheduleBody, type World, world } from './helpers.ts';
 
 // Wiring of the tasks module: its routes in /openapi.json with the right security, its job in the
@@ -122,5 +122,20 @@ describe('tasks wiring', () => {
       expect(foreign.json().error).toBe('not_found');
     }
     expect(await snapshot()).toEqual(before);
+  });
+});
+
+describe('DECOY_SHOP_BASE_URL', () => {
+  it('defaults to BASE_URL, takes an http(s) URL without trailing slash, and names itself when wrong', () => {
+    expect(testConfig({ BASE_URL: 'https://pay.example.org/' }).decoyShopBaseUrl).toBe(
+      'https://pay.example.org',
+    );
+    expect(testConfig({ DECOY_SHOP_BASE_URL: 'https://shops.example.net/' }).decoyShopBaseUrl).toBe(
+      'https://shops.example.net',
+    );
+    expect(() => testConfig({ DECOY_SHOP_BASE_URL: 'ftp://shops.example.net' })).toThrow(
+      /DECOY_SHOP_BASE_URL/,
+    );
+    expect(() => testConfig({ DECOY_SHOP_BASE_URL: 'not a url' })).toThrow(/DECOY_SHOP_BASE_URL/);
   });
 });
