@@ -3,6 +3,7 @@ import type { App } from '../app.ts';
 import { BOT_SECURITY } from '../bots/routes.ts';
 import { OWNER_SECURITY } from '../owners/routes.ts';
 import type { AppContext } from '../platform/context.ts';
+import { ApiError } from '../platform/errors.ts';
 import { ErrorBody, IdParam } from '../platform/schemas.ts';
 import { changeSchedule, createSchedule, listSchedules } from './schedules.ts';
 import { nextTask } from './service.ts';
@@ -72,20 +73,21 @@ const BotParams = Type.Object({ bot_id: IdParam('bot') });
 const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 
 export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<void> {
-  app.post(
-    '/api/v1/bot/tasks/next',
-    {
-      schema: {
-        tags: ['bot'],
-        summary: 'The next purchase task (the one leased to you, else the oldest available)',
-        description:
-          'No request body. A task handed out stays leased to the bot for one hour and is returned again until a checkout with its task_id is approved or the lease lapses.',
-        security: BOT_SECURITY,
-        response: { 200: NextTaskResponse, 401: ErrorBody },
-      },
-    },
-    async (request) => nextTask(ctx, request.bot!.id),
-  );
+  // The next-task call has no body; a client that still declares JSON and sends nothing (curl -H
+  // 'Content-Type: application/json' -X POST) gets its task rather than a 400 for the empty body.
+  await app.register(async (scope: App) => {
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+      const text = String(body);
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(new ApiError('validation_error', 'The body is not valid JSON.'), undefined);
+      }
+    });
+    registerNextTask(scope, ctx);
+  });
 
   const tags = ['owner', 'schedules'];
   const security = OWNER_SECURITY;
@@ -155,5 +157,22 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
     },
     async (request) =>
       changeSchedule(ctx, request.owner!.id, request.params.bot_id, request.params.schedule_id, 'delete'),
+  );
+}
+
+function registerNextTask(app: App, ctx: AppContext): void {
+  app.post(
+    '/api/v1/bot/tasks/next',
+    {
+      schema: {
+        tags: ['bot'],
+        summary: 'The next purchase task (the one leased to you, else the oldest available)',
+        description:
+          'No request body. A task handed out stays leased to the bot for one hour and is returned again until a checkout with its task_id is approved or the lease lapses.',
+        security: BOT_SECURITY,
+        response: { 200: NextTaskResponse, 401: ErrorBody },
+      },
+    },
+    async (request) => nextTask(ctx, request.bot!.id),
   );
 }

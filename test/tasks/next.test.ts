@@ -65,6 +65,32 @@ describe('POST /api/v1/bot/tasks/next', () => {
     expect(res.json()).toEqual({ has_task: false, message: NO_TASK_MESSAGE });
   });
 
+  it('takes no body: an empty or JSON body declared as JSON is fine, malformed JSON is 400', async () => {
+    const w = await world(svc, { decoys: false });
+    const send = (payload: string | undefined, contentType?: string) =>
+      svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/bot/tasks/next',
+        headers: { ...w.bot.auth, ...(contentType ? { 'content-type': contentType } : {}) },
+        ...(payload === undefined ? {} : { payload }),
+      });
+    for (const [payload, type] of [
+      [undefined, undefined],
+      ['', 'application/json'],
+      ['{}', 'application/json'],
+      ['{"anything": 1}', 'application/json; charset=utf-8'],
+    ] as const) {
+      const res = await send(payload, type);
+      expect(res.statusCode, `${type} ${payload}`).toBe(200);
+      expect(res.json().has_task).toBe(false);
+    }
+    const bad = await send('{nope', 'application/json');
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error).toBe('validation_error');
+    const huge = await send(JSON.stringify({ pad: 'x'.repeat(1_100_000) }), 'application/json');
+    expect(huge.statusCode).toBe(413);
+  });
+
   it('needs the API key (401) and never shows another bot its tasks', async () => {
     const res = await svc.app.inject({ method: 'POST', url: '/api/v1/bot/tasks/next' });
     expect(res.statusCode).toBe(401);
