@@ -5,7 +5,7 @@ import { OWNER_SECURITY } from '../owners/routes.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import { ErrorBody, IdParam } from '../platform/schemas.ts';
-import { changeSchedule, createSchedule, listSchedules } from './schedules.ts';
+import { changeSchedule, createSchedule, listSchedules, listTasks } from './schedules.ts';
 import { nextTask } from './service.ts';
 
 const Instructions = Type.Object({
@@ -143,6 +143,24 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
         changeSchedule(ctx, request.owner!.id, request.params.bot_id, request.params.schedule_id, action),
     );
   }
+
+  app.get<{ Params: Static<typeof BotParams>; Querystring: { limit?: string } }>(
+    '/api/v1/owner/bots/:bot_id/tasks',
+    {
+      schema: {
+        tags,
+        security,
+        summary: "The bot's recent tasks (scheduled and decoy), newest first",
+        params: BotParams,
+        querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })) }),
+        response: { 200: Type.Object({}, { additionalProperties: true }), 400: ErrorBody, 404: ErrorBody },
+      },
+    },
+    async (request) => {
+      const raw = request.query.limit === undefined ? 50 : Number(request.query.limit);
+      return listTasks(ctx, request.owner!.id, request.params.bot_id, Math.min(Math.max(raw, 1), 200));
+    },
+  );
 
   app.delete<{ Params: Static<typeof ScheduleParams> }>(
     '/api/v1/owner/bots/:bot_id/schedules/:schedule_id',

@@ -5,6 +5,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
+import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 
 // Owner schedules: recurring real purchase tasks (DESIGN.md §5). The cron expression (5 fields or
@@ -48,6 +49,8 @@ export interface ScheduleRow {
 
 /** The category a task gets when the owner names none (tasks always carry one, SPEC §2.8). */
 export const DEFAULT_CATEGORY = 'general';
+/** Active and paused schedules a bot may have at once. */
+export const MAX_SCHEDULES_PER_BOT = 50;
 const NICKNAMES = new Set(['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@hourly']);
 
 const invalid = (field: string, message: string) => new ApiError('validation_error', message, { field });
@@ -186,6 +189,16 @@ export async function createSchedule(
   }
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
+    const existing = await tx.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM task_schedules WHERE bot_id = $1 AND status <> 'deleted'`,
+      [botId],
+    );
+    if (Number(existing[0]?.n ?? 0) >= MAX_SCHEDULES_PER_BOT) {
+      throw new ApiError(
+        'conflict',
+        `A bot can have at most ${MAX_SCHEDULES_PER_BOT} schedules; delete one first.`,
+      );
+    }
     const card = await resolveScheduleCard(tx, botId, ins.card_id);
     if (card.status === 'pending_activation') {
       throw new ApiError('card_not_active', 'Activate the card before scheduling purchases with it.');
@@ -284,4 +297,50 @@ export async function changeSchedule(
     });
     return presentSchedule(rows[0]!);
   });
+}
+
+/** Recent tasks of a bot for its owner (who knows which profile is real, so decoys are marked). */
+export async function listTasks(ctx: AppContext, ownerId: string, botId: string, limit: number) {
+  const bot = await maybeOne(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [botId, ownerId]);
+  if (!bot) throw new ApiError('not_found', 'Bot not found.');
+  const rows = await ctx.db.query<{
+    id: string;
+    card_id: string;
+    is_decoy: boolean;
+    schedule_id: string | null;
+    due_at: Date;
+    available_at: Date;
+    profile_index: number;
+    merchant_name: string;
+    merchant_url: string;
+    item_name: string;
+    amount_cents: number;
+    category: string;
+    status: string;
+    confirmation_id: string | null;
+    completed_at: Date | null;
+  }>(
+    `SELECT * FROM tasks WHERE bot_id = $1 AND status <> 'planned'
+      ORDER BY available_at DESC, id DESC LIMIT $2`,
+    [botId, limit],
+  );
+  return {
+    tasks: rows.map((t) => ({
+      task_id: t.id,
+      kind: t.is_decoy ? 'decoy' : 'scheduled',
+      schedule_id: t.schedule_id,
+      card_id: t.card_id,
+      profile_index: t.profile_index,
+      merchant_name: t.merchant_name,
+      merchant_url: t.merchant_url,
+      item_name: t.item_name,
+      amount_usd: centsToUsd(Number(t.amount_cents)),
+      category: t.category,
+      status: t.status,
+      confirmation_id: t.confirmation_id,
+      due_at: iso(t.due_at),
+      available_at: iso(t.available_at),
+      completed_at: t.completed_at ? iso(t.completed_at) : null,
+    })),
+  };
 }

@@ -335,6 +335,67 @@ describe('producing scheduled tasks', () => {
   });
 });
 
+describe('limits and the owner task list', () => {
+  it('a bot has at most 50 schedules (409 conflict beyond); deleting one makes room', async () => {
+    const w = await world(svc, { decoys: false });
+    const ids: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const res = await createSchedule(svc, w, scheduleBody(w.card, { cron: `${i % 60} 3 * * *` }));
+      expect(res.statusCode).toBe(201);
+      ids.push(res.json().schedule_id);
+    }
+    const over = await createSchedule(svc, w, scheduleBody(w.card));
+    expect(over.statusCode).toBe(409);
+    expect(over.json().error).toBe('conflict');
+    expect(await scheduleCount(w.bot.bot_id)).toBe(50);
+    await svc.app.inject({
+      method: 'DELETE',
+      url: `/api/v1/owner/bots/${w.bot.bot_id}/schedules/${ids[0]}`,
+      headers: w.owner.auth,
+    });
+    expect((await createSchedule(svc, w, scheduleBody(w.card))).statusCode).toBe(201);
+  });
+
+  it("lists the bot's tasks for its owner, newest first, decoys marked; 404 for another owner", async () => {
+    const w = await world(svc);
+    const s = (await createSchedule(svc, w, scheduleBody(w.card))).json();
+    await tick(svc); // plans the warm-up decoys
+    const decoyDue = Math.max(
+      ...(await taskRows(svc, w.bot.bot_id)).map((t) => new Date(t.due_at).getTime()),
+    );
+    svc.clock.set(Math.max(decoyDue, Date.parse(s.next_run_at)));
+    await tick(svc);
+    const res = await svc.app.inject({
+      url: `/api/v1/owner/bots/${w.bot.bot_id}/tasks`,
+      headers: w.owner.auth,
+    });
+    expect(res.statusCode).toBe(200);
+    const tasks = res.json().tasks as Array<Record<string, unknown>>;
+    expect(tasks.filter((t) => t.kind === 'decoy')).toHaveLength(4);
+    const scheduled = tasks.filter((t) => t.kind === 'scheduled');
+    expect(scheduled.length).toBeGreaterThanOrEqual(1);
+    expect(scheduled[0]).toMatchObject({ schedule_id: s.schedule_id, amount_usd: 3.5, status: 'available' });
+    const times = tasks.map((t) => Date.parse(t.available_at as string));
+    expect([...times].sort((a, b) => b - a)).toEqual(times);
+    const limited = await svc.app.inject({
+      url: `/api/v1/owner/bots/${w.bot.bot_id}/tasks?limit=2`,
+      headers: w.owner.auth,
+    });
+    expect(limited.json().tasks).toHaveLength(2);
+    const bad = await svc.app.inject({
+      url: `/api/v1/owner/bots/${w.bot.bot_id}/tasks?limit=abc`,
+      headers: w.owner.auth,
+    });
+    expect(bad.statusCode).toBe(400);
+    const intruder = await createOwner(svc);
+    const foreign = await svc.app.inject({
+      url: `/api/v1/owner/bots/${w.bot.bot_id}/tasks`,
+      headers: intruder.auth,
+    });
+    expect(foreign.statusCode).toBe(404);
+  });
+});
+
 describe('two instances on one database', () => {
   let database: TestDatabase;
   let a: TestService;

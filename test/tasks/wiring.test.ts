@@ -23,6 +23,7 @@ const TASK_AUTH_SAMPLES: Record<string, { body?: Record<string, unknown> }> = {
     },
   },
   'GET /api/v1/owner/bots/{bot_id}/schedules': {},
+  'GET /api/v1/owner/bots/{bot_id}/tasks': {},
   'POST /api/v1/owner/bots/{bot_id}/schedules/{schedule_id}/pause': {},
   'POST /api/v1/owner/bots/{bot_id}/schedules/{schedule_id}/resume': {},
   'DELETE /api/v1/owner/bots/{bot_id}/schedules/{schedule_id}': {},
