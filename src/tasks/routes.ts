@@ -150,7 +150,7 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
       schema: {
         tags,
         security,
-        summary: "The bot's recent tasks (scheduled and decoy), newest first",
+        summary: "The bot's recent tasks, newest first (owner view)",
         params: BotParams,
         querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })) }),
         response: { 200: Type.Object({}, { additionalProperties: true }), 400: ErrorBody, 404: ErrorBody },
