@@ -52,98 +52,46 @@ export async function postLedger(
   return id;
 }
 
+/** The money movements the service makes: each moves an amount from one account to another. */
+const MOVEMENTS = {
+  /** Owner adds money. */
+  funding: { from: 'owner_funding', to: 'wallet_available', description: 'Wallet funded by owner' },
+  /** Immediate purchase. */
+  purchase: { from: 'wallet_available', to: 'merchant_settlement', description: 'Purchase approved' },
+  /** Pending approval reserves the amount. */
+  hold: { from: 'wallet_available', to: 'wallet_held', description: 'Held for owner approval' },
+  /** Approval of a held purchase. */
+  capture: { from: 'wallet_held', to: 'merchant_settlement', description: 'Held purchase approved' },
+  /** Denial or expiry of a held purchase. */
+  release: { from: 'wallet_held', to: 'wallet_available', description: 'Hold released' },
+} as const satisfies Record<LedgerKind, { from: Account; to: Account; description: string }>;
+
+function move(kind: LedgerKind) {
+  const { from, to, description } = MOVEMENTS[kind];
+  return (tx: Queryable, botId: string, amountCents: number, at: number, reference: string) =>
+    postLedger(tx, {
+      botId,
+      kind,
+      reference,
+      description,
+      postings: [
+        { account: from, amountCents: -amountCents },
+        { account: to, amountCents },
+      ],
+      at,
+    });
+}
+
 /** Owner adds money: owner_funding → wallet_available. */
-export function fundWallet(tx: Queryable, botId: string, amountCents: number, at: number, reference: string) {
-  return postLedger(tx, {
-    botId,
-    kind: 'funding',
-    reference,
-    description: 'Wallet funded by owner',
-    postings: [
-      { account: 'owner_funding', amountCents: -amountCents },
-      { account: 'wallet_available', amountCents },
-    ],
-    at,
-  });
-}
-
+export const fundWallet = move('funding');
 /** Immediate purchase: wallet_available → merchant_settlement. */
-export function debitPurchase(
-  tx: Queryable,
-  botId: string,
-  amountCents: number,
-  at: number,
-  reference: string,
-) {
-  return postLedger(tx, {
-    botId,
-    kind: 'purchase',
-    reference,
-    description: 'Purchase approved',
-    postings: [
-      { account: 'wallet_available', amountCents: -amountCents },
-      { account: 'merchant_settlement', amountCents },
-    ],
-    at,
-  });
-}
-
+export const debitPurchase = move('purchase');
 /** Pending approval: wallet_available → wallet_held. */
-export function placeHold(tx: Queryable, botId: string, amountCents: number, at: number, reference: string) {
-  return postLedger(tx, {
-    botId,
-    kind: 'hold',
-    reference,
-    description: 'Held for owner approval',
-    postings: [
-      { account: 'wallet_available', amountCents: -amountCents },
-      { account: 'wallet_held', amountCents },
-    ],
-    at,
-  });
-}
-
+export const placeHold = move('hold');
 /** Approval of a held purchase: wallet_held → merchant_settlement. */
-export function captureHold(
-  tx: Queryable,
-  botId: string,
-  amountCents: number,
-  at: number,
-  reference: string,
-) {
-  return postLedger(tx, {
-    botId,
-    kind: 'capture',
-    reference,
-    description: 'Held purchase approved',
-    postings: [
-      { account: 'wallet_held', amountCents: -amountCents },
-      { account: 'merchant_settlement', amountCents },
-    ],
-    at,
-  });
-}
-
+export const captureHold = move('capture');
 /** Denial or expiry of a held purchase: wallet_held → wallet_available. */
-export function releaseHold(
-  tx: Queryable,
-  botId: string,
-  amountCents: number,
-  at: number,
-  reference: string,
-) {
-  return postLedger(tx, {
-    botId,
-    kind: 'release',
-    reference,
-    description: 'Hold released',
-    postings: [
-      { account: 'wallet_held', amountCents: -amountCents },
-      { account: 'wallet_available', amountCents },
-    ],
-    at,
-  });
-}
+export const releaseHold = move('release');
 
 /** Sum of a bot's entries per account, straight from the ledger (tests and `doctor` compare it with the projection). */
 export async function ledgerBalances(q: Queryable, botId: string): Promise<Record<Account, number>> {
