@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/platform/db/port.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
@@ -7,7 +8,7 @@ import {
   privatePostgresAvailability,
   startPrivatePostgres,
 } from '../support/privatePostgres.ts';
-import { freePort, type ServiceProcess, startServiceProcess } from '../support/process.ts';
+import { childEnv, freePort, type ServiceProcess, startServiceProcess } from '../support/process.ts';
 import { TEST_SECRET_KEY } from '../support/service.ts';
 import { Receiver } from '../webhooks/helpers.ts';
 import {
@@ -67,6 +68,25 @@ function load(n: number, task: (stream: number, i: number) => Promise<void>) {
     },
     networkErrors: () => networkErrors,
   };
+}
+
+/** Spawns `botpay serve` without waiting for it to be ready (it may be killed while booting). */
+function spawnService(env: Record<string, string>, port: number): ServiceProcess {
+  const child = spawn(process.execPath, ['bin/botpay.mjs', 'serve'], {
+    env: childEnv({ PORT: String(port), HOST: '127.0.0.1', ...env }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d) => {
+    out += String(d);
+  });
+  child.stderr?.on('data', (d) => {
+    out += String(d);
+  });
+  const exited = new Promise<number | string>((resolve) => {
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1));
+  });
+  return { child, port, url: `http://127.0.0.1:${port}`, output: () => out, exited };
 }
 
 /** Checks every answer the clients got against the database after the fact. */
@@ -337,25 +357,51 @@ describe.runIf(isPostgres)('a service instance SIGKILLed 20 times under load', (
       if (a.status === 202 && !decoy) held.push(String(a.body.confirmation_id));
     });
 
-    // The killer: a random moment after each start (the first requests, jobs and deliveries are
-    // in flight), SIGKILL, then start it again on the same port.
+    // The killer. Even rounds: wait until the victim is ready, then kill it a random moment later
+    // while it serves requests, runs jobs and sends deliveries. Odd rounds: kill it a random moment
+    // after spawning, whatever it is doing (booting, checking migrations, or already serving).
     const started = Date.now();
     let killedInFlight = 0;
+    let killedServing = 0;
+    victim.child.kill('SIGKILL');
+    await victim.exited;
     for (let k = 0; k < KILLS; k++) {
-      await sleep(150 + Math.floor(Math.random() * 900));
+      const current = spawnService({ ...env, ROLES: 'all' }, victimPort);
+      victim = current;
+      const isReady = async () => {
+        try {
+          return (await fetch(`${current.url}/readyz`)).status === 200;
+        } catch {
+          return false;
+        }
+      };
+      const deadline = Date.now() + (k % 2 === 0 ? 60_000 : 400 + Math.random() * 3000);
+      let ready = false;
+      while (Date.now() < deadline && current.child.exitCode === null) {
+        if (await isReady()) {
+          ready = true;
+          break;
+        }
+        await sleep(100);
+      }
+      if (k % 2 === 0) expect(ready, current.output()).toBe(true);
+      if (ready) {
+        await sleep(100 + Math.random() * 900);
+        killedServing++;
+      }
       const [inFlight] = await database.db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM webhook_deliveries WHERE lock_token IS NOT NULL AND status = 'pending'`,
       );
       if (inFlight!.n > 0) killedInFlight++;
-      victim.child.kill('SIGKILL');
-      expect(await victim.exited).toBe('SIGKILL');
-      victim = await startServiceProcess({ ...env, ROLES: 'all' }, victimPort);
+      current.child.kill('SIGKILL');
+      expect(await current.exited).toBe('SIGKILL');
     }
     const killMs = Date.now() - started;
     await sleep(500);
     await traffic.stop();
 
     expect(serverErrors).toEqual([]);
+    expect(killedServing).toBeGreaterThanOrEqual(KILLS / 2);
     const approved = outcomes.filter((o) => o.kind === 'checkout' && o.status === 200).length;
     const decided = outcomes.filter((o) => o.kind === 'decision' && o.status === 200).length;
     expect(approved).toBeGreaterThan(50);
@@ -379,7 +425,7 @@ describe.runIf(isPostgres)('a service instance SIGKILLed 20 times under load', (
     await expectLedgerBalanced(database.db);
     await expectOneMovementPerConfirmation(database.db);
     console.info(
-      `[faults b] ${KILLS} kills in ${killMs} ms (${killedInFlight} with deliveries in flight), ` +
+      `[faults b] ${KILLS} kills in ${killMs} ms (${killedServing} while serving, ${killedInFlight} with deliveries in flight), ` +
         `${outcomes.length} requests answered, ${traffic.networkErrors()} refused while down, ` +
         `${drained.events.length} events, ${receiver.requests.length} deliveries received`,
     );
