@@ -247,7 +247,11 @@ describe.runIf(isPostgres)('PostgreSQL restarted under load (a private cluster)'
       await cluster.start();
       let status = 0;
       const recoverDeadline = Date.now() + 30_000;
-      while ((status = await ready()) !== 200 && Date.now() < recoverDeadline) await sleep(100);
+      for (;;) {
+        status = await ready();
+        if (status === 200 || Date.now() > recoverDeadline) break;
+        await sleep(100);
+      }
       expect(status).toBe(200);
       const recoveredMs = Date.now() - downAt;
       const okAfter = ok;
