@@ -1,6 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { chown, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,8 +8,9 @@ import { freePort } from './process.ts';
 
 // A throw-away PostgreSQL cluster of this test's own (initdb in a temporary directory, its own
 // port, trust authentication on 127.0.0.1 only), for tests that must stop or restart PostgreSQL
-// without disturbing the shared server other test files and engineers use. Needs root (to run the
-// server binaries as the postgres user) and the PostgreSQL server package (initdb, pg_ctl).
+// without disturbing the shared server other test files and engineers use. Needs root or
+// passwordless sudo (to run the server binaries as the postgres user) and the PostgreSQL server
+// package (initdb, pg_ctl under /usr/lib/postgresql/<version>/bin, and a postgres user).
 
 const run = promisify(execFile);
 
@@ -26,7 +27,9 @@ export interface PrivatePostgres {
 /** The bin directory of the newest installed PostgreSQL server, or a reason it cannot be used. */
 export function privatePostgresAvailability(): { bin: string } | { reason: string } {
   if (process.platform !== 'linux') return { reason: 'needs Linux' };
-  if (process.getuid?.() !== 0) return { reason: 'needs root (to run initdb/pg_ctl as the postgres user)' };
+  if (asPostgresPrefix() === undefined)
+    return { reason: 'needs root or passwordless sudo (to run initdb/pg_ctl as the postgres user)' };
+  if (spawnSync('id', ['-u', 'postgres']).status !== 0) return { reason: 'there is no postgres user' };
   const base = '/usr/lib/postgresql';
   if (!existsSync(base)) return { reason: `${base} not found (install the PostgreSQL server package)` };
   const versions = readdirSync(base)
@@ -36,18 +39,29 @@ export function privatePostgresAvailability(): { bin: string } | { reason: strin
   return { bin: join(base, versions[0]!, 'bin') };
 }
 
+/** How to run a command as the postgres user: runuser as root, else passwordless sudo (CI runners). */
+function asPostgresPrefix(): string[] | undefined {
+  if (process.getuid?.() === 0) return ['runuser', '-u', 'postgres', '--'];
+  if (spawnSync('sudo', ['-n', 'true']).status === 0) return ['sudo', '-n', '-u', 'postgres', '--'];
+  return undefined;
+}
+
+/** Runs a command as root (directly, or through passwordless sudo). */
+function asRoot(command: string, args: string[]) {
+  return process.getuid?.() === 0
+    ? run(command, args, { timeout: 60_000 })
+    : run('sudo', ['-n', command, ...args], { timeout: 60_000 });
+}
+
 async function asPostgres(bin: string, tool: string, args: string[]): Promise<string> {
-  const { stdout, stderr } = await run('runuser', ['-u', 'postgres', '--', join(bin, tool), ...args], {
-    timeout: 60_000,
-  });
+  const [command, ...prefix] = asPostgresPrefix()!;
+  const { stdout, stderr } = await run(command!, [...prefix, join(bin, tool), ...args], { timeout: 60_000 });
   return stdout + stderr;
 }
 
 export async function startPrivatePostgres(bin: string): Promise<PrivatePostgres> {
   const dir = await mkdtemp(join(tmpdir(), 'botpay-pg-'));
-  const { stdout: ids } = await run('id', ['-u', 'postgres']);
-  const { stdout: gids } = await run('id', ['-g', 'postgres']);
-  await chown(dir, Number(ids.trim()), Number(gids.trim()));
+  await asRoot('chown', ['postgres:postgres', dir]);
   const data = join(dir, 'data');
   await asPostgres(bin, 'initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
   const port = await freePort();
@@ -73,7 +87,7 @@ export async function startPrivatePostgres(bin: string): Promise<PrivatePostgres
       if (destroyed) return;
       destroyed = true;
       await ctl(['-m', 'immediate', '-w', 'stop']).catch(() => {});
-      await rm(dir, { recursive: true, force: true });
+      await asRoot('rm', ['-rf', '--', dir]);
     },
   };
 }
