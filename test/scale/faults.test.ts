@@ -14,6 +14,7 @@ import { Receiver } from '../webhooks/helpers.ts';
 import {
   type Answer,
   call,
+  expectCountersMatchConfirmations,
   expectLedgerBalanced,
   expectOneMovementPerConfirmation,
   ownerToken,
@@ -271,6 +272,7 @@ describe.runIf(isPostgres)('PostgreSQL restarted under load (a private cluster)'
       expect(answeredBeforeStop).toBeGreaterThanOrEqual(60);
       await expectLedgerBalanced(db);
       await expectNothingAnsweredLost(db, outcomes);
+      await expectCountersMatchConfirmations(db);
       // The worker, its LISTEN connection and the jobs reconnected too: every event is delivered.
       const drained = await waitForDrain(db, () => receiver.requests, 45_000);
       expect(drained.missing).toEqual([]);
@@ -431,6 +433,7 @@ describe.runIf(isPostgres)('a service instance SIGKILLed 20 times under load', (
     // The invariants again, after the expiry job finished what was due during the kills.
     await expectLedgerBalanced(database.db);
     await expectOneMovementPerConfirmation(database.db);
+    await expectCountersMatchConfirmations(database.db);
     console.info(
       `[faults b] ${KILLS} kills in ${killMs} ms (${killedServing} while serving, ${killedInFlight} with deliveries in flight), ` +
         `${outcomes.length} requests answered, ${traffic.networkErrors()} refused while down, ` +

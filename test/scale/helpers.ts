@@ -239,3 +239,24 @@ export async function waitForDrain(
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+/**
+ * The cards' spend counters agree with the confirmations: for every card, the day counters sum to
+ * the real purchases that are approved or still held (denied and expired ones were given back).
+ */
+export async function expectCountersMatchConfirmations(db: Queryable): Promise<void> {
+  const rows = await db.query<{ card_id: string; counted: number; committed: number }>(
+    `SELECT k.id AS card_id,
+            coalesce((SELECT sum(s.spent_cents) FROM spend_counters s
+                       WHERE s.scope = 'card:' || k.id AND s.window_kind = 'day'), 0)::bigint AS counted,
+            coalesce((SELECT sum(c.amount_cents) FROM checkout_confirmations c
+                       WHERE c.card_id = k.id AND c.is_real AND c.status IN ('approved', 'pending')), 0)::bigint AS committed
+       FROM cards k`,
+  );
+  expect(rows.length).toBeGreaterThan(0);
+  for (const r of rows)
+    expect({ card: r.card_id, counted: Number(r.counted) }).toEqual({
+      card: r.card_id,
+      counted: Number(r.committed),
+    });
+}

@@ -6,6 +6,7 @@ import { Receiver } from '../webhooks/helpers.ts';
 import {
   type Answer,
   call,
+  expectCountersMatchConfirmations,
   expectLedgerBalanced,
   expectOneMovementPerConfirmation,
   ownerToken,
@@ -273,6 +274,7 @@ describe.runIf(isPostgres)('three instances on one PostgreSQL', () => {
 
     await expectLedgerBalanced(database.db);
     const statuses = await expectOneMovementPerConfirmation(database.db);
+    await expectCountersMatchConfirmations(database.db);
     // Every approved confirmation the bots were told about is approved in the ledger, exactly once.
     for (const { a } of limited.filter((r) => r.a.status === 200))
       expect(statuses.get(String(a.body.confirmation_id))).toBe('approved');
