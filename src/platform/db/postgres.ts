@@ -82,6 +82,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
   // Every pooled session asks botpay_notify() (migration 0001) to announce notifications as
   // NOTICEs instead of sending them inside the transaction; see sendDeferred.
   pool.on('connect', (client) => {
+    // pg-pool listens for errors only on idle clients: a checked-out client whose connection is
+    // terminated between two statements (PostgreSQL restarted) would emit an unhandled 'error' and
+    // crash the process. The next query on it fails instead, and the client is released as broken.
+    client.on('error', () => {});
     client.query('SET botpay.defer_notify = on').catch(() => {});
   });
 
