@@ -31,15 +31,27 @@ export interface PostgresOptions {
   max?: number;
 }
 
+/**
+ * Adds server settings to the connection string's `options` parameter (values in the URL win
+ * over the pool config's `options`, so both must go in one place).
+ */
+export function withServerOptions(connectionString: string, settings: string[]): string {
+  const url = new URL(connectionString);
+  const current = url.searchParams.get('options') ?? '';
+  url.searchParams.set('options', [current, ...settings.map((s) => `-c ${s}`)].filter(Boolean).join(' '));
+  return url.toString();
+}
+
 export async function openPostgres(options: PostgresOptions): Promise<Db> {
-  const searchPath = options.schema ? `-c search_path=${options.schema}` : undefined;
+  // Every session asks botpay_notify() (migration 0001) to announce notifications as NOTICEs
+  // instead of sending them inside the transaction; see sendDeferred.
+  const settings = ['botpay.defer_notify=on', ...(options.schema ? [`search_path=${options.schema}`] : [])];
   const config: pg.PoolConfig = {
-    connectionString: options.connectionString,
+    connectionString: withServerOptions(options.connectionString, settings),
     max: options.max ?? 20,
     types,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
-    ...(searchPath ? { options: searchPath } : {}),
   };
   const pool = new pg.Pool(config);
   // An idle client that loses its connection (PostgreSQL restarted) must not crash the process.
@@ -79,14 +91,11 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
 
   const commits = commitListeners();
 
-  // Every pooled session asks botpay_notify() (migration 0001) to announce notifications as
-  // NOTICEs instead of sending them inside the transaction; see sendDeferred.
   pool.on('connect', (client) => {
     // pg-pool listens for errors only on idle clients: a checked-out client whose connection is
     // terminated between two statements (PostgreSQL restarted) would emit an unhandled 'error' and
     // crash the process. The next query on it fails instead, and the client is released as broken.
     client.on('error', () => {});
-    client.query('SET botpay.defer_notify = on').catch(() => {});
   });
 
   /** Collects the notifications a statement or transaction announced on this client. */
