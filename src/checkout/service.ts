@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret } from '../cards/service.ts';
+import { notifyHeldPurchase } from '../dashboard/notifications.ts';
 import { EVENTS_CHANNEL, emitEvent } from '../events/outbox.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
@@ -38,6 +39,8 @@ export interface CheckoutRequest {
 export interface CheckoutResult {
   statusCode: 200 | 202;
   body: Record<string, unknown>;
+  /** Set (never stored or sent) when a real-profile purchase was held: the owner gets an e-mail. */
+  heldForOwner?: string;
 }
 
 export const APPROVED_MESSAGE =
@@ -108,6 +111,10 @@ export async function checkout(
   if (result.statusCode === 200 && !result.replayed) {
     // Wakes the delivery workers for the purchase.approved event, after commit (see checkout_attempt).
     ctx.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, botId]).catch(() => {});
+  }
+  if (result.statusCode === 202 && !result.replayed && result.heldForOwner) {
+    // After commit: the approval e-mail (best effort; the approvals inbox lists it regardless).
+    void notifyHeldPurchase(ctx, result.heldForOwner);
   }
   return { statusCode: result.statusCode, body: result.body };
 }
@@ -275,6 +282,8 @@ async function runChain(
         expires_at: iso(now + windowMs),
         message: PENDING_MESSAGE,
       },
+      // Decoy holds are decided by the service; only a real hold asks the owner.
+      ...(isReal ? { heldForOwner: id } : {}),
     };
   }
   const details = cardDetails(
