@@ -6,7 +6,7 @@ import {
   registerBot,
   type TestService,
 } from '../support/service.ts';
-import { placeHold } from '../../src/wallet/ledger.ts';
+import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { csrfIn, type FormClient, signIn } from './browserless.ts';
 
 // Every dashboard action through its form: the right change, the audit entry, friendly errors
@@ -249,12 +249,20 @@ describe('activity', () => {
 
 describe('pending approvals', () => {
   it('are counted on the overview and the bot page shows the held money', async () => {
-    // A held purchase as the checkout engine records it: a hold without capture or release.
-    await svc.ctx.db.transaction((tx) => placeHold(tx, bot.bot_id, 1_250, svc.clock.now(), 'chk_heldone'));
+    // A real held purchase: the bot checks out on its real profile of a card that asks for everything.
+    // (A second bot: the first one's API key was rotated above.)
+    const shopper = await activeBot(svc, owner, { fundCents: 5_000 });
+    const card = await setupCard(svc, owner, shopper.bot_id, {
+      per_transaction_cents: 2_000,
+      daily_cents: 5_000,
+    });
+    await svc.ctx.db.query('UPDATE owners SET master_per_transaction_cents = 2000 WHERE id = $1', [owner.id]);
+    const held = await checkout(svc, shopper, purchase(card.real_profile_index, 1_250));
+    expect(held.statusCode, held.body).toBe(202);
     const overview = await client.get('/');
     expect(overview.body).toContain('1 purchase waiting for your decision.');
     expect(overview.body).toContain('1 approval');
-    const page = await client.get(botUrl);
+    const page = await client.get(`/bots/${shopper.bot_id}`);
     expect(page.body).toContain('1 purchase(s) are waiting for your approval.');
     expect(page.body).toContain('$12.50');
   });
