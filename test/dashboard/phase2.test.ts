@@ -41,6 +41,7 @@ interface CardRow {
   approved_categories: string[];
   missing_position: number;
   real_profile_index: number;
+  [key: string]: unknown;
 }
 
 async function cardRow(cardId: string): Promise<CardRow> {
