@@ -69,6 +69,7 @@ details[open]>summary{margin-bottom:10px}
 .empty{text-align:center;padding:32px 16px}
 .approval-list,.delivery-list{list-style:none;margin:0;padding:0;display:grid;gap:12px}
 .approval .big{font-size:1.6rem}
+.countdown:empty{display:none}
 .approval .expired .countdown{background:var(--bad-bg);color:var(--bad)}
 .excerpt{white-space:pre-wrap;word-break:break-all;background:var(--bg);border-radius:8px;padding:10px;font-size:13px;max-height:240px;overflow:auto}
 .card-picture{max-width:420px;aspect-ratio:1.586;border-radius:16px;padding:18px;background:linear-gradient(135deg,#3b5bdb,#1d2433);color:#fff;display:flex;flex-direction:column;justify-content:space-between;box-shadow:0 6px 18px rgba(29,36,51,.25)}
