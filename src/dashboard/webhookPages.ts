@@ -51,7 +51,7 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
     const list = deliveries.length
       ? html`<ul class="delivery-list">${deliveries.map(
           (d) => html`<li class="card delivery stack" data-testid="delivery" data-delivery="${d.id}">
-  <div class="spread"><div><strong>${d.event}</strong> <code class="small">${d.event_id}</code></div>${pill(d.status)}</div>
+  <div class="spread"><div><strong>${d.event}</strong> <code class="small">${d.event_id}</code></div>${d.status === 'pending' && d.attempts > 0 ? pill('pending', 'retrying') : pill(d.status)}</div>
   <dl class="facts">
     <div><dt>Attempts</dt><dd>${d.attempts}</dd></div>
     <div><dt>Last attempt</dt><dd>${when(d.last_attempt_at)}</dd></div>
