@@ -2,7 +2,8 @@ import type { AppContext } from '../platform/context.ts';
 
 // Bot status and wallet check are read far more often than they change. Each instance keeps the
 // last answer per bot for at most config.statusCacheMs and drops it as soon as the database
-// announces a change (triggers notify_bot_state → channel botpay_bot_state, see 0001). Money
+// announces a change (triggers notify_bot_state → botpay_notify → channel botpay_bot_state
+// after commit, see 0001). Money
 // decisions never read this cache: checkouts decide on fresh rows inside their transaction.
 
 export const BOT_STATE_CHANNEL = 'botpay_bot_state';
@@ -46,7 +47,10 @@ export async function createBotStateCache(ctx: AppContext): Promise<BotStateCach
   let unlisten: (() => Promise<void>) | undefined;
   let stopLocal: (() => void) | undefined;
   if (ttl > 0) {
-    unlisten = await ctx.db.listen(BOT_STATE_CHANNEL, invalidate);
+    // Payloads of one notification are comma-joined keys (see the PostgreSQL driver).
+    unlisten = await ctx.db.listen(BOT_STATE_CHANNEL, (payload) => {
+      for (const key of payload.split(',')) invalidate(key);
+    });
     // A write committed by this process is visible to its next read at once (read your writes);
     // writes of other instances arrive through NOTIFY within milliseconds.
     stopLocal = ctx.db.onCommit(() => {

@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret } from '../cards/service.ts';
 import { notifyHeldPurchase } from '../dashboard/notifications.ts';
-import { EVENTS_CHANNEL, emitEvent } from '../events/outbox.ts';
+import { emitEvent } from '../events/outbox.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -108,10 +108,6 @@ export async function checkout(
     if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
     return { ...fresh, replayed: false };
   });
-  if (result.statusCode === 200 && !result.replayed) {
-    // Wakes the delivery workers for the purchase.approved event, after commit (see checkout_attempt).
-    ctx.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, botId]).catch(() => {});
-  }
   if (result.statusCode === 202 && !result.replayed && result.heldForOwner) {
     // After commit: the approval e-mail (best effort; the approvals inbox lists it regardless).
     void notifyHeldPurchase(ctx, result.heldForOwner);

@@ -43,7 +43,6 @@ export async function emitEvent(
     body,
     new Date(event.at),
   ]);
-  // Delivered at commit to every instance listening (LISTEN/NOTIFY): wakes the delivery worker.
-  await tx.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, event.botId]);
+  // The insert trigger events_wake (0001) notifies EVENTS_CHANNEL after commit: wakes the workers.
   return { id, body };
 }

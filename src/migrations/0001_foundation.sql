@@ -214,9 +214,22 @@ CREATE TABLE cards (
 );
 CREATE INDEX cards_bot_idx ON cards (bot_id);
 
--- Every change that shows in a bot's status or wallet check announces itself on the channel
--- botpay_bot_state ('bot:<id>' or 'owner:<id>'), delivered at commit to every instance, which
--- drops its cached copy. PostgreSQL folds identical notifications of one transaction into one.
+-- Notifications without serialising commits. PostgreSQL makes every transaction that NOTIFYs
+-- take a global lock through its commit, which caps write throughput. So inside transactions the
+-- service only announces what to notify: botpay_notify() raises a NOTICE the PostgreSQL driver
+-- collects, and the driver sends the NOTIFYs after COMMIT (src/platform/db/postgres.ts). Sessions
+-- that do not ask for that (PGlite, psql) get a plain pg_notify at commit.
+CREATE FUNCTION botpay_notify(channel text, payload text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('botpay.defer_notify', true) = 'on' THEN
+    RAISE NOTICE 'botpay-notify %|%', channel, payload;
+  ELSE
+    PERFORM pg_notify(channel, payload);
+  END IF;
+END $$;
+
+-- Every change that shows in a bot's status or wallet check is announced on botpay_bot_state
+-- ('bot:<id>' or 'owner:<id>'); every instance drops its cached copy (src/bots/stateCache.ts).
 CREATE FUNCTION notify_bot_state() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   r record;
@@ -229,7 +242,7 @@ BEGIN
   ELSE key := 'bot:' || r.bot_id;
   END IF;
   IF key LIKE 'bot:%' OR key LIKE 'owner:%' THEN
-    PERFORM pg_notify('botpay_bot_state', key);
+    PERFORM botpay_notify('botpay_bot_state', key);
   END IF;
   RETURN NULL;
 END $$;
@@ -240,3 +253,12 @@ CREATE TRIGGER rails_state AFTER INSERT OR UPDATE OR DELETE ON rails FOR EACH RO
 CREATE TRIGGER cards_state AFTER INSERT OR UPDATE OR DELETE ON cards FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
 CREATE TRIGGER events_state AFTER INSERT OR UPDATE OR DELETE ON events FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
 CREATE TRIGGER spend_counters_state AFTER INSERT OR UPDATE ON spend_counters FOR EACH ROW EXECUTE FUNCTION notify_bot_state();
+
+-- A new event wakes the delivery workers of every instance (channel botpay_events), whichever
+-- code path inserted it.
+CREATE FUNCTION notify_new_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM botpay_notify('botpay_events', NEW.bot_id);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER events_wake AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION notify_new_event();

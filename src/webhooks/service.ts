@@ -162,8 +162,8 @@ export async function retryDelivery(ctx: AppContext, ownerId: string, deliveryId
       details: { delivery_id: deliveryId, previous_status: current.status },
       at: now,
     });
-    // Wakes the delivery workers of every instance at commit.
-    await tx.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, current.bot_id]);
+    // Wakes the delivery workers of every instance, after commit (botpay_notify, migration 0001).
+    await tx.query('SELECT botpay_notify($1, $2)', [EVENTS_CHANNEL, current.bot_id]);
     return updated!;
   });
   return { delivery: present(row) };

@@ -249,21 +249,17 @@ describe('activity', () => {
 
 describe('pending approvals', () => {
   it('are counted on the overview and the bot page shows the held money', async () => {
-    // A real held purchase: the bot checks out on its real profile of a card that asks for everything.
-    // (A second bot: the first one's API key was rotated above.)
-    const shopper = await activeBot(svc, owner, { fundCents: 5_000 });
-    const card = await setupCard(svc, owner, shopper.bot_id, {
-      per_transaction_cents: 2_000,
-      daily_cents: 5_000,
-    });
-    await svc.ctx.db.query('UPDATE owners SET master_per_transaction_cents = 2000 WHERE id = $1', [owner.id]);
-    const held = await checkout(svc, shopper, purchase(card.real_profile_index, 1_250));
+    // A purchase held for approval, made by a bot through the checkout engine (a fresh bot: the
+    // first one's key was rotated above).
+    const buyer = await activeBot(svc, owner, { fundCents: 1000, body: { bot_name: 'Buyer' } });
+    const card = await setupCard(svc, owner, buyer.bot_id);
+    const held = await checkout(svc, buyer, purchase(card.real_profile_index, 250));
     expect(held.statusCode, held.body).toBe(202);
     const overview = await client.get('/');
     expect(overview.body).toContain('1 purchase waiting for your decision.');
     expect(overview.body).toContain('1 approval');
-    const page = await client.get(`/bots/${shopper.bot_id}`);
+    const page = await client.get(`/bots/${buyer.bot_id}`);
     expect(page.body).toContain('1 purchase(s) are waiting for your approval.');
-    expect(page.body).toContain('$12.50');
+    expect(page.body).toContain('$2.50');
   });
 });

@@ -4,6 +4,40 @@
 
 /** Request and response types of every bot endpoint, keyed by "METHOD /path". */
 export interface BotOperations {
+  'GET /api/v1/bot/merchant/checkout/status': {
+    query: {
+      confirmation_id: string;
+    };
+    responses: {
+      200: {
+        confirmation_id: string;
+        status: 'pending' | 'approved' | 'denied' | 'expired';
+        amount_usd: number;
+        merchant_name: string;
+        item_name: string;
+        message: string;
+        missing_digits?: string;
+        expiry_month?: string;
+        expiry_year?: string;
+        expires_at?: string;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      404: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
   'GET /api/v1/bot/messages': {
     query: {
       limit?: string;
@@ -88,6 +122,77 @@ export interface BotOperations {
       401: {
         error: string;
         message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'POST /api/v1/bot/merchant/checkout': {
+    body: {
+      profile_index: number;
+      merchant_name: string;
+      merchant_url: string;
+      item_name: string;
+      amount_cents: number;
+      category?: string;
+      task_id?: string;
+      card_id?: string;
+    };
+    responses: {
+      200: {
+        approved: true;
+        missing_digits: string;
+        expiry_month: string;
+        expiry_year: string;
+        confirmation_id: string;
+        profile_index: number;
+        merchant_name: string;
+        amount_usd: number;
+        message: string;
+      };
+      202: {
+        approved: false;
+        status: 'pending_confirmation';
+        confirmation_id: string;
+        profile_index: number;
+        merchant_name: string;
+        amount_usd: number;
+        expires_at: string;
+        message: string;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      402: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      403: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      404: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      409: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      429: {
+        error: 'rate_limited';
+        message: string;
+        retry_after_seconds: number;
         [key: string]: unknown;
       };
     };

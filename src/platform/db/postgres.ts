@@ -17,6 +17,13 @@ const types = {
   },
 };
 
+const DEFERRED_PREFIX = 'botpay-notify ';
+
+function isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' ? /^(08|57P)/.test(code) || code === 'ECONNRESET' : true;
+}
+
 export interface PostgresOptions {
   connectionString: string;
   /** Schema to use (tests isolate themselves in a schema of their own). */
@@ -72,16 +79,84 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
 
   const commits = commitListeners();
 
+  // Every pooled session asks botpay_notify() (migration 0001) to announce notifications as
+  // NOTICEs instead of sending them inside the transaction; see sendDeferred.
+  pool.on('connect', (client) => {
+    client.query('SET botpay.defer_notify = on').catch(() => {});
+  });
+
+  /** Collects the notifications a statement or transaction announced on this client. */
+  function collect(client: pg.PoolClient): { stop(): Map<string, Set<string>> } {
+    const pending = new Map<string, Set<string>>();
+    const onNotice = (notice: { message?: string }) => {
+      const text = notice.message ?? '';
+      if (!text.startsWith(DEFERRED_PREFIX)) return;
+      const sep = text.indexOf('|', DEFERRED_PREFIX.length);
+      if (sep < 0) return;
+      const channel = text.slice(DEFERRED_PREFIX.length, sep);
+      let set = pending.get(channel);
+      if (!set) {
+        set = new Set();
+        pending.set(channel, set);
+      }
+      set.add(text.slice(sep + 1));
+    };
+    client.on('notice', onNotice);
+    return {
+      stop() {
+        client.off('notice', onNotice);
+        return pending;
+      },
+    };
+  }
+
+  // Sent after COMMIT, outside any write transaction: PostgreSQL serialises the commits of
+  // transactions that NOTIFY, so notifying from inside would cap write throughput. Payloads of
+  // one channel are joined with commas (listeners split them). Best effort: a lost notification
+  // only delays a wake-up until the next poll, or a cache entry until its TTL.
+  function sendDeferred(pending: Map<string, Set<string>>): void {
+    for (const [channel, payloads] of pending) {
+      let batch = '';
+      const flush = () => {
+        if (batch) pool.query('SELECT pg_notify($1, $2)', [channel, batch]).catch(() => {});
+        batch = '';
+      };
+      for (const payload of payloads) {
+        if (batch.length + payload.length + 1 > 7000) flush();
+        batch = batch ? `${batch},${payload}` : payload;
+      }
+      flush();
+    }
+  }
+
+  /** A statement outside a transaction that may write: run on its own client to catch notices. */
+  async function autocommit<T extends Row>(sql: string, params?: readonly unknown[]): Promise<T[]> {
+    const client = await pool.connect();
+    const notices = collect(client);
+    let broken = false;
+    try {
+      const result = await client.query(sql, params as unknown[] | undefined);
+      commits.fire();
+      sendDeferred(notices.stop());
+      return result.rows as T[];
+    } catch (error) {
+      notices.stop();
+      broken = isConnectionError(error);
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
   const db: Db = {
     kind: 'postgres',
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
+      if (!isReadOnlyStatement(sql)) return autocommit<T>(sql, params);
       const result = await pool.query(sql, params as unknown[] | undefined);
-      if (!isReadOnlyStatement(sql)) commits.fire();
       return result.rows as T[];
     },
     async exec(sql: string) {
-      await pool.query(sql);
-      commits.fire();
+      await autocommit(sql);
     },
     onCommit: commits.add,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
@@ -97,14 +172,17 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
             await client.query(sql);
           },
         };
+        const notices = collect(client);
         let broken = false;
         try {
           await client.query('BEGIN');
           const value = await fn(tx);
           await client.query('COMMIT');
           commits.fire();
+          sendDeferred(notices.stop());
           return value;
         } catch (error) {
+          notices.stop();
           try {
             await client.query('ROLLBACK');
           } catch {
