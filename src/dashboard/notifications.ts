@@ -94,3 +94,34 @@ export async function notifyHeldPurchase(ctx: AppContext, confirmationId: string
     ctx.logger.error({ err, confirmation_id: confirmationId }, 'approval e-mail failed');
   }
 }
+
+/**
+ * Mails the owner when a purchase took the bot's wallet below the low-balance mark (the
+ * wallet.balance_low event, once per crossing). After commit, best effort, never throws.
+ */
+export async function notifyBalanceLow(ctx: AppContext, botId: string): Promise<void> {
+  try {
+    const row = await maybeOne<{ email: string; bot_name: string; available_cents: number }>(
+      ctx.db,
+      `SELECT o.email, b.name AS bot_name, w.available_cents
+         FROM bots b JOIN owners o ON o.id = b.owner_id JOIN wallets w ON w.bot_id = b.id
+        WHERE b.id = $1`,
+      [botId],
+    );
+    if (!row) return;
+    const page = new URL(`/bots/${botId}`, ctx.config.baseUrl).toString();
+    const balance = dollars(Number(row.available_cents));
+    await ctx.mailer.send({
+      to: row.email,
+      subject: `${row.bot_name}'s wallet is low: ${balance} left`,
+      text: [
+        `The wallet of ${row.bot_name} has ${balance} available after its latest purchase.`,
+        'Purchases that do not fit the balance are refused.',
+        '',
+        `Add funds on the bot's page: ${page}`,
+      ].join('\n'),
+    });
+  } catch (err) {
+    ctx.logger.error({ err, bot_id: botId }, 'low-balance e-mail failed');
+  }
+}

@@ -441,6 +441,39 @@ async function cardThroughWizardFor() {
   malloryConfirmation = await heldPurchase(malloryBot, real, 'Mallory item');
 }
 
+describe('low-balance e-mail', () => {
+  it('mails the owner once when a real purchase takes the wallet below $5, never for a decoy', async () => {
+    const low = await activeBot(svc, aliceOwner, { fundCents: 600, body: { bot_name: 'Low Bot' } });
+    const card = await cardThroughWizard(alice, low.bot_id);
+    const real = (await cardRow(card)).real_profile_index;
+    const before = svc.mailer.sent.length;
+    const lowMails = () =>
+      svc.mailer.sent.slice(before).filter((m) => m.subject.startsWith("Low Bot's wallet is low"));
+    await heldPurchase(low, real === 1 ? 2 : 1, 'Decoy spend');
+    await heldPurchase(low, real === 1 ? 2 : 1, 'Decoy spend 2');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(lowMails()).toHaveLength(0);
+    await heldPurchase(low, real, 'Real spend');
+    await vi.waitFor(() => expect(lowMails()).toHaveLength(1), { timeout: 5000, interval: 20 });
+    expect(lowMails()[0]!).toMatchObject({
+      to: 'alice2@example.com',
+      subject: "Low Bot's wallet is low: $3.50 left",
+    });
+    expect(lowMails()[0]!.text).toContain(`/bots/${low.bot_id}`);
+    // Already below: no second mail for the next purchase.
+    await heldPurchase(low, real, 'Real spend 2');
+    await mailAbout(
+      (
+        await svc.ctx.db.query<{ id: string }>(
+          "SELECT id FROM checkout_confirmations WHERE item_name = 'Real spend 2'",
+        )
+      )[0]!.id,
+      'alice2@example.com',
+    );
+    expect(lowMails()).toHaveLength(1);
+  });
+});
+
 describe('webhook delivery log', () => {
   it('lists deliveries with their fields and retries one', async () => {
     const page = await alice.get(`/bots/${bot.bot_id}/webhooks`);
