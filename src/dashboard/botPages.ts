@@ -61,7 +61,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     <div><dt>Balance</dt><dd>${usd(b.wallet.balance_usd)}</dd></div>
     <div><dt>On hold</dt><dd>${usd(b.wallet.held_usd)}</dd></div>
     <div><dt>Webhook</dt><dd>${webhookHealth(b.webhook)}</dd></div>
-    <div><dt>Waiting for you</dt><dd>${b.pending_approvals > 0 ? pill('pending', `${b.pending_approvals} approval${b.pending_approvals === 1 ? '' : 's'}`) : html`<span class="muted">nothing</span>`}</dd></div>
+    <div><dt>Waiting for you</dt><dd>${b.pending_approvals > 0 ? html`<a href="/approvals">${pill('pending', `${b.pending_approvals} approval${b.pending_approvals === 1 ? '' : 's'}`)}</a>` : html`<span class="muted">nothing</span>`}</dd></div>
   </dl></li>`,
         )}</ul>`
       : html`<div class="card empty stack"><h2>No bots yet</h2>
@@ -120,7 +120,7 @@ ${options.top ?? ''}
       bot.webhook.callback_url
         ? html`<code>${bot.webhook.callback_url}</code>`
         : html`the managed tunnel <code>${bot.webhook.tunnel_hostname ?? ''}</code>`
-    }. ${bot.pending_approvals > 0 ? `${bot.pending_approvals} purchase(s) are waiting for your approval.` : ''}</p></div>
+    }. ${bot.pending_approvals > 0 ? html`<a href="/approvals">${bot.pending_approvals} purchase(s) are waiting for your approval.</a>` : ''}</p></div>
 
 <div class="grid two">
 <section class="card stack" aria-labelledby="fund-h"><h2 id="fund-h">Add funds</h2>
