@@ -299,6 +299,10 @@ describe('approvals inbox and e-mail', () => {
     expect(inbox.body).not.toContain(decoy);
     expect(inbox.body).toContain('Shopper &lt;b&gt;');
     expect(inbox.body).toMatch(/data-left="(8\d\d|900)"/);
+    // Without JavaScript the absolute expiry time is shown (UTC).
+    expect(inbox.body).toMatch(
+      /data-left="\d+">Expires <time datetime="[^"]+">\d+ \w{3} \d{4}, \d\d:\d\d UTC<\/time>/,
+    );
     expect(inbox.body).toContain('<script src="/assets/countdown.js" defer></script>');
     const js = await alice.get('/assets/countdown.js');
     expect(js.statusCode).toBe(200);
@@ -431,6 +435,10 @@ describe('approvals inbox and e-mail', () => {
     expect(res.statusCode).toBe(409);
     expect(res.body).toContain('time to decide ran out');
     expect(await confirmationStatus(id)).toBe('expired');
+    const after = await alice.get('/approvals');
+    expect(after.body).toMatch(
+      new RegExp(`data-testid="decided" data-confirmation="${id}">.*Expired \\(not decided in time\\)`),
+    );
   });
 });
 
