@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { request as undiciRequest } from 'undici';
+import { saveResults } from './lib.ts';
 
 // Requests per second and p99 through the managed tunnel (autocannon → relay in the service →
 // WebSocket → `botpay tunnel` → local receiver) as a ratio to the same requests sent straight to
@@ -124,6 +125,28 @@ async function main(): Promise<void> {
       `throughput ratio   : ${ratio.toFixed(2)} (goal ≥ 0.30) ${ratio >= 0.3 ? 'OK' : 'BELOW GOAL'}; p99 ratio ${(tunnel.p99 / Math.max(1, direct.p99)).toFixed(1)}`,
     );
     console.log(`client log lines : ${logged}`);
+    await saveResults('tunnel', [
+      {
+        benchmark: 'tunnel',
+        database: '-',
+        metric: `requests/s through the tunnel (${connections} conn)`,
+        value: tunnel.rps,
+        baseline: 'requests/s direct to the receiver',
+        baselineValue: direct.rps,
+        ratio,
+        goal: '≥ 0.3',
+      },
+      {
+        benchmark: 'tunnel',
+        database: '-',
+        metric: 'p99 ms through the tunnel',
+        value: tunnel.p99,
+        baseline: 'p99 ms direct',
+        baselineValue: direct.p99,
+        ratio: tunnel.p99 / Math.max(1, direct.p99),
+        goal: '-',
+      },
+    ]);
     if (tunnel.errors > 0 || tunnel.non2xx > 0) process.exitCode = 1;
   } finally {
     for (const child of children.reverse()) await stop(child);

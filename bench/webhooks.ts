@@ -8,6 +8,7 @@ import { createSecretBox, randomHex, sha256Hex } from '../src/platform/crypto.ts
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { newId, randomBase32 } from '../src/platform/ids.ts';
+import { saveResults } from './lib.ts';
 
 // Webhook delivery benchmark on PostgreSQL (issue 4).
 //
@@ -292,6 +293,28 @@ async function main(): Promise<void> {
     console.log(
       `receiver saw ${final.count - 2000 - 3 * BACKLOG} webhook requests for ${BACKLOG + total} events; ${dups!.n} deliveries not delivered`,
     );
+    await saveResults('webhooks', [
+      {
+        benchmark: 'webhooks',
+        database: 'postgres',
+        metric: 'deliveries/s to a loopback receiver (backlog)',
+        value: deliveryRate,
+        baseline: 'bare undici POST loop req/s',
+        baselineValue: baselineRate,
+        ratio: deliveryRate / baselineRate,
+        goal: '≥ 0.5',
+      },
+      {
+        benchmark: 'webhooks',
+        database: 'postgres',
+        metric: `commit-to-receipt p99 ms at ${RATE} events/s`,
+        value: p99,
+        baseline: 'commit-to-receipt p50 ms',
+        baselineValue: p50,
+        ratio: p99 / Math.max(0.001, p50),
+        goal: 'p99 ≤ 250 ms',
+      },
+    ]);
     console.log(
       JSON.stringify({
         benchmark: 'webhooks',

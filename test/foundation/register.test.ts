@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/platform/crypto.ts';
+import { isPostgres } from '../support/db.ts';
 import { createOwner, createTestService, nextIp, registerBot, type TestService } from '../support/service.ts';
 
 async function countRows(svc: TestService) {
@@ -298,6 +299,19 @@ describe('POST /api/v1/bots/register', () => {
     svc.clock.advance(3000_000);
     expect((await post({ ...valid, bot_name: 'rl-5' }, ip)).statusCode).toBe(201);
   });
+
+  it.runIf(isPostgres)(
+    'holds under concurrency: 20 parallel registrations from one address, exactly 3 succeed',
+    async () => {
+      const ip = nextIp();
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => post({ ...valid, bot_name: `race-${i}` }, ip)),
+      );
+      const codes = results.map((r) => r.statusCode).sort();
+      expect(codes.filter((c) => c === 201)).toHaveLength(3);
+      expect(codes.filter((c) => c === 429)).toHaveLength(17);
+    },
+  );
 
   it('does not count rejected registrations against the limit', async () => {
     const ip = nextIp();
