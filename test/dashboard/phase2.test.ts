@@ -323,6 +323,31 @@ describe('approvals inbox and e-mail', () => {
     expect(await auditActions(bot.bot_id)).toContain('purchase.approved');
   });
 
+  it('an idempotent replay of a held checkout sends no second e-mail', async () => {
+    const send = () =>
+      svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/bot/merchant/checkout',
+        headers: { ...bot.auth, 'idempotency-key': 'replay-mail-1' },
+        payload: {
+          profile_index: realIndex,
+          merchant_name: 'Acme Books',
+          merchant_url: 'https://acme.example/books/1',
+          item_name: 'Replayed',
+          amount_cents: 100,
+        },
+      });
+    const first = await send();
+    expect(first.statusCode).toBe(202);
+    const id = first.json().confirmation_id as string;
+    await mailAbout(id, 'alice2@example.com');
+    const again = await send();
+    expect(again.json().confirmation_id).toBe(id);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(svc.mailer.sent.filter((m) => m.text.includes(id))).toHaveLength(1);
+    await alice.submit('/approvals', `/approvals/${id}/deny`);
+  });
+
   it('denies from the inbox and releases the hold', async () => {
     const id = await heldPurchase(bot, realIndex, 'To deny');
     const held = await svc.ctx.db.query<{ held_cents: number }>(
