@@ -14,12 +14,14 @@ import { registerBotRoutes } from './bots/routes.ts';
 import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
+import { registerMerchantRoutes } from './merchants/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
+import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
 
 export type App = FastifyInstance<
@@ -163,6 +165,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerWebhookRoutes(app, ctx);
   await registerCardRoutes(app, ctx);
   await registerCheckoutRoutes(app, ctx);
+  await registerTaskRoutes(app, ctx);
+  await registerMerchantRoutes(app, ctx);
   return app;
 }
 

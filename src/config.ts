@@ -8,6 +8,8 @@ export interface Config {
   port: number;
   host: string;
   baseUrl: string;
+  /** Where the service's own shops (/merchant/<slug>) are reached from outside; decoy tasks link there. */
+  decoyShopBaseUrl: string;
   dataDir: string;
   databaseUrl: string | undefined;
   tunnelDomain: string;
@@ -86,6 +88,11 @@ export function parseConfig(env: Env = process.env): Config {
     'http:',
     'https:',
   ]).replace(/\/+$/, '');
+  const decoyShopRaw = read(env, 'DECOY_SHOP_BASE_URL');
+  const decoyShopBaseUrl =
+    decoyShopRaw === undefined
+      ? baseUrl
+      : url('DECOY_SHOP_BASE_URL', decoyShopRaw, ['http:', 'https:']).replace(/\/+$/, '');
   const databaseUrl = read(env, 'DATABASE_URL');
   if (databaseUrl !== undefined) url('DATABASE_URL', databaseUrl, ['postgres:', 'postgresql:']);
 
@@ -142,6 +149,7 @@ export function parseConfig(env: Env = process.env): Config {
     port,
     host,
     baseUrl,
+    decoyShopBaseUrl,
     dataDir: read(env, 'DATA_DIR') ?? './data',
     databaseUrl,
     tunnelDomain,

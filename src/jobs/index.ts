@@ -1,5 +1,6 @@
 import { checkoutDecisions } from '../checkout/job.ts';
 import { pruneSignInRecords } from '../dashboard/sessions.ts';
+import { tasksEngine } from '../tasks/job.ts';
 import { webhookDeliveryJob } from '../webhooks/job.ts';
 import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
 
@@ -13,4 +14,5 @@ export const ALL_JOBS: readonly BackgroundJob[] = [
   pruneSignIns,
   webhookDeliveryJob,
   checkoutDecisions,
+  tasksEngine,
 ];

@@ -54,6 +54,25 @@ const SAMPLES: Record<string, Sample> = {
     body: { missing_digits: '123', expiry_month: '12', expiry_year: '2030' },
   },
   'GET /api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles-file': {},
+  'POST /api/v1/bot/tasks/next': {},
+  'POST /api/v1/owner/bots/{bot_id}/schedules': {
+    body: {
+      cron: '0 * * * *',
+      timezone: 'UTC',
+      instructions: {
+        profile_index: 1,
+        merchant_name: 'Shop',
+        merchant_url: 'https://shop.example.com/item',
+        item_name: 'Item',
+        amount_cents: 100,
+      },
+    },
+  },
+  'GET /api/v1/owner/bots/{bot_id}/schedules': {},
+  'GET /api/v1/owner/bots/{bot_id}/tasks': {},
+  'POST /api/v1/owner/bots/{bot_id}/schedules/{schedule_id}/pause': {},
+  'POST /api/v1/owner/bots/{bot_id}/schedules/{schedule_id}/resume': {},
+  'DELETE /api/v1/owner/bots/{bot_id}/schedules/{schedule_id}': {},
   'PUT /api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles/{profile_index}': {
     body: { allowance_cents: 100, allowance_window: 'week' },
   },

@@ -218,6 +218,30 @@ export interface BotOperations {
       };
     };
   };
+  'POST /api/v1/bot/tasks/next': {
+    responses: {
+      200: {
+        has_task: boolean;
+        task_type?: 'purchase';
+        task_id?: string;
+        instructions?: {
+          profile_index: number;
+          merchant_name: string;
+          merchant_url: string;
+          item_name: string;
+          amount_cents: number;
+          category: string;
+          card_id?: string;
+        };
+        message: string;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
   'POST /api/v1/bots/register': {
     body: {
       bot_name: string;
