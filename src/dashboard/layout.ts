@@ -26,6 +26,7 @@ export const BOT_TABS: Array<{ key: string; path: string; label: string }> = [
   { key: 'overview', path: '', label: 'Overview' },
   { key: 'cards', path: '/cards', label: 'Cards' },
   { key: 'webhooks', path: '/webhooks', label: 'Webhook log' },
+  { key: 'schedules', path: '/schedules', label: 'Schedules' },
 ];
 
 /** The bot's tab bar with `current` marked. */

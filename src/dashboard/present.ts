@@ -46,6 +46,10 @@ const AUDIT_WORDS: Record<string, string> = {
   'purchase.approved': 'Approved a purchase',
   'purchase.denied': 'Denied a purchase',
   'webhook_delivery.retried': 'Retried a webhook delivery',
+  'schedule.created': 'Created a schedule',
+  'schedule.paused': 'Paused a schedule',
+  'schedule.resumed': 'Resumed a schedule',
+  'schedule.deleted': 'Deleted a schedule',
 };
 
 export function auditWords(action: string): string {

@@ -11,6 +11,7 @@ import { registerBotPages } from './botPages.ts';
 import { registerCardPages } from './cardPages.ts';
 import { messagePage } from './layout.ts';
 import { registerOwnerPages } from './ownerPages.ts';
+import { registerSchedulePages } from './schedulePages.ts';
 import {
   csrfMatches,
   type DashboardSession,
@@ -180,6 +181,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerCardPages(scoped, ctx);
     registerApprovalPages(scoped, ctx);
     registerWebhookPages(scoped, ctx);
+    registerSchedulePages(scoped, ctx);
   });
 }
 

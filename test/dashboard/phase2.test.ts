@@ -547,6 +547,98 @@ describe('webhook delivery log', () => {
   });
 });
 
+describe('schedules', () => {
+  let scheduleId: string;
+  const form = () => ({
+    item_name: 'Coffee beans',
+    amount_usd: '3.50',
+    merchant_name: 'Corner Shop',
+    merchant_url: 'https://shop.example/coffee',
+    cron: '0 9 * * 1',
+    timezone: 'Europe/Berlin',
+    card_id: cardId,
+    profile_index: String(realIndex),
+    category: 'groceries',
+  });
+
+  it('creates a schedule from the form; bad input is a message and changes nothing', async () => {
+    const url = `/bots/${bot.bot_id}/schedules`;
+    const count = async () =>
+      (
+        await svc.ctx.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM task_schedules WHERE bot_id = $1',
+          [bot.bot_id],
+        )
+      )[0]!.n;
+    for (const [bad, text] of [
+      [{ cron: 'every tuesday' }, 'cron'],
+      [{ timezone: 'Mars/Olympus' }, 'time'],
+      [{ amount_usd: '1.999' }, 'amount'],
+      [{ merchant_url: 'ftp://x' }, 'merchant_url'],
+      [{ profile_index: '9' }, 'profile'],
+    ] as const) {
+      const res = await alice.submit(url, url, { ...form(), ...bad });
+      expect(res.statusCode, JSON.stringify(bad)).toBe(400);
+      expect(res.body.toLowerCase()).toContain(text.toLowerCase());
+      expect(res.body).toContain('flash bad');
+    }
+    expect(await count()).toBe(0);
+    const ok = await alice.submit(url, url, form());
+    expect(ok.statusCode, ok.body).toBe(303);
+    const page = await alice.get(`${url}?notice=created`);
+    scheduleId = /data-schedule="(schedule_[a-z2-7]+)"/.exec(page.body)![1]!;
+    expect(page.body).toContain('Coffee beans');
+    expect(page.body).toContain('Europe/Berlin');
+    expect(page.body).toContain('Schedule created');
+    const api = await svc.app.inject({
+      url: `/api/v1/owner/bots/${bot.bot_id}/schedules`,
+      headers: aliceOwner.auth,
+    });
+    expect(api.json().schedules[0]).toMatchObject({
+      schedule_id: scheduleId,
+      cron: '0 9 * * 1',
+      timezone: 'Europe/Berlin',
+      status: 'active',
+      instructions: { card_id: cardId, profile_index: realIndex, amount_cents: 350, category: 'groceries' },
+    });
+  });
+
+  it('pauses, resumes and deletes it (audit log)', async () => {
+    const url = `/bots/${bot.bot_id}/schedules`;
+    const status = async () =>
+      (
+        await svc.ctx.db.query<{ status: string }>('SELECT status FROM task_schedules WHERE id = $1', [
+          scheduleId,
+        ])
+      )[0]!.status;
+    expect((await alice.submit(url, `${url}/${scheduleId}/pause`)).statusCode).toBe(303);
+    expect(await status()).toBe('paused');
+    expect((await alice.submit(url, `${url}/${scheduleId}/resume`)).statusCode).toBe(303);
+    expect(await status()).toBe('active');
+    // Mallory cannot touch it.
+    const token = csrfIn((await mallory.get('/')).body, '/signout');
+    for (const action of ['pause', 'delete']) {
+      expect((await mallory.post(`${url}/${scheduleId}/${action}`, { _csrf: token })).statusCode).toBe(404);
+      expect(
+        (await mallory.post(`/bots/${malloryBot.bot_id}/schedules/${scheduleId}/${action}`, { _csrf: token }))
+          .statusCode,
+      ).toBe(404);
+    }
+    expect((await mallory.get(url)).statusCode).toBe(404);
+    expect((await mallory.post(url, { ...form(), _csrf: token })).statusCode).toBe(404);
+    // CSRF.
+    expect((await alice.post(`${url}/${scheduleId}/delete`, {})).statusCode).toBe(403);
+    expect((await alice.post(url, form())).statusCode).toBe(403);
+    expect(await status()).toBe('active');
+    expect((await alice.submit(url, `${url}/${scheduleId}/delete`)).statusCode).toBe(303);
+    expect(await status()).toBe('deleted');
+    expect((await alice.get(url)).body).not.toContain(scheduleId);
+    expect(await auditActions(bot.bot_id)).toEqual(
+      expect.arrayContaining(['schedule.created', 'schedule.paused', 'schedule.resumed', 'schedule.deleted']),
+    );
+  });
+});
+
 describe('security of the new pages', () => {
   let aliceDelivery: string;
   let aliceConfirmation: string;
