@@ -32,7 +32,7 @@ h2{font-size:1.15rem;margin:0 0 12px}
 .big{font-size:1.8rem;font-weight:700}
 label{display:block;font-weight:600;margin-bottom:4px}
 .hint{display:block;font-weight:400;color:var(--muted);font-size:14px}
-input[type=text],input[type=email],input[type=number],input:not([type]),select{width:100%;max-width:420px;padding:10px 12px;border:1px solid #c5cbd6;border-radius:8px;font:inherit;background:#fff}
+input[type=text],input[type=email],input[type=number],input[type=url],input:not([type]),select{width:100%;max-width:420px;padding:10px 12px;border:1px solid #c5cbd6;border-radius:8px;font:inherit;background:#fff}
 input:focus,select:focus,button:focus,a:focus{outline:3px solid #91a7ff;outline-offset:1px}
 .field{margin-bottom:12px}
 .inline-form{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-end}

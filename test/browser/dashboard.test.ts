@@ -531,8 +531,29 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     }
     await shoot('29-webhook-delivered');
 
+    // A weekly schedule for the real profile, then paused.
+    await page.getByRole('link', { name: 'Schedules' }).click();
+    await arrive(`${base}/bots/${bot.bot_id}/schedules`);
+    await page.getByLabel('Item').fill('Coffee beans');
+    await page.getByLabel('Amount, $').fill('3.50');
+    await page.getByLabel('Merchant', { exact: true }).fill('Corner Shop');
+    await page.getByLabel('Merchant web address').fill('https://shop.example/coffee');
+    await page.getByLabel('When (cron)').fill('0 9 * * 1');
+    await page.getByLabel('Time zone').fill('Europe/Berlin');
+    await page.getByRole('button', { name: 'Create schedule' }).click();
+    await arrive(/notice=created/);
+    const schedule = page.getByTestId('schedule').first();
+    await expect(schedule.getByText('0 9 * * 1').isVisible()).resolves.toBe(true);
+    await schedule.getByRole('button', { name: 'Pause' }).click();
+    await arrive(/notice=pause/);
+    await expect(
+      page.getByTestId('schedule').first().getByRole('button', { name: 'Resume' }).isVisible(),
+    ).resolves.toBe(true);
+    await shoot('30-schedules');
+
     await page.goto(`${base}/bots/${bot.bot_id}`);
     for (const words of [
+      'Created a schedule',
       'Activated a card',
       'Approved a purchase',
       'Denied a purchase',
