@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret } from '../cards/service.ts';
+import { notifyBalanceLow, notifyHeldPurchase } from '../dashboard/notifications.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
@@ -38,6 +39,10 @@ export interface CheckoutRequest {
 export interface CheckoutResult {
   statusCode: 200 | 202;
   body: Record<string, unknown>;
+  /** Set (never stored or sent) when a real-profile purchase was held: the owner gets an e-mail. */
+  heldForOwner?: string;
+  /** Set (never stored or sent) when this purchase took the wallet below LOW_BALANCE_CENTS. */
+  balanceLow?: boolean;
 }
 
 export const APPROVED_MESSAGE =
@@ -105,6 +110,11 @@ export async function checkout(
     if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
     return { ...fresh, replayed: false };
   });
+  if (result.statusCode === 202 && !result.replayed && result.heldForOwner) {
+    // After commit: the approval e-mail (best effort; the approvals inbox lists it regardless).
+    void notifyHeldPurchase(ctx, result.heldForOwner);
+  }
+  if (!result.replayed && result.balanceLow) void notifyBalanceLow(ctx, botId);
   return { statusCode: result.statusCode, body: result.body };
 }
 
@@ -229,9 +239,9 @@ async function runChain(
   if (!r.ok) throw attemptError(r);
   const held = r.held!;
   const isReal = r.is_real!;
-  if (isReal) {
-    await emitBalanceLowIfCrossed(tx, botId, r.available_before!, r.available_before! - amount, now);
-  }
+  const balanceLow =
+    isReal &&
+    (await emitBalanceLowIfCrossed(tx, botId, r.available_before!, r.available_before! - amount, now));
   if (req.task_id !== undefined) {
     // Inside the transaction: the tasks work can refuse (throw) and everything rolls back.
     await checkTaskForCheckout(tx, {
@@ -271,6 +281,9 @@ async function runChain(
         expires_at: iso(now + windowMs),
         message: PENDING_MESSAGE,
       },
+      // Decoy holds are decided by the service; only a real hold asks the owner.
+      ...(isReal ? { heldForOwner: id } : {}),
+      ...(balanceLow ? { balanceLow } : {}),
     };
   }
   const details = cardDetails(
@@ -294,6 +307,7 @@ async function runChain(
       ...common,
       message: APPROVED_MESSAGE,
     },
+    ...(balanceLow ? { balanceLow } : {}),
   };
 }
 
@@ -304,7 +318,7 @@ export async function emitBalanceLowIfCrossed(
   beforeCents: number,
   afterCents: number,
   at: number,
-): Promise<void> {
+): Promise<boolean> {
   if (beforeCents >= LOW_BALANCE_CENTS && afterCents < LOW_BALANCE_CENTS) {
     await emitEvent(tx, {
       botId,
@@ -316,7 +330,9 @@ export async function emitBalanceLowIfCrossed(
       },
       at,
     });
+    return true;
   }
+  return false;
 }
 
 function purchaseData(c: PurchaseEventInput, type: PurchaseEventType) {

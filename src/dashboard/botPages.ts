@@ -16,7 +16,7 @@ import {
 import type { AppContext } from '../platform/context.ts';
 import { IdParam } from '../platform/schemas.ts';
 import { html, type SafeHtml } from './html.ts';
-import { BOT_TABS, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
+import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
 import { guardrailsForm } from './ownerPages.ts';
 import { auditTable, NOTICES, parseUsdToCents } from './present.ts';
 
@@ -61,7 +61,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     <div><dt>Balance</dt><dd>${usd(b.wallet.balance_usd)}</dd></div>
     <div><dt>On hold</dt><dd>${usd(b.wallet.held_usd)}</dd></div>
     <div><dt>Webhook</dt><dd>${webhookHealth(b.webhook)}</dd></div>
-    <div><dt>Waiting for you</dt><dd>${b.pending_approvals > 0 ? pill('pending', `${b.pending_approvals} approval${b.pending_approvals === 1 ? '' : 's'}`) : html`<span class="muted">nothing</span>`}</dd></div>
+    <div><dt>Waiting for you</dt><dd>${b.pending_approvals > 0 ? html`<a href="/approvals">${pill('pending', `${b.pending_approvals} approval${b.pending_approvals === 1 ? '' : 's'}`)}</a>` : html`<span class="muted">nothing</span>`}</dd></div>
   </dl></li>`,
         )}</ul>`
       : html`<div class="card empty stack"><h2>No bots yet</h2>
@@ -108,10 +108,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
 <p class="small"><a href="/">← All bots</a></p>
 <div class="spread"><h1>${bot.bot_name}</h1>${pill(frozen ? 'frozen' : bot.status)}</div>
 <p class="lead">${bot.description ?? ''} <code class="small">${bot.bot_id}</code></p>
-<ul class="subnav">${BOT_TABS.map(
-      (t) =>
-        html`<li><a href="${base}${t.path}"${t.key === 'overview' ? html` aria-current="page"` : ''}>${t.label}</a></li>`,
-    )}</ul>
+${botTabs(bot.bot_id, 'overview')}
 ${options.top ?? ''}
 <div class="card"><dl class="facts">
   <div><dt>Balance</dt><dd class="big" data-testid="balance">${usd(bot.wallet.balance_usd)}</dd></div>
@@ -123,7 +120,7 @@ ${options.top ?? ''}
       bot.webhook.callback_url
         ? html`<code>${bot.webhook.callback_url}</code>`
         : html`the managed tunnel <code>${bot.webhook.tunnel_hostname ?? ''}</code>`
-    }. ${bot.pending_approvals > 0 ? `${bot.pending_approvals} purchase(s) are waiting for your approval.` : ''}</p></div>
+    }. ${bot.pending_approvals > 0 ? html`<a href="/approvals">${bot.pending_approvals} purchase(s) are waiting for your approval.</a>` : ''}</p></div>
 
 <div class="grid two">
 <section class="card stack" aria-labelledby="fund-h"><h2 id="fund-h">Add funds</h2>
@@ -172,7 +169,7 @@ ${options.top ?? ''}
     }</div>
 </section>
 
-<section class="card stack" aria-labelledby="cards-h"><h2 id="cards-h">Cards</h2>${
+<section class="card stack" aria-labelledby="cards-h"><div class="spread"><h2 id="cards-h">Cards</h2><a href="${base}/cards">${bot.cards.length ? 'Manage cards' : 'Add a card'} →</a></div>${
       bot.cards.length
         ? html`<div class="table-wrap"><table><thead><tr><th>Card</th><th>Status</th><th class="num">Per purchase</th><th class="num">Day</th><th class="num">Month</th><th>Approval</th></tr></thead><tbody>${bot.cards.map(
             (c) =>

@@ -15,6 +15,7 @@ export interface NavItem {
  */
 export const MAIN_NAV: NavItem[] = [
   { key: 'bots', href: '/', label: 'Bots' },
+  { key: 'approvals', href: '/approvals', label: 'Approvals' },
   { key: 'pairing', href: '/pairing', label: 'Pairing codes' },
   { key: 'guardrails', href: '/guardrails', label: 'Guardrails' },
   { key: 'activity', href: '/activity', label: 'Activity' },
@@ -23,7 +24,18 @@ export const MAIN_NAV: NavItem[] = [
 /** Tabs of a bot's pages: `/bots/<id><path>`. Cards, webhook log and schedules slot in here. */
 export const BOT_TABS: Array<{ key: string; path: string; label: string }> = [
   { key: 'overview', path: '', label: 'Overview' },
+  { key: 'cards', path: '/cards', label: 'Cards' },
+  { key: 'webhooks', path: '/webhooks', label: 'Webhook log' },
+  { key: 'schedules', path: '/schedules', label: 'Schedules' },
 ];
+
+/** The bot's tab bar with `current` marked. */
+export function botTabs(botId: string, current: string): SafeHtml {
+  return html`<ul class="subnav">${BOT_TABS.map(
+    (t) =>
+      html`<li><a href="/bots/${botId}${t.path}"${t.key === current ? html` aria-current="page"` : ''}>${t.label}</a></li>`,
+  )}</ul>`;
+}
 
 export interface PageOptions {
   title: string;
@@ -33,6 +45,8 @@ export interface PageOptions {
   nav?: string;
   /** Narrow centred layout for sign-in and message pages. */
   narrow?: boolean;
+  /** Scripts served by the dashboard itself (progressive enhancement only; CSP: script-src 'self'). */
+  scripts?: string[];
 }
 
 export function page(options: PageOptions): string {
@@ -57,6 +71,7 @@ export function page(options: PageOptions): string {
 ${session ? html`<meta name="csrf-token" content="${session.csrfToken}">` : ''}
 <title>${options.title} · Bot Payment Service</title>
 <link rel="stylesheet" href="/assets/dashboard.css">
+${(options.scripts ?? []).map((src) => html`<script src="${src}" defer></script>`)}
 </head><body>
 ${header}
 <main${options.narrow ? html` class="center"` : ''}>${options.body}</main>
@@ -112,6 +127,11 @@ const PILL_KIND: Record<string, string> = {
   inactive: '',
   used: '',
   expired: '',
+  approved: 'ok',
+  delivered: 'ok',
+  denied: 'bad',
+  failed: 'bad',
+  acked: '',
 };
 
 export function pill(status: string, label = status.replace(/_/g, ' ')): SafeHtml {

@@ -39,6 +39,17 @@ const AUDIT_WORDS: Record<string, string> = {
   'webhook_secret.rotated': 'Rotated the webhook secret',
   'owner.signed_in': 'Signed in',
   'owner.signed_out': 'Signed out',
+  'card.started': 'Started a card',
+  'card.activated': 'Activated a card',
+  'card.updated': 'Changed card settings',
+  'card.profile_updated': 'Changed a payment profile',
+  'purchase.approved': 'Approved a purchase',
+  'purchase.denied': 'Denied a purchase',
+  'webhook_delivery.retried': 'Retried a webhook delivery',
+  'schedule.created': 'Created a schedule',
+  'schedule.paused': 'Paused a schedule',
+  'schedule.resumed': 'Resumed a schedule',
+  'schedule.deleted': 'Deleted a schedule',
 };
 
 export function auditWords(action: string): string {

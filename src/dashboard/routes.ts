@@ -5,10 +5,13 @@ import type { App } from '../app.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex } from '../platform/crypto.ts';
 import { ApiError } from '../platform/errors.ts';
+import { registerApprovalPages } from './approvalPages.ts';
 import { registerAuthPages } from './authPages.ts';
 import { registerBotPages } from './botPages.ts';
+import { registerCardPages } from './cardPages.ts';
 import { messagePage } from './layout.ts';
 import { registerOwnerPages } from './ownerPages.ts';
+import { registerSchedulePages } from './schedulePages.ts';
 import {
   csrfMatches,
   type DashboardSession,
@@ -19,6 +22,7 @@ import {
   sessionCookieName,
 } from './sessions.ts';
 import { DASHBOARD_CSS } from './styles.ts';
+import { registerWebhookPages } from './webhookPages.ts';
 
 // The owner dashboard: server-rendered pages in one encapsulated scope (form parsing, HTML error
 // pages, security headers and CSRF checks apply to them only), plus the session authenticator for
@@ -40,8 +44,8 @@ declare module 'fastify' {
   }
 }
 
-// Pages send no scripts today; `script-src 'self'` leaves room for small progressive enhancement
-// (the approvals countdown) served from this origin.
+// The only script is the approvals countdown (/assets/countdown.js, progressive enhancement),
+// served from this origin; no inline scripts or styles.
 const CSP =
   "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -174,6 +178,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerAuthPages(scoped, ctx);
     registerOwnerPages(scoped, ctx);
     registerBotPages(scoped, ctx);
+    registerCardPages(scoped, ctx);
+    registerApprovalPages(scoped, ctx);
+    registerWebhookPages(scoped, ctx);
+    registerSchedulePages(scoped, ctx);
   });
 }
 

@@ -32,7 +32,7 @@ h2{font-size:1.15rem;margin:0 0 12px}
 .big{font-size:1.8rem;font-weight:700}
 label{display:block;font-weight:600;margin-bottom:4px}
 .hint{display:block;font-weight:400;color:var(--muted);font-size:14px}
-input[type=text],input[type=email],input[type=number],input:not([type]),select{width:100%;max-width:420px;padding:10px 12px;border:1px solid #c5cbd6;border-radius:8px;font:inherit;background:#fff}
+input[type=text],input[type=email],input[type=number],input[type=url],input:not([type]),select{width:100%;max-width:420px;padding:10px 12px;border:1px solid #c5cbd6;border-radius:8px;font:inherit;background:#fff}
 input:focus,select:focus,button:focus,a:focus{outline:3px solid #91a7ff;outline-offset:1px}
 .field{margin-bottom:12px}
 .inline-form{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-end}
@@ -67,6 +67,21 @@ details[open]>summary{margin-bottom:10px}
 .center{max-width:460px;margin:6vh auto 0}
 .row.centered{justify-content:center}
 .empty{text-align:center;padding:32px 16px}
+.approval-list,.delivery-list{list-style:none;margin:0;padding:0;display:grid;gap:12px}
+.approval .big{font-size:1.6rem}
+.countdown:empty{display:none}
+.approval .expired .countdown{background:var(--bad-bg);color:var(--bad)}
+.excerpt{white-space:pre-wrap;word-break:break-all;background:var(--bg);border-radius:8px;padding:10px;font-size:13px;max-height:240px;overflow:auto}
+.card-picture{max-width:420px;aspect-ratio:1.586;border-radius:16px;padding:18px;background:linear-gradient(135deg,#3b5bdb,#1d2433);color:#fff;display:flex;flex-direction:column;justify-content:space-between;box-shadow:0 6px 18px rgba(29,36,51,.25)}
+.card-picture .chip{width:44px;height:32px;border-radius:6px;background:linear-gradient(135deg,#ffd43b,#f08c00)}
+.card-number{display:flex;flex-wrap:nowrap;align-items:center;gap:2px;font:600 clamp(15px,4.6vw,22px)/1 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+.card-number .gap{width:8px;flex:none}
+.card-number .masked{width:.9em;text-align:center;opacity:.75}
+.card-picture input{width:1.5em;padding:4px 0;text-align:center;border-radius:6px;border:2px solid #ffd43b;background:#fff;color:var(--ink);font:inherit;min-width:0}
+.card-picture .expiry{display:flex;align-items:center;gap:4px;font:600 16px/1 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+.card-picture .expiry input.mm{width:3em}.card-picture .expiry input.yy{width:4.4em}
+.card-caption{display:block;font-size:11px;text-transform:uppercase;letter-spacing:.08em;opacity:.8;margin-bottom:4px}
+.profile-form .field{flex:1 1 110px}
 footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);font-size:13px}
 @media (min-width:720px){
   nav.main{order:0;width:auto}

@@ -1,11 +1,14 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type Service } from '../../src/server.ts';
+import { webhookDeliveryJob } from '../../src/webhooks/job.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { testConfig } from '../support/service.ts';
 
@@ -62,6 +65,9 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   let browser: Browser;
   let page: Page;
   const cspViolations: string[] = [];
+  let receiver: HttpServer;
+  let receiverHealthy = false;
+  let receiverHits = 0;
 
   async function nextMail(to: string, after: number): Promise<ReceivedMail> {
     const deadline = Date.now() + 15_000;
@@ -135,7 +141,18 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       MAIL_FROM: 'Bot Payment Service <no-reply@botpay.test>',
       LOG_LEVEL: 'warn',
     });
-    service = await startService(config, { db: database.db, jobs: [] });
+    // The real webhook worker runs (the delivery log and its retry are tested below).
+    service = await startService(config, { db: database.db, jobs: [webhookDeliveryJob] });
+    // A real webhook receiver on loopback: answers 503 until `receiverHealthy`, then 200.
+    receiver = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        receiverHits++;
+        res.writeHead(receiverHealthy ? 200 : 503, { 'content-type': 'text/plain' });
+        res.end(receiverHealthy ? 'ok' : 'receiver is down for maintenance');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -161,6 +178,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   afterAll(async () => {
     await browser?.close();
     await service?.close();
+    await new Promise<void>((resolve) => (receiver ? receiver.close(() => resolve()) : resolve()));
     await database?.drop();
     await new Promise<void>((resolve) => (smtp ? smtp.close(() => resolve()) : resolve()));
   });
@@ -318,6 +336,231 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await shoot('16-signed-out');
     await page.goto(`${base}/bots/${bot.bot_id}`);
     expect(new URL(page.url()).pathname).toBe('/signin');
+    expect(cspViolations).toEqual([]);
+  });
+  it('adds and activates a card, downloads the profiles file, approves from the inbox and the e-mail, denies, retries a webhook', async () => {
+    const ownerEmail = 'cards.browser@example.com';
+    const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const mailsAtStart = inbox.length;
+    const registered = await fetch(`${base}/api/v1/bots/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ bot_name: 'Card Bot', owner_email: ownerEmail, callback_url: receiverUrl }),
+    });
+    expect(registered.status).toBe(201);
+    const bot = (await registered.json()) as {
+      bot_id: string;
+      api_key: string;
+      owner_verification_url: string;
+    };
+    await nextMail(ownerEmail, mailsAtStart); // the claim mail
+
+    // Sign in through the claim link and claim the bot.
+    await page.goto(bot.owner_verification_url);
+    const beforeSignIn = inbox.length;
+    await page.getByLabel('E-mail address').fill(ownerEmail);
+    await page.getByRole('button', { name: 'Send me a sign-in link' }).click();
+    await arrive(`${base}/signin/check-email`);
+    const signInMail = decodeQuotedPrintable((await nextMail(ownerEmail, beforeSignIn)).raw);
+    const signInLink = /(http:\/\/127\.0\.0\.1:\d+\/signin\/verify\?token=[0-9a-f]{64})/.exec(
+      signInMail,
+    )![1]!;
+    await page.goto(signInLink);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await arrive(/\/claim\?token=/);
+    await page.getByRole('button', { name: 'Claim this bot' }).click();
+    await arrive(`${base}/bots/${bot.bot_id}?notice=claimed`);
+    await page.getByLabel('Amount, $').fill('40');
+    await page.getByRole('button', { name: 'Add funds' }).click();
+    await arrive(/notice=funded/);
+
+    // Card wizard: start, type the 3 digits and the expiry on the card picture, activate.
+    await page.getByRole('link', { name: 'Add a card →' }).click();
+    await arrive(`${base}/bots/${bot.bot_id}/cards`);
+    await shoot('20-cards-empty');
+    await page.getByLabel('Name for this card').fill('Visa ending 42');
+    await page.getByRole('button', { name: 'Start a card' }).click();
+    await arrive(/\/cards\/card_[a-z2-7]+\?notice=started/);
+    const cardId = /\/cards\/(card_[a-z2-7]+)/.exec(page.url())![1]!;
+    await shoot('21-card-digits');
+    await page.locator('input[name=d1]').fill('7');
+    await page.locator('input[name=d2]').fill('3');
+    await page.locator('input[name=d3]').fill('9');
+    await page.getByLabel('Expiry month').fill('09');
+    await page.getByLabel('Expiry year').fill('2031');
+    await page.getByRole('button', { name: 'Activate card' }).click();
+    await arrive(/notice=activated/);
+    await shoot('22-card-activated');
+
+    // Download the payment profiles file: the same content as the owner API gives.
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByTestId('profiles-file').click(),
+    ]);
+    expect(download.suggestedFilename()).toBe(`payment-profiles-${cardId}.json`);
+    const file = JSON.parse(await readFile((await download.path())!, 'utf8'));
+    const api = await page.request.get(
+      `${base}/api/v1/owner/bots/${bot.bot_id}/cards/${cardId}/profiles-file`,
+    );
+    expect(api.status()).toBe(200);
+    expect(file).toEqual(await api.json());
+    const card = (await (
+      await page.request.get(`${base}/api/v1/owner/bots/${bot.bot_id}/cards/${cardId}`)
+    ).json()) as { real_profile_index: number; approval_mode: string };
+    expect(card.approval_mode).toBe('ask_for_everything');
+
+    // Card limits: a daily budget of $30.
+    await page.getByLabel('Per day, $').fill('30');
+    await page.getByRole('button', { name: 'Save limits and approval' }).click();
+    await arrive(/notice=settings/);
+    expect(await page.getByLabel('Per day, $').inputValue()).toBe('30.00');
+
+    // The bot buys three things over HTTP on its real profile: each is held for the owner.
+    const buy = async (item: string, cents: number) => {
+      const res = await fetch(`${base}/api/v1/bot/merchant/checkout`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bot.api_key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          profile_index: card.real_profile_index,
+          merchant_name: 'Corner Shop',
+          merchant_url: 'https://shop.example/item',
+          item_name: item,
+          amount_cents: cents,
+          category: 'groceries',
+        }),
+      });
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { confirmation_id: string }).confirmation_id;
+    };
+    const mailsBeforeBuys = inbox.length;
+    const first = await buy('Coffee beans', 350);
+    const second = await buy('Olive oil', 420);
+    const third = await buy('Gold watch', 499);
+
+    // The approvals inbox with its live countdown.
+    await page.getByRole('link', { name: 'Approvals' }).click();
+    await arrive(`${base}/approvals`);
+    const firstCard = page.locator(`[data-confirmation="${first}"]`);
+    // The countdown script ticks (without JavaScript the absolute expiry time is shown).
+    await page.waitForFunction(
+      (id) =>
+        /\d+:\d\d left/.test(
+          document.querySelector(`[data-confirmation="${id}"] .countdown`)?.textContent ?? '',
+        ),
+      first,
+    );
+    expect(await page.getByTestId('approval').count()).toBe(3);
+    await shoot('23-approvals-inbox');
+    await firstCard.getByRole('button', { name: 'Approve' }).click();
+    await arrive(/notice=approved/);
+    await expect(page.getByText('Purchase approved').first().isVisible()).resolves.toBe(true);
+    const status = await fetch(`${base}/api/v1/bot/merchant/checkout/status?confirmation_id=${first}`, {
+      headers: { authorization: `Bearer ${bot.api_key}` },
+    });
+    expect((await status.json()) as { status: string; missing_digits: string }).toMatchObject({
+      status: 'approved',
+      missing_digits: '739',
+    });
+
+    // Deny the third one from the inbox.
+    await page.locator(`[data-confirmation="${third}"]`).getByRole('button', { name: 'Deny' }).click();
+    await arrive(/notice=denied/);
+    await expect(
+      page.locator(`[data-testid=decided][data-confirmation="${third}"]`).getByText('Denied').isVisible(),
+    ).resolves.toBe(true);
+    await shoot('24-approvals-decided');
+
+    // Approve the second one from the e-mail the SMTP server received.
+    const mail = await (async () => {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const found = inbox
+          .slice(mailsBeforeBuys)
+          .map((m) => decodeQuotedPrintable(m.raw))
+          .find((text) => text.includes('Olive oil'));
+        if (found) return found;
+        if (Date.now() > deadline) throw new Error('no approval mail for the second purchase');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    expect(mail).toContain('Subject: Approve $4.20 at Corner Shop for Card Bot?');
+    const approveLink = /(http:\/\/127\.0\.0\.1:\d+\/approvals\/one-click\/approve\?\S+)/.exec(mail)![1]!;
+    await page.goto(approveLink);
+    await expect(page.getByRole('heading', { name: 'Approve this purchase?' }).isVisible()).resolves.toBe(
+      true,
+    );
+    await shoot('25-one-click-confirm');
+    await page.getByRole('button', { name: 'Approve purchase' }).click();
+    await expect(page.getByRole('heading', { name: 'Purchase approved' }).isVisible()).resolves.toBe(true);
+    await shoot('26-one-click-done');
+    await page.goto(approveLink);
+    await expect(page.getByRole('heading', { name: 'This link was already used' }).isVisible()).resolves.toBe(
+      true,
+    );
+    await shoot('27-one-click-used');
+    const second_ = await fetch(`${base}/api/v1/bot/merchant/checkout/status?confirmation_id=${second}`, {
+      headers: { authorization: `Bearer ${bot.api_key}` },
+    });
+    expect(((await second_.json()) as { status: string }).status).toBe('approved');
+
+    // The webhook log: the receiver answered 503 so far; once it is back, "Retry now" delivers.
+    await page.goto(`${base}/bots/${bot.bot_id}/webhooks`);
+    const deadline = Date.now() + 15_000;
+    while (receiverHits === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(receiverHits).toBeGreaterThan(0);
+    await page.reload();
+    const attempted = page.locator('[data-testid=delivery]', { hasText: '503' }).first();
+    await expect(attempted.isVisible()).resolves.toBe(true);
+    await expect(
+      attempted.getByText('receiver is down for maintenance', { exact: false }).count(),
+    ).resolves.toBe(1);
+    await shoot('28-webhook-log');
+    const deliveryId = (await attempted.getAttribute('data-delivery'))!;
+    receiverHealthy = true;
+    await attempted.getByRole('button', { name: 'Retry now' }).click();
+    await arrive(/notice=retried/);
+    for (;;) {
+      const delivered = await page
+        .locator(`[data-delivery="${deliveryId}"]`)
+        .getByText('delivered', { exact: true })
+        .count();
+      if (delivered > 0) break;
+      if (Date.now() > deadline + 15_000) throw new Error('the retried delivery was not delivered');
+      await new Promise((r) => setTimeout(r, 200));
+      await page.goto(`${base}/bots/${bot.bot_id}/webhooks`);
+    }
+    await shoot('29-webhook-delivered');
+
+    // A weekly schedule for the real profile, then paused.
+    await page.getByRole('link', { name: 'Schedules' }).click();
+    await arrive(`${base}/bots/${bot.bot_id}/schedules`);
+    await page.getByLabel('Item').fill('Coffee beans');
+    await page.getByLabel('Amount, $').fill('3.50');
+    await page.getByLabel('Merchant', { exact: true }).fill('Corner Shop');
+    await page.getByLabel('Merchant web address').fill('https://shop.example/coffee');
+    await page.getByLabel('When (cron)').fill('0 9 * * 1');
+    await page.getByLabel('Time zone').fill('Europe/Berlin');
+    await page.getByRole('button', { name: 'Create schedule' }).click();
+    await arrive(/notice=created/);
+    const schedule = page.getByTestId('schedule').first();
+    await expect(schedule.getByText('0 9 * * 1').isVisible()).resolves.toBe(true);
+    await schedule.getByRole('button', { name: 'Pause' }).click();
+    await arrive(/notice=pause/);
+    await expect(
+      page.getByTestId('schedule').first().getByRole('button', { name: 'Resume' }).isVisible(),
+    ).resolves.toBe(true);
+    await shoot('30-schedules');
+
+    await page.goto(`${base}/bots/${bot.bot_id}`);
+    for (const words of [
+      'Created a schedule',
+      'Activated a card',
+      'Approved a purchase',
+      'Denied a purchase',
+      'Retried a webhook delivery',
+    ]) {
+      await expect(page.getByText(words).first().isVisible(), words).resolves.toBe(true);
+    }
     expect(cspViolations).toEqual([]);
   });
 });

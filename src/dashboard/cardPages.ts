@@ -1,0 +1,502 @@
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../app.ts';
+import {
+  activateCard,
+  type ApprovalMode,
+  getCard,
+  type ProfileApprovalRule,
+  type ProfileUpdate,
+  profilesFile,
+  startCard,
+  updateCard,
+  updateProfile,
+} from '../cards/service.ts';
+import { getBot } from '../owners/service.ts';
+import type { AppContext } from '../platform/context.ts';
+import { ApiError } from '../platform/errors.ts';
+import { IdParam } from '../platform/schemas.ts';
+import { html, type SafeHtml } from './html.ts';
+import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
+import { parseUsdToCents } from './present.ts';
+
+// Cards of a bot: the setup wizard (start → type the 3 missing digits and the expiry on a card
+// picture → download the payment profiles file), card guardrails, approval mode, status, and the
+// allowance and approval rule of each payment profile. Every action calls src/cards/service.ts,
+// which checks ownership and writes the audit log.
+
+const tags = ['dashboard'];
+const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
+const BotParams = Type.Object({ bot_id: IdParam('bot') });
+const CardParams = Type.Object({ bot_id: IdParam('bot'), card_id: IdParam('card') });
+const ProfileParams = Type.Object({
+  bot_id: IdParam('bot'),
+  card_id: IdParam('card'),
+  profile_index: Type.String({ pattern: '^[1-6]$' }),
+});
+type CardParamsT = Static<typeof CardParams>;
+const CARD_LENGTH = 16;
+const MAX_LIMIT_CENTS = 100_000_000;
+
+const MODES: Array<[ApprovalMode, string]> = [
+  ['ask_for_everything', 'Ask me for every purchase'],
+  ['auto_approve_under_threshold', 'Approve automatically below a threshold'],
+  ['auto_approve_by_category', 'Approve automatically in chosen categories'],
+];
+const RULES: Array<[ProfileApprovalRule, string]> = [
+  ['follow_card', 'Follow the card'],
+  ['ask_for_everything', 'Ask me for every purchase'],
+  ['auto_approve_under_threshold', 'Approve below a threshold'],
+];
+const WINDOWS = [
+  ['day', 'per day'],
+  ['week', 'per week'],
+  ['month', 'per month'],
+] as const;
+
+const NOTICES: Record<string, string> = {
+  started: 'Card started. Now type the 3 missing digits and the expiry.',
+  activated: 'Card activated. Download the payment profiles file, complete it and give it to your bot.',
+  settings: 'Card settings saved.',
+  status: 'Card status changed.',
+  profile: 'Profile saved.',
+};
+
+type Card = Awaited<ReturnType<typeof getCard>>;
+
+function sendHtml(reply: FastifyReply, status: number, body: string) {
+  return reply.status(status).type('text/html; charset=utf-8').send(body);
+}
+
+function options<T extends string>(list: ReadonlyArray<readonly [T, string]>, current: string): SafeHtml[] {
+  return list.map(
+    ([value, label]) =>
+      html`<option value="${value}"${value === current ? html` selected` : ''}>${label}</option>`,
+  );
+}
+
+/** The card picture: 16 positions in groups of 4, the missing three as inputs, the others masked. */
+function cardPicture(card: Card): SafeHtml {
+  const missing = new Set(card.missing_digit_positions);
+  const cells: SafeHtml[] = [];
+  let n = 0;
+  for (let i = 0; i < CARD_LENGTH; i++) {
+    if (i > 0 && i % 4 === 0) cells.push(html`<span class="gap" aria-hidden="true"></span>`);
+    if (missing.has(i)) {
+      n++;
+      cells.push(
+        html`<input class="digit" name="d${n}" id="d${n}" inputmode="numeric" pattern="[0-9]" maxlength="1" required autocomplete="off" aria-label="Digit ${i + 1} of your card number">`,
+      );
+    } else {
+      cells.push(html`<span class="masked" aria-hidden="true">•</span>`);
+    }
+  }
+  return html`<div class="card-picture" role="group" aria-labelledby="digits-h">
+  <div class="chip" aria-hidden="true"></div>
+  <div class="card-number">${cells}</div>
+  <div class="card-bottom"><div><span class="card-caption">Valid thru</span>
+    <span class="expiry"><input class="mm" name="expiry_month" inputmode="numeric" pattern="(0?[1-9]|1[0-2])" maxlength="2" required placeholder="MM" aria-label="Expiry month" autocomplete="off">/<input class="yy" name="expiry_year" inputmode="numeric" pattern="20[0-9]{2}" maxlength="4" required placeholder="YYYY" aria-label="Expiry year" autocomplete="off"></span></div></div>
+</div>`;
+}
+
+export function registerCardPages(app: App, ctx: AppContext): void {
+  const cardsPage = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    botId: string,
+    opts: { status?: number; top?: SafeHtml | string } = {},
+  ) => {
+    const session = request.dashboard!;
+    const bot = await getBot(ctx, session.ownerId, botId);
+    const csrf = session.csrfToken;
+    const base = `/bots/${bot.bot_id}/cards`;
+    const list = bot.cards.length
+      ? html`<ul class="bot-list">${bot.cards.map((c) => {
+          const card = c as unknown as Card;
+          return html`<li class="card bot-item"><div class="spread"><a class="bot-name" href="${base}/${card.card_id}">${card.label ?? card.card_id}</a>${pill(card.status)}</div>
+  <dl class="facts"><div><dt>Per purchase</dt><dd>${usd(card.guardrails.per_transaction_usd)}</dd></div>
+  <div><dt>Per day</dt><dd>${usd(card.guardrails.daily_usd)}</dd></div>
+  <div><dt>Per month</dt><dd>${usd(card.guardrails.monthly_usd)}</dd></div>
+  <div><dt>Approval</dt><dd>${MODES.find(([m]) => m === card.approval_mode)?.[1] ?? card.approval_mode}</dd></div></dl></li>`;
+        })}</ul>`
+      : html`<div class="card empty"><p class="muted">No cards yet. Add one to let the bot pay with your own card, within the limits you set.</p></div>`;
+    const body = html`<p class="small"><a href="/">← All bots</a></p>
+<h1>${bot.bot_name}: cards</h1>
+${botTabs(bot.bot_id, 'cards')}
+${opts.top ?? ''}
+${list}
+<section class="card stack" aria-labelledby="add-h"><h2 id="add-h">Add a card</h2>
+  <p class="muted small">Your card number is never stored whole. We pick 3 digits that only this service keeps (you type them in the next step, they are stored encrypted); your bot gets the rest of the number in a payment profiles file, hidden among 5 decoy profiles, and receives the 3 digits only for a purchase that passes your limits.</p>
+  <form method="post" action="${base}" class="inline-form">${csrfField(csrf)}
+    <div class="field"><label for="label">Name for this card <span class="hint">Optional, for example "Visa ending 42"</span></label>
+      <input id="label" name="label" maxlength="100"></div>
+    <button type="submit">Start a card</button></form></section>`;
+    return sendHtml(
+      reply,
+      opts.status ?? 200,
+      page({ title: `${bot.bot_name}: cards`, session, nav: 'bots', body }),
+    );
+  };
+
+  const cardPage = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    params: CardParamsT,
+    opts: { status?: number; top?: SafeHtml | string } = {},
+  ) => {
+    const session = request.dashboard!;
+    const bot = await getBot(ctx, session.ownerId, params.bot_id);
+    const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
+    const csrf = session.csrfToken;
+    const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
+    const pending = card.status === 'pending_activation';
+    const positions = card.missing_digit_positions.map((p) => p + 1).join(', ');
+    const wizard = pending
+      ? html`<section class="card stack" aria-labelledby="digits-h"><h2 id="digits-h">Step 2 of 3: the 3 missing digits</h2>
+  <p class="small">Take your card and type the digits at positions <strong>${positions}</strong> (counting from the left) and its expiry. Only these are stored, encrypted; the other digits never reach this service.</p>
+  <form method="post" action="${base}/activate" class="stack">${csrfField(csrf)}
+    ${cardPicture(card)}
+    <button type="submit">Activate card</button></form></section>`
+      : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
+  <p class="small">Download the file, complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code> in its number) with your card number except the <code>***</code>, your name and billing address, and give it to your bot. The other 5 profiles are decoys: purchases with them never spend real money.</p>
+  <p><a class="button" href="${base}/profiles-file" download data-testid="profiles-file">Download payment profiles file</a></p></section>`;
+    const profileRows = card.profiles.map(
+      (
+        p,
+      ) => html`<tr><td><strong>${p.profile_index}</strong>${p.profile_index === card.real_profile_index ? html` ${pill('active', 'your card')}` : html` <span class="muted small">decoy</span>`}</td>
+  <td colspan="5"><form method="post" action="${base}/profiles/${p.profile_index}" class="inline-form profile-form">${csrfField(csrf)}
+    <div class="field"><label for="al${p.profile_index}">Allowance, $</label><input id="al${p.profile_index}" name="allowance_usd" inputmode="decimal" maxlength="16" value="${p.allowance_usd.toFixed(2)}"></div>
+    <div class="field"><label for="wi${p.profile_index}">Window</label><select id="wi${p.profile_index}" name="allowance_window">${options(WINDOWS, p.allowance_window)}</select></div>
+    <div class="field"><label for="ru${p.profile_index}">Approval</label><select id="ru${p.profile_index}" name="approval_rule">${options(RULES, p.approval_rule)}</select></div>
+    <div class="field"><label for="th${p.profile_index}">Threshold, $</label><input id="th${p.profile_index}" name="approval_threshold_usd" inputmode="decimal" maxlength="16" value="${p.approval_threshold_usd.toFixed(2)}"></div>
+    <div class="field"><label for="en${p.profile_index}">Usable</label><select id="en${p.profile_index}" name="enabled">${options(
+      [
+        ['yes', 'yes'],
+        ['no', 'no'],
+      ] as const,
+      p.enabled ? 'yes' : 'no',
+    )}</select></div>
+    <button type="submit" class="secondary">Save</button></form></td></tr>`,
+    );
+    const body = html`<p class="small"><a href="/bots/${bot.bot_id}/cards">← Cards of ${bot.bot_name}</a></p>
+<div class="spread"><h1>${card.label ?? 'Card'}</h1>${pill(card.status)}</div>
+<p class="lead"><code class="small">${card.card_id}</code> · started ${when(card.created_at)}</p>
+${botTabs(bot.bot_id, 'cards')}
+${opts.top ?? ''}
+${wizard}
+<section class="card stack" aria-labelledby="settings-h"><h2 id="settings-h">Limits and approval</h2>
+  <form method="post" action="${base}/settings" class="stack">${csrfField(csrf)}
+    <div class="grid three">
+      <div class="field"><label for="per_transaction_usd">Per purchase, $</label><input id="per_transaction_usd" name="per_transaction_usd" inputmode="decimal" maxlength="16" value="${card.guardrails.per_transaction_usd.toFixed(2)}"></div>
+      <div class="field"><label for="daily_usd">Per day, $</label><input id="daily_usd" name="daily_usd" inputmode="decimal" maxlength="16" value="${card.guardrails.daily_usd.toFixed(2)}"></div>
+      <div class="field"><label for="monthly_usd">Per month, $</label><input id="monthly_usd" name="monthly_usd" inputmode="decimal" maxlength="16" value="${card.guardrails.monthly_usd.toFixed(2)}"></div>
+    </div>
+    <div class="field"><label for="approval_mode">Approval</label><select id="approval_mode" name="approval_mode">${options(MODES, card.approval_mode)}</select></div>
+    <div class="grid two">
+      <div class="field"><label for="approval_threshold_usd">Threshold, $ <span class="hint">Purchases below it are approved automatically (threshold mode)</span></label><input id="approval_threshold_usd" name="approval_threshold_usd" inputmode="decimal" maxlength="16" value="${card.approval_threshold_usd.toFixed(2)}"></div>
+      <div class="field"><label for="approved_categories">Categories <span class="hint">Comma-separated, approved automatically (category mode)</span></label><input id="approved_categories" name="approved_categories" maxlength="2000" value="${card.approved_categories.join(', ')}"></div>
+    </div>
+    <button type="submit">Save limits and approval</button></form></section>
+${
+  pending
+    ? ''
+    : html`<section class="card stack" aria-labelledby="status-h"><h2 id="status-h">${card.status === 'frozen' ? 'Card is frozen' : 'Freeze the card'}</h2>
+  <p class="muted small">${card.status === 'frozen' ? 'No purchase with this card is possible until you unfreeze it.' : 'Stops every purchase with this card at once. The wallet and other cards are not affected.'}</p>
+  ${
+    card.status === 'frozen'
+      ? postButton(`${base}/status`, 'Unfreeze card', csrf, { fields: { status: 'active' } })
+      : postButton(`${base}/status`, 'Freeze card', csrf, {
+          className: 'danger',
+          fields: { status: 'frozen' },
+        })
+  }</section>`
+}
+<section class="card stack" aria-labelledby="profiles-h"><h2 id="profiles-h">Payment profiles</h2>
+  <p class="muted small">Each profile has its own allowance and approval rule. Give decoys the same limits as your card so that none stands out.</p>
+  <div class="table-wrap"><table class="profiles"><thead><tr><th>Profile</th><th colspan="5">Allowance and approval</th></tr></thead><tbody>${profileRows}</tbody></table></div></section>`;
+    return sendHtml(
+      reply,
+      opts.status ?? 200,
+      page({ title: `${card.label ?? 'Card'} · ${bot.bot_name}`, session, nav: 'bots', body }),
+    );
+  };
+
+  const bad = (message: string) => flash('bad', message);
+
+  app.get<{ Params: Static<typeof BotParams>; Querystring: { notice?: string } }>(
+    '/bots/:bot_id/cards',
+    {
+      schema: {
+        tags,
+        summary: 'Cards of a bot',
+        params: BotParams,
+        querystring: Type.Object({ notice: Text(40) }),
+      },
+    },
+    async (request, reply) => {
+      const text = request.query.notice ? NOTICES[request.query.notice] : undefined;
+      return cardsPage(request, reply, request.params.bot_id, { top: text ? flash('ok', text) : '' });
+    },
+  );
+
+  app.post<{ Params: Static<typeof BotParams>; Body: { label?: string } }>(
+    '/bots/:bot_id/cards',
+    {
+      schema: {
+        tags,
+        summary: 'Start a card (step 1 of the wizard)',
+        params: BotParams,
+        body: Type.Object({ label: Text(100), _csrf: Text(200) }),
+      },
+    },
+    async (request, reply) => {
+      const label = request.body.label?.trim() || undefined;
+      const started = await startCard(ctx, request.dashboard!.ownerId, request.params.bot_id, label);
+      return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=started`, 303);
+    },
+  );
+
+  app.get<{ Params: CardParamsT; Querystring: { notice?: string } }>(
+    '/bots/:bot_id/cards/:card_id',
+    {
+      schema: {
+        tags,
+        summary: 'One card: activation, profiles file, limits, approval, profiles',
+        params: CardParams,
+        querystring: Type.Object({ notice: Text(40) }),
+      },
+    },
+    async (request, reply) => {
+      const text = request.query.notice ? NOTICES[request.query.notice] : undefined;
+      return cardPage(request, reply, request.params, { top: text ? flash('ok', text) : '' });
+    },
+  );
+
+  app.post<{
+    Params: CardParamsT;
+    Body: { d1?: string; d2?: string; d3?: string; expiry_month?: string; expiry_year?: string };
+  }>(
+    '/bots/:bot_id/cards/:card_id/activate',
+    {
+      schema: {
+        tags,
+        summary: 'Activate a card with the 3 missing digits and the expiry (step 2)',
+        params: CardParams,
+        body: Type.Object({
+          d1: Text(4),
+          d2: Text(4),
+          d3: Text(4),
+          expiry_month: Text(4),
+          expiry_year: Text(6),
+          _csrf: Text(200),
+        }),
+      },
+    },
+    async (request, reply) => {
+      const b = request.body;
+      const digits = [b.d1, b.d2, b.d3].map((d) => d?.trim() ?? '').join('');
+      const month = b.expiry_month?.trim() ?? '';
+      let year = b.expiry_year?.trim() ?? '';
+      if (/^[0-9]{2}$/.test(year)) year = `20${year}`;
+      const problem = !/^[0-9]{3}$/.test(digits)
+        ? 'Type one digit in each of the 3 boxes.'
+        : !/^(0?[1-9]|1[0-2])$/.test(month)
+          ? 'Enter the expiry month as 1 to 12.'
+          : !/^20[0-9]{2}$/.test(year)
+            ? 'Enter the expiry year, for example 2029.'
+            : undefined;
+      if (problem) return cardPage(request, reply, request.params, { status: 400, top: bad(problem) });
+      try {
+        await activateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
+          missing_digits: digits,
+          expiry_month: month,
+          expiry_year: year,
+        });
+      } catch (err) {
+        if (err instanceof ApiError && (err.code === 'validation_error' || err.code === 'conflict')) {
+          return cardPage(request, reply, request.params, { status: err.status, top: bad(err.message) });
+        }
+        throw err;
+      }
+      return reply.redirect(
+        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=activated`,
+        303,
+      );
+    },
+  );
+
+  app.get<{ Params: CardParamsT }>(
+    '/bots/:bot_id/cards/:card_id/profiles-file',
+    {
+      schema: { tags, summary: 'Download the payment profiles file (step 3)', params: CardParams },
+    },
+    async (request, reply) => {
+      const file = await profilesFile(
+        ctx,
+        request.dashboard!.ownerId,
+        request.params.bot_id,
+        request.params.card_id,
+      );
+      reply.header('content-disposition', `attachment; filename="payment-profiles-${file.card_id}.json"`);
+      return reply.type('application/json; charset=utf-8').send(`${JSON.stringify(file, null, 2)}\n`);
+    },
+  );
+
+  app.post<{
+    Params: CardParamsT;
+    Body: Record<string, string | undefined>;
+  }>(
+    '/bots/:bot_id/cards/:card_id/settings',
+    {
+      schema: {
+        tags,
+        summary: 'Card guardrails and approval mode',
+        params: CardParams,
+        body: Type.Object({
+          per_transaction_usd: Text(30),
+          daily_usd: Text(30),
+          monthly_usd: Text(30),
+          approval_mode: Type.Optional(Type.Union(MODES.map(([m]) => Type.Literal(m)))),
+          approval_threshold_usd: Text(30),
+          approved_categories: Text(2000),
+          _csrf: Text(200),
+        }),
+      },
+    },
+    async (request, reply) => {
+      const b = request.body;
+      const amount = (field: string, max: number): number | undefined | 'bad' => {
+        const value = b[field];
+        if (value === undefined || value.trim() === '') return undefined;
+        const cents = parseUsdToCents(value);
+        return cents === undefined || cents > max ? 'bad' : cents;
+      };
+      const per = amount('per_transaction_usd', MAX_LIMIT_CENTS);
+      const daily = amount('daily_usd', MAX_LIMIT_CENTS);
+      const monthly = amount('monthly_usd', MAX_LIMIT_CENTS * 10);
+      const threshold = amount('approval_threshold_usd', MAX_LIMIT_CENTS);
+      if ([per, daily, monthly, threshold].includes('bad')) {
+        return cardPage(request, reply, request.params, {
+          status: 400,
+          top: bad('Amounts are dollars with at most 2 decimals, for example 25 or 25.50.'),
+        });
+      }
+      let categories: string[] | undefined;
+      if (b.approved_categories !== undefined) {
+        categories = b.approved_categories
+          .split(',')
+          .map((c) => c.trim())
+          .filter((c) => c.length > 0);
+        if (categories.length > 50 || categories.some((c) => c.length > 100)) {
+          return cardPage(request, reply, request.params, {
+            status: 400,
+            top: bad('At most 50 categories of up to 100 characters each.'),
+          });
+        }
+      }
+      await updateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
+        ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
+        ...(daily !== undefined ? { daily_cents: daily as number } : {}),
+        ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
+        ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
+        ...(b.approval_mode ? { approval_mode: b.approval_mode as ApprovalMode } : {}),
+        ...(categories !== undefined ? { approved_categories: categories } : {}),
+      });
+      return reply.redirect(
+        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=settings`,
+        303,
+      );
+    },
+  );
+
+  app.post<{ Params: CardParamsT; Body: { status: 'active' | 'frozen' } }>(
+    '/bots/:bot_id/cards/:card_id/status',
+    {
+      schema: {
+        tags,
+        summary: 'Freeze or unfreeze a card',
+        params: CardParams,
+        body: Type.Object({
+          status: Type.Union([Type.Literal('active'), Type.Literal('frozen')]),
+          _csrf: Text(200),
+        }),
+      },
+    },
+    async (request, reply) => {
+      try {
+        await updateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
+          status: request.body.status,
+        });
+      } catch (err) {
+        if (err instanceof ApiError && err.code === 'conflict') {
+          return cardPage(request, reply, request.params, { status: 409, top: bad(err.message) });
+        }
+        throw err;
+      }
+      return reply.redirect(
+        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=status`,
+        303,
+      );
+    },
+  );
+
+  app.post<{ Params: Static<typeof ProfileParams>; Body: Record<string, string | undefined> }>(
+    '/bots/:bot_id/cards/:card_id/profiles/:profile_index',
+    {
+      schema: {
+        tags,
+        summary: 'A payment profile: allowance, window, approval rule',
+        params: ProfileParams,
+        body: Type.Object({
+          allowance_usd: Text(30),
+          allowance_window: Type.Optional(
+            Type.Union([Type.Literal('day'), Type.Literal('week'), Type.Literal('month')]),
+          ),
+          approval_rule: Type.Optional(Type.Union(RULES.map(([r]) => Type.Literal(r)))),
+          approval_threshold_usd: Text(30),
+          enabled: Type.Optional(Type.Union([Type.Literal('yes'), Type.Literal('no')])),
+          _csrf: Text(200),
+        }),
+      },
+    },
+    async (request, reply) => {
+      const b = request.body;
+      const update: ProfileUpdate = {};
+      for (const [field, key] of [
+        ['allowance_usd', 'allowance_cents'],
+        ['approval_threshold_usd', 'approval_threshold_cents'],
+      ] as const) {
+        const value = b[field];
+        if (value === undefined || value.trim() === '') continue;
+        const cents = parseUsdToCents(value);
+        if (cents === undefined || cents > MAX_LIMIT_CENTS) {
+          return cardPage(request, reply, request.params, {
+            status: 400,
+            top: bad('Amounts are dollars with at most 2 decimals, for example 25 or 25.50.'),
+          });
+        }
+        update[key] = cents;
+      }
+      if (b.allowance_window)
+        update.allowance_window = b.allowance_window as ProfileUpdate['allowance_window'];
+      if (b.approval_rule) update.approval_rule = b.approval_rule as ProfileApprovalRule;
+      if (b.enabled) update.enabled = b.enabled === 'yes';
+      if (Object.keys(update).length === 0) {
+        await getCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id);
+      } else {
+        await updateProfile(
+          ctx,
+          request.dashboard!.ownerId,
+          request.params.bot_id,
+          request.params.card_id,
+          Number(request.params.profile_index),
+          update,
+        );
+      }
+      return reply.redirect(
+        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=profile#profiles-h`,
+        303,
+      );
+    },
+  );
+}
