@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENTS_CHANNEL, emitEvent } from '../../src/events/outbox.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
 import { connectionFor, isPostgres } from '../support/db.ts';
-import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { createTestService, registerBot, type TestService } from '../support/service.ts';
 
 // Notifications are announced inside transactions and sent after COMMIT (botpay_notify, 0001):
 // a notifying commit would otherwise hold PostgreSQL's global notify lock through its WAL flush.
@@ -32,10 +32,12 @@ describe.runIf(isPostgres)('NOTIFY after commit on PostgreSQL', () => {
   });
 
   it('a notification is sent after the commit, and not for a rolled-back transaction', async () => {
-    const owner = await createOwner(svc);
-    const bot = await activeBot(svc, owner);
+    // An unclaimed bot: its registration emitted no event, so no earlier notification names it.
+    const bot = await registerBot(svc);
     const seen: string[] = [];
-    const stop = await svc.ctx.db.listen(EVENTS_CHANNEL, (payload) => seen.push(...payload.split(',')));
+    const stop = await svc.ctx.db.listen(EVENTS_CHANNEL, (payload) => {
+      for (const id of payload.split(',')) if (id === bot.bot_id) seen.push(id);
+    });
     try {
       await svc.ctx.db
         .transaction(async (tx) => {
