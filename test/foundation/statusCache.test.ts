@@ -53,7 +53,7 @@ describe('bot status cache', () => {
     expect(wallet.json().balance_usd).toBe(2);
   });
 
-  it("sees another instance's change within a second, long before the TTL", async () => {
+  it("sees another instance's change long before the TTL (NOTIFY, not expiry)", async () => {
     const owner = await createOwner(a);
     const bot = await activeBot(a, owner, { fundCents: 100 });
     expect(await balanceOn(a, bot.auth)).toBe(1);
@@ -70,7 +70,8 @@ describe('bot status cache', () => {
       await new Promise((r) => setTimeout(r, 10));
     }
     expect(status).toBe('frozen');
-    expect(Date.now() - started).toBeLessThan(1000);
+    // Milliseconds normally; the bound only has to be far below the 60 s TTL on a loaded machine.
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it('owner-wide changes (master guardrails) reach every bot of the owner', async () => {
@@ -107,14 +108,8 @@ describe('bot status cache', () => {
       headers: owner.auth,
     });
     expect(rotated.statusCode).toBe(200);
-    const started = Date.now();
-    let code = 200;
-    while (Date.now() - started < 3000) {
-      code = (await a.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode;
-      if (code === 401) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(code).toBe(401);
-    expect(Date.now() - started).toBeLessThan(1000);
+    // The key cache keeps an entry for at most 900 ms: a second later the old key is refused.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await a.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(401);
   });
 });
