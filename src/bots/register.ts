@@ -5,7 +5,7 @@ import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne, pgErrorCode, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { idSuffix, newId } from '../platform/ids.ts';
-import { consumeRateLimit } from '../platform/rateLimit.ts';
+import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { buildTunnelSetup, type TunnelSetup, tunnelHostname, tunnelWebhookUrl } from './tunnelSetup.ts';
 
 export const PRIMARY_BOT_TYPE = 'primary';
@@ -146,7 +146,7 @@ export async function registerBot(
         windowSeconds: 3600,
         now,
       });
-      if (!limited.ok) throw rateLimited(limited.retryAfterSeconds, 'registrations from this address');
+      if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'registrations from this address');
 
       const duplicate = await maybeOne(
         tx,
@@ -299,12 +299,6 @@ export async function activateWallet(
   });
 }
 
-export function rateLimited(retryAfterSeconds: number, what: string): ApiError {
-  return new ApiError('rate_limited', `Too many ${what}; retry after ${retryAfterSeconds} seconds.`, {
-    retry_after_seconds: retryAfterSeconds,
-  });
-}
-
 function duplicateRegistration(): ApiError {
   return new ApiError(
     'duplicate_registration',
@@ -335,6 +329,6 @@ export async function assertPairingAttemptsLeft(ctx: AppContext, clientIp: strin
   const row = rows[0];
   if (row && row.n >= PAIRING_FAILURES_PER_HOUR) {
     const oldest = row.oldest ? new Date(row.oldest).getTime() : now;
-    throw rateLimited(Math.max(1, Math.ceil((oldest + 3600_000 - now) / 1000)), 'wrong pairing codes');
+    throw tooMany(Math.max(1, Math.ceil((oldest + 3600_000 - now) / 1000)), 'wrong pairing codes');
   }
 }

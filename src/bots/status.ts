@@ -46,7 +46,6 @@ SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
   LEFT JOIN owners o ON o.id = b.owner_id
  WHERE b.id = $1`;
 
-// Cards arrive with the checkout engine's migration; until then a bot has none.
 function activeCardsSql(botIdExpr: string): string {
   return `(SELECT count(*)::int FROM cards c WHERE c.bot_id = ${botIdExpr} AND c.status = 'active')`;
 }

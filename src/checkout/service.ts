@@ -10,9 +10,8 @@ import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
-import { consumeRateLimit } from '../platform/rateLimit.ts';
+import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso, type WindowKind, windowStart } from '../platform/time.ts';
-import { rateLimited } from '../bots/register.ts';
 import type { LimitName } from './counters.ts';
 import { limitError, perTransactionError } from './guardrails.ts';
 import { claimIdempotencyKey, saveIdempotentResponse } from './idempotency.ts';
@@ -190,7 +189,7 @@ async function runChain(
     windowSeconds: 3600,
     now,
   });
-  if (!limited.ok) throw rateLimited(limited.retryAfterSeconds, 'checkout requests');
+  if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'checkout requests');
 
   const id = newId('chk');
   const amount = req.amount_cents;

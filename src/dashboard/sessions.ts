@@ -5,7 +5,7 @@ import type { AppContext } from '../platform/context.ts';
 import { constantTimeEqual, randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import { consumeRateLimit } from '../platform/rateLimit.ts';
+import { consumeRateLimit, rateLimited } from '../platform/rateLimit.ts';
 
 // Owner sign-in for the dashboard: an e-mailed magic link (single use, 15 minutes) opens a browser
 // session. Both secrets are random 256-bit values stored only as SHA-256 hashes. CSRF tokens are an
@@ -82,9 +82,10 @@ export async function requestMagicLink(
       const result = await consumeRateLimit(tx, { key, limit, windowSeconds: 3600, now });
       // Throwing rolls back the hit already counted for the other key.
       if (!result.ok)
-        throw new ApiError('rate_limited', 'Too many sign-in links were requested. Try again later.', {
-          retry_after_seconds: result.retryAfterSeconds,
-        });
+        throw rateLimited(
+          result.retryAfterSeconds,
+          'Too many sign-in links were requested. Try again later.',
+        );
     }
     await tx.query(
       `INSERT INTO magic_links (token_hash, email, email_normalized, return_to_enc, requested_ip, created_at, expires_at)

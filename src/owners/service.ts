@@ -8,7 +8,7 @@ import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
-import { consumeRateLimit } from '../platform/rateLimit.ts';
+import { consumeRateLimit, rateLimited } from '../platform/rateLimit.ts';
 import { iso, windowStart } from '../platform/time.ts';
 import { fundWallet } from '../wallet/ledger.ts';
 
@@ -93,9 +93,10 @@ export async function createPairingCode(ctx: AppContext, ownerId: string) {
       now,
     });
     if (!limited.ok) {
-      throw new ApiError('rate_limited', `At most ${PAIRING_CODES_PER_HOUR} pairing codes per hour.`, {
-        retry_after_seconds: limited.retryAfterSeconds,
-      });
+      throw rateLimited(
+        limited.retryAfterSeconds,
+        `At most ${PAIRING_CODES_PER_HOUR} pairing codes per hour.`,
+      );
     }
     for (let attempt = 0; attempt < 20; attempt++) {
       const code = String(randomInt(0, 1_000_000)).padStart(6, '0');

@@ -1,4 +1,5 @@
 import type { Queryable } from './db/port.ts';
+import { ApiError } from './errors.ts';
 
 // Sliding-window rate limits kept in the database, so every instance shares them. The check and
 // the hit run in the caller's transaction behind a per-key advisory lock (rate_limit_consume,
@@ -29,4 +30,14 @@ export async function pruneRateLimitHits(
   maxWindowSeconds = 86_400,
 ): Promise<void> {
   await db.query('DELETE FROM rate_limit_hits WHERE at < $1', [new Date(now - maxWindowSeconds * 1000)]);
+}
+
+/** The 429 of every rate limit: `rate_limited` with `retry_after_seconds` (SPEC §7). */
+export function rateLimited(retryAfterSeconds: number, message: string): ApiError {
+  return new ApiError('rate_limited', message, { retry_after_seconds: retryAfterSeconds });
+}
+
+/** The usual message: "Too many <what>; retry after N seconds." */
+export function tooMany(retryAfterSeconds: number, what: string): ApiError {
+  return rateLimited(retryAfterSeconds, `Too many ${what}; retry after ${retryAfterSeconds} seconds.`);
 }

@@ -17,7 +17,7 @@ import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 // locked_until + lock_token) within two bounds: PER_BOT_IN_FLIGHT per bot, so one slow or dead
 // endpoint holds at most that many slots, and MAX_IN_FLIGHT in all. Sends run concurrently; their
 // results are recorded in batches (one transaction per batch: the deliveries, events.delivered_at
-// and the bots' health). It wakes on NOTIFY botpay_events (sent at commit by emitEvent), when a
+// and the bots' health). It wakes on NOTIFY botpay_events (sent after commit by the events_wake trigger, 0001), when a
 // send finishes, and on a safety poll for retries that come due.
 //
 // At least once: the lease outlives any attempt (2 × timeout + 5 s), so a worker that dies after
