@@ -92,7 +92,8 @@ export function parseConfig(env: Env = process.env): Config {
   const decoyShopBaseUrl =
     decoyShopRaw === undefined
       ? baseUrl
-      : url('DECOY_SHOP_BASE_URL', decoyShopRaw, ['http:', 'https:']).replace(/\/+$/, '');
+      : (url('DECOY_SHOP_BASE_URL', decoyShopRaw.replaceAll('{shop}', 'shop'), ['http:', 'https:']),
+        decoyShopRaw.replace(/\/+$/, ''));
   const databaseUrl = read(env, 'DATABASE_URL');
   if (databaseUrl !== undefined) url('DATABASE_URL', databaseUrl, ['postgres:', 'postgresql:']);
 

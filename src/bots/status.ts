@@ -15,12 +15,12 @@ interface BotStateRow {
   webhook_status: string;
   webhook_fail_count: number;
   wallet_status: 'pending' | 'active' | 'frozen';
-  available_cents: number;
+  /** The balance the bot sees: available − decoy reserve (docs/security.md). */
+  visible_cents: number;
   master_per_transaction_cents: number | null;
   master_daily_cents: number | null;
   master_monthly_cents: number | null;
   bot_month_spent: number;
-  owner_month_spent: number;
   rails: Array<{ rail_key: string; status: string; address: string | null }> | null;
   pending_messages: number;
   active_cards: number;
@@ -29,12 +29,10 @@ interface BotStateRow {
 
 const STATE_SQL = `
 SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
-       w.status AS wallet_status, w.available_cents,
+       w.status AS wallet_status, w.available_cents - w.decoy_spent_cents - w.decoy_held_cents AS visible_cents,
        o.master_per_transaction_cents, o.master_daily_cents, o.master_monthly_cents,
        coalesce((SELECT spent_cents FROM spend_counters
                   WHERE scope = 'bot:' || b.id AND window_kind = 'month' AND window_start = $2), 0) AS bot_month_spent,
-       coalesce((SELECT spent_cents FROM spend_counters
-                  WHERE scope = 'owner:' || b.owner_id AND window_kind = 'month' AND window_start = $2), 0) AS owner_month_spent,
        (SELECT json_agg(json_build_object('rail_key', r.rail_key, 'status', r.status, 'address', r.address)
                         ORDER BY r.rail_key)
           FROM rails r WHERE r.bot_id = b.id) AS rails,
@@ -56,13 +54,19 @@ async function loadState(ctx: AppContext, botId: string): Promise<BotStateRow> {
   return row;
 }
 
+/**
+ * The bot's spending figures. Both come from this bot's own counter, which every profile's purchases
+ * reach, so they move alike whichever profile was used (the owner's master counter moves only on
+ * real purchases, and its other bots' spending is not this bot's to see): monthly_spent_usd is
+ * what this bot spent this month, monthly_remaining_usd the owner's monthly budget less it.
+ */
 function spendingLimits(row: BotStateRow) {
   const monthly = row.master_monthly_cents ?? 0;
   return {
     per_transaction_usd: centsToUsd(row.master_per_transaction_cents ?? 0),
     monthly_usd: centsToUsd(monthly),
     monthly_spent_usd: centsToUsd(row.bot_month_spent),
-    monthly_remaining_usd: centsToUsd(Math.max(0, monthly - row.owner_month_spent)),
+    monthly_remaining_usd: centsToUsd(Math.max(0, monthly - row.bot_month_spent)),
   };
 }
 
@@ -112,7 +116,7 @@ function presentStatus(row: BotStateRow): StatusResponseT {
     if (rail.rail_key === 'card_wallet') {
       railObjects.card_wallet = {
         status: row.wallet_status === 'frozen' ? 'frozen' : rail.status,
-        balance_usd: centsToUsd(row.available_cents),
+        balance_usd: centsToUsd(row.visible_cents),
         spending_limits: spendingLimits(row),
       };
     } else {
@@ -157,7 +161,7 @@ export async function walletCheck(
 function presentWallet(row: BotStateRow): WalletCheckResponseT {
   return {
     wallet_status: row.wallet_status,
-    balance_usd: centsToUsd(row.available_cents),
+    balance_usd: centsToUsd(row.visible_cents),
     card_status: row.active_cards > 0 ? 'active' : 'none',
     spending_limits: spendingLimits(row),
     // Top-up requests are not a feature of this service yet: owners fund wallets directly.

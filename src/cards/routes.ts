@@ -20,11 +20,28 @@ const ApprovalMode = Type.Union([
   Type.Literal('auto_approve_by_category'),
 ]);
 
-const ActivateBody = Type.Object({
-  missing_digits: Type.String({ pattern: '^[0-9]{3}$' }),
-  expiry_month: Type.String({ pattern: '^(0?[1-9]|1[0-2])$' }),
-  expiry_year: Type.String({ pattern: '^20[0-9]{2}$' }),
-});
+// Format 2 (src/cards/split.ts builds it where the owner types the number): per profile only the
+// 3 digits at the missing positions and the Luhn residue of the profile's other digits.
+const ActivateBody = Type.Object(
+  {
+    bin: Type.String({ pattern: '^[0-9]{6}$', description: 'The first 6 digits (issuer prefix), shared by all profiles.' }),
+    card_length: Type.Integer({ minimum: 12, maximum: 19 }),
+    expiry_month: Type.String({ pattern: '^(0?[1-9]|1[0-2])$' }),
+    expiry_year: Type.String({ pattern: '^20[0-9]{2}$' }),
+    profiles: Type.Array(
+      Type.Object(
+        {
+          profile_index: Type.Integer({ minimum: 1, maximum: 6 }),
+          missing_digits: Type.String({ pattern: '^[0-9]{3}$' }),
+          visible_luhn: Type.Integer({ minimum: 0, maximum: 9 }),
+        },
+        { additionalProperties: false },
+      ),
+      { minItems: 6, maxItems: 6 },
+    ),
+  },
+  { additionalProperties: false },
+);
 
 const PatchBody = Type.Object(
   {
@@ -102,7 +119,8 @@ export async function registerCardRoutes(app: App, ctx: AppContext): Promise<voi
       schema: {
         tags,
         security,
-        summary: 'Store the 3 missing digits and the expiry (encrypted) and activate the card',
+        summary:
+          'Activate the card with the per-profile digits built by the card wizard or `botpay card split` (stored encrypted)',
         params: CardParams,
         body: ActivateBody,
         response: { 200: Loose, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
@@ -118,9 +136,9 @@ export async function registerCardRoutes(app: App, ctx: AppContext): Promise<voi
       schema: {
         tags,
         security,
-        summary: 'The payment profiles file to complete and hand to the bot',
+        summary: 'The payment profiles file of a card activated before format 2 (409 for newer cards)',
         params: CardParams,
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: Loose, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (request, reply) => {

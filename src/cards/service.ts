@@ -7,15 +7,22 @@ import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { decoyProfile, maskMissing } from './decoys.ts';
+import {
+  type ActivationRequest,
+  completesLuhn,
+  FIRST_MISSING_POSITION,
+  LAST_MISSING_POSITION,
+  networkOf,
+  PROFILE_COUNT,
+} from './split.ts';
 
-// Self-hosted cards with split knowledge (DESIGN.md §2). The service picks the real profile index
-// and three consecutive missing digit positions; the owner types only those 3 digits and the expiry
-// (stored encrypted); the bot gets a profiles file with the rest of the number and 5 decoys.
+// Self-hosted cards with split knowledge (docs/security.md). The service picks the real profile
+// index and three consecutive missing digit positions; where the owner types the full number (the
+// dashboard's card wizard, `botpay card split`), src/cards/split.ts builds the bot's profiles file
+// and sends the service only, per profile, the 3 digits at those positions (and the expiry), which
+// it stores encrypted. The service never sees the rest of any number.
 
-export const PROFILE_COUNT = 6;
-// Missing digits never cover the 6-digit issuer prefix, so the network stays recognisable.
-const FIRST_MISSING_POSITION = 6;
-const LAST_MISSING_POSITION = 12;
+export { PROFILE_COUNT };
 
 export type ApprovalMode = 'ask_for_everything' | 'auto_approve_under_threshold' | 'auto_approve_by_category';
 export type ProfileApprovalRule = 'follow_card' | 'ask_for_everything' | 'auto_approve_under_threshold';
@@ -29,6 +36,9 @@ export interface CardRow {
   real_profile_index: number;
   missing_position: number;
   secret_enc: string | null;
+  /** Format 2: the six profiles' digits and expiries, encrypted (ProfileSecret[]). */
+  profiles_enc: string | null;
+  card_length: number | null;
   per_transaction_cents: number;
   daily_cents: number;
   monthly_cents: number;
@@ -56,6 +66,20 @@ export interface CardSecret {
   missing_digits: string;
   expiry_month: string;
   expiry_year: string;
+}
+
+/** One profile's part of a format-2 card: what an approved checkout on it returns. */
+export interface ProfileSecret extends CardSecret {
+  profile_index: number;
+}
+
+/**
+ * Expiries for the decoys: the real card's year, and a month drawn uniformly among the months of
+ * that year not yet past, so the real expiry is one draw among six from the same range.
+ */
+export function decoyExpiryMonth(year: number, now: Date, draw: (max: number) => number = randomInt): string {
+  const first = year === now.getUTCFullYear() ? now.getUTCMonth() + 1 : 1;
+  return String(first + draw(13 - first)).padStart(2, '0');
 }
 
 async function lockOwnedCard(
@@ -133,6 +157,7 @@ export async function startCard(ctx: AppContext, ownerId: string, botId: string,
     await audit(tx, { ownerId, botId, action: 'card.started', details: { card_id: id }, at: now });
     return {
       card_id: id,
+      bot_id: botId,
       status: 'pending_activation' as const,
       real_profile_index: realIndex,
       missing_digit_positions: [position, position + 1, position + 2],
@@ -140,38 +165,74 @@ export async function startCard(ctx: AppContext, ownerId: string, botId: string,
   });
 }
 
+function invalid(message: string, field: string): ApiError {
+  return new ApiError('validation_error', message, { field });
+}
+
+/** Checks a format-2 activation: 400 validation_error naming what is wrong; nothing is stored. */
+function checkActivation(a: ActivationRequest, position: number, now: Date): void {
+  const network = networkOf(a.bin);
+  if (!network) throw invalid('bin does not start like a card of a known network.', 'bin');
+  if (!network.lengths.includes(a.card_length)) {
+    throw invalid(
+      `The BIN is a ${network.name} prefix, whose numbers have ${network.lengths.join(' or ')} digits, not ${a.card_length}.`,
+      'card_length',
+    );
+  }
+  if (position + 3 > a.card_length - 1) throw invalid('card_length is too short for the missing positions.', 'card_length');
+  const seen = new Set<number>();
+  for (const p of a.profiles) {
+    if (seen.has(p.profile_index)) throw invalid(`profile_index ${p.profile_index} appears twice.`, 'profiles');
+    seen.add(p.profile_index);
+    if (!completesLuhn(p.missing_digits, position, a.card_length, p.visible_luhn)) {
+      throw invalid(
+        `Profile ${p.profile_index}: missing_digits do not complete a Luhn-valid number (build the profiles with the card wizard or botpay card split).`,
+        'profiles',
+      );
+    }
+  }
+  if (seen.size !== PROFILE_COUNT) throw invalid('profiles must list profile_index 1 to 6 once each.', 'profiles');
+  const month = Number(a.expiry_month);
+  const year = Number(a.expiry_year);
+  if (year < now.getUTCFullYear() || (year === now.getUTCFullYear() && month < now.getUTCMonth() + 1)) {
+    throw invalid('The card has expired.', 'expiry_year');
+  }
+}
+
+/**
+ * Activates a started card with the digits built where the owner typed the number (format 2). The
+ * real profile keeps the owner's expiry; each decoy gets the same year and a drawn month.
+ */
 export async function activateCard(
   ctx: AppContext,
   ownerId: string,
   botId: string,
   cardId: string,
-  secret: CardSecret,
+  activation: ActivationRequest,
 ) {
   const now = ctx.clock.now();
-  const month = Number(secret.expiry_month);
-  const year = Number(secret.expiry_year);
-  const current = new Date(now);
-  if (
-    year < current.getUTCFullYear() ||
-    (year === current.getUTCFullYear() && month < current.getUTCMonth() + 1)
-  ) {
-    throw new ApiError('validation_error', 'The card has expired.', { field: 'expiry_year' });
-  }
   return ctx.db.transaction(async (tx) => {
     const card = await lockOwnedCard(tx, ownerId, botId, cardId);
     if (card.status !== 'pending_activation') {
       throw new ApiError('conflict', 'The card is already activated.');
     }
-    const normalized: CardSecret = {
-      missing_digits: secret.missing_digits,
-      expiry_month: String(month).padStart(2, '0'),
-      expiry_year: String(year),
-    };
-    await tx.query(`UPDATE cards SET status = 'active', secret_enc = $2, activated_at = $3 WHERE id = $1`, [
-      cardId,
-      ctx.secrets.encrypt(JSON.stringify(normalized)),
-      new Date(now),
-    ]);
+    checkActivation(activation, card.missing_position, new Date(now));
+    const year = String(Number(activation.expiry_year));
+    const secrets: ProfileSecret[] = [...activation.profiles]
+      .sort((a, b) => a.profile_index - b.profile_index)
+      .map((p) => ({
+        profile_index: p.profile_index,
+        missing_digits: p.missing_digits,
+        expiry_month:
+          p.profile_index === card.real_profile_index
+            ? String(Number(activation.expiry_month)).padStart(2, '0')
+            : decoyExpiryMonth(Number(year), new Date(now)),
+        expiry_year: year,
+      }));
+    await tx.query(
+      `UPDATE cards SET status = 'active', profiles_enc = $2, card_length = $3, activated_at = $4 WHERE id = $1`,
+      [cardId, ctx.secrets.encrypt(JSON.stringify(secrets)), activation.card_length, new Date(now)],
+    );
     await audit(tx, { ownerId, botId, action: 'card.activated', details: { card_id: cardId }, at: now });
     const updated = (await tx.query<CardRow>('SELECT * FROM cards WHERE id = $1', [cardId]))[0]!;
     return presentCard(updated, await loadProfiles(tx, cardId));
@@ -308,12 +369,19 @@ export async function getCard(ctx: AppContext, ownerId: string, botId: string, c
 }
 
 /**
- * The payment profiles file for the bot. The real profile carries placeholders the owner completes
+ * The payment profiles file of a card activated before format 2 (legacy). The real profile carries placeholders the owner completes
  * with their own card (all of it but the 3 missing digits, which the bot gets per purchase); the
  * decoys are complete. The file never says which profile is real.
  */
 export async function profilesFile(ctx: AppContext, ownerId: string, botId: string, cardId: string) {
   const card = await ownedCard(ctx, ownerId, botId, cardId);
+  if (card.profiles_enc !== null || card.status === 'pending_activation') {
+    // Format 2 is built where the owner typed the number; the service never had the file.
+    throw new ApiError(
+      'conflict',
+      'The service does not hold this card\'s profiles file: it was built by the card wizard or botpay card split, where the number was typed.',
+    );
+  }
   const year = new Date(card.created_at).getUTCFullYear();
   const p = card.missing_position;
   const profiles = [];

@@ -5,7 +5,7 @@ import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso, type WindowKind } from '../platform/time.ts';
-import { captureHold, releaseHold } from '../wallet/ledger.ts';
+import { captureDecoyHold, captureHold, releaseDecoyHold, releaseHold } from '../wallet/ledger.ts';
 import { subtractFromCounters } from './counters.ts';
 import { counterSpecs } from './guardrails.ts';
 import { cardDetails, emitPurchaseEvent } from './service.ts';
@@ -59,7 +59,8 @@ async function settle(tx: Queryable, c: ConfirmationRow, outcome: Outcome, decid
   if (c.is_real) {
     if (outcome === 'approved') await captureHold(tx, c.bot_id, c.amount_cents, now, c.id);
     else await releaseHold(tx, c.bot_id, c.amount_cents, now, c.id);
-  }
+  } else if (outcome === 'approved') await captureDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
+  else await releaseDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
   await tx.query(
     'UPDATE checkout_confirmations SET status = $2, decided_at = $3, decided_by = $4 WHERE id = $1',
     [c.id, outcome, new Date(now), decidedBy],
@@ -200,7 +201,7 @@ export async function checkoutStatus(ctx: AppContext, botId: string, confirmatio
   if (c.status === 'approved') {
     const card = (
       await ctx.db.query<CardRow>(
-        'SELECT id, secret_enc, missing_position, created_at FROM cards WHERE id = $1',
+        'SELECT id, secret_enc, profiles_enc, missing_position, created_at FROM cards WHERE id = $1',
         [c.card_id],
       )
     )[0]!;

@@ -19,10 +19,10 @@ export interface PurchaseScope {
 /**
  * The counters a purchase counts in, in the global lock order (card → profile → owner → bot).
  *
- * A decoy profile counts only in counters of its own: its card-level windows are kept per profile
- * ('card:<id>:p<index>'), exactly as the real profile's are kept in 'card:<id>' (which only real
- * purchases reach). Every profile therefore sees the same card guardrails evaluated against its own
- * history, and a decoy never consumes the real card's, the owner's master or the bot's budgets.
+ * A decoy profile's card-level windows are kept per profile ('card:<id>:p<index>'), exactly as the
+ * real profile's are kept in 'card:<id>' (which only real purchases reach), and it never consumes the
+ * owner's master budget; every profile counts in the bot's own figures ('bot:<id>'), so what the
+ * bot sees moves alike whichever profile it used (docs/security.md).
  */
 export function counterSpecs(p: PurchaseScope): CounterSpec[] {
   const cardScope = p.isReal ? `card:${p.cardId}` : `card:${p.cardId}:p${p.profileIndex}`;
@@ -50,10 +50,12 @@ export function counterSpecs(p: PurchaseScope): CounterSpec[] {
         kind: 'month',
         limitCents: null,
       },
-      { name: 'bot_daily', scope: `bot:${p.botId}`, kind: 'day', limitCents: null },
-      { name: 'bot_monthly', scope: `bot:${p.botId}`, kind: 'month', limitCents: null },
     );
   }
+  specs.push(
+    { name: 'bot_daily', scope: `bot:${p.botId}`, kind: 'day', limitCents: null },
+    { name: 'bot_monthly', scope: `bot:${p.botId}`, kind: 'month', limitCents: null },
+  );
   return specs;
 }
 

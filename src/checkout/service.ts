@@ -1,6 +1,5 @@
-import { randomInt } from 'node:crypto';
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
-import type { CardRow, CardSecret } from '../cards/service.ts';
+import type { CardRow, CardSecret, ProfileSecret } from '../cards/service.ts';
 import { notifyBalanceLow, notifyHeldPurchase } from '../dashboard/notifications.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
@@ -49,13 +48,22 @@ export const APPROVED_MESSAGE =
 export const PENDING_MESSAGE =
   'Purchase held for owner approval. Poll /api/v1/bot/merchant/checkout/status with the confirmation_id until it is decided or expires.';
 
-/** Card digits and expiry returned for an approved checkout: the real secret or the decoy's. */
+/**
+ * Card digits and expiry returned for an approved checkout. Format 2: the profile's own entry of
+ * profiles_enc (the same shape and the same work for the real profile and a decoy). Legacy cards:
+ * the real secret or the derived decoy's.
+ */
 export function cardDetails(
   ctx: AppContext,
-  card: Pick<CardRow, 'id' | 'secret_enc' | 'missing_position' | 'created_at'>,
+  card: Pick<CardRow, 'id' | 'secret_enc' | 'profiles_enc' | 'missing_position' | 'created_at'>,
   profileIndex: number,
   isReal: boolean,
 ): CardSecret {
+  if (card.profiles_enc) {
+    const all = JSON.parse(ctx.secrets.decrypt(card.profiles_enc)) as ProfileSecret[];
+    const p = all.find((x) => x.profile_index === profileIndex)!;
+    return { missing_digits: p.missing_digits, expiry_month: p.expiry_month, expiry_year: p.expiry_year };
+  }
   if (isReal) return JSON.parse(ctx.secrets.decrypt(card.secret_enc!)) as CardSecret;
   const decoy = decoyProfile(ctx.secrets, card.id, profileIndex, new Date(card.created_at).getUTCFullYear());
   return {
@@ -78,18 +86,6 @@ export function requestHash(req: CheckoutRequest): string {
       req.card_id ?? null,
     ]),
   );
-}
-
-/** A plausible time for the service to decide a held decoy: like an owner who answers in minutes. */
-function decoyDecision(
-  now: number,
-  windowMs: number,
-): { decideAt: number; outcome: 'approved' | 'denied' | 'expired' } {
-  const roll = randomInt(100);
-  if (roll < 5) return { decideAt: now + windowMs, outcome: 'expired' };
-  const earliest = Math.min(20_000, Math.floor(windowMs / 4));
-  const latest = Math.max(earliest + 1, Math.min(600_000, Math.floor((windowMs * 2) / 3)));
-  return { decideAt: now + randomInt(earliest, latest), outcome: roll < 15 ? 'denied' : 'approved' };
 }
 
 export async function checkout(
@@ -129,6 +125,7 @@ interface AttemptResult {
   is_real?: boolean;
   card_id?: string;
   secret_enc?: string | null;
+  profiles_enc?: string | null;
   missing_position?: number;
   card_created_at?: string;
   available_before?: number;
@@ -195,7 +192,6 @@ async function runChain(
   const amount = req.amount_cents;
   const category = req.category?.trim() ? req.category.trim() : null;
   const windowMs = ctx.config.approvalWindowSeconds * 1000;
-  const decoy = decoyDecision(now, windowMs);
   const event = purchaseEventRow(
     'purchase.approved',
     {
@@ -210,7 +206,7 @@ async function runChain(
   // The whole chain and its writes in one database call (see 0002_checkout.sql checkout_attempt).
   const r = (
     await tx.query<{ r: AttemptResult }>(
-      `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) AS r`,
+      `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) AS r`,
       [
         botId,
         req.card_id ?? null,
@@ -227,8 +223,6 @@ async function runChain(
         windowStart('week', now),
         windowStart('month', now),
         ctx.config.approvalWindowSeconds,
-        new Date(decoy.decideAt),
-        decoy.outcome,
         newId('ltx'),
         event.id,
         event.body,
@@ -238,9 +232,14 @@ async function runChain(
   if (!r.ok) throw attemptError(r);
   const held = r.held!;
   const isReal = r.is_real!;
-  const balanceLow =
-    isReal &&
-    (await emitBalanceLowIfCrossed(tx, botId, r.available_before!, r.available_before! - amount, now));
+  // The visible balance moves alike for every profile, and so does its low-balance event.
+  const balanceLow = await emitBalanceLowIfCrossed(
+    tx,
+    botId,
+    r.available_before!,
+    r.available_before! - amount,
+    now,
+  );
   if (req.task_id !== undefined) {
     // Inside the transaction: the tasks work can refuse (throw) and everything rolls back.
     await checkTaskForCheckout(tx, {
@@ -290,6 +289,7 @@ async function runChain(
     {
       id: r.card_id!,
       secret_enc: r.secret_enc ?? null,
+      profiles_enc: r.profiles_enc ?? null,
       missing_position: r.missing_position!,
       created_at: new Date(r.card_created_at!),
     },

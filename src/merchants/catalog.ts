@@ -208,7 +208,11 @@ export function shopsForCategory(category: string): Shop[] {
   return SHOPS.filter((s) => s.categories.includes(c));
 }
 
-/** The public address of a product page: the base the bot is sent to, then /merchant/<shop>/<product>. */
+/**
+ * The public address of a product page: the base the bot is sent to, then /merchant/<shop>/<product>.
+ * A `{shop}` in the base (DECOY_SHOP_BASE_URL=https://{shop}.shops.example) gives every shop a host
+ * of its own, so decoy tasks do not all point at one domain (docs/security.md).
+ */
 export function productUrl(base: string, shop: Shop, product: Product): string {
-  return `${base.replace(/\/+$/, '')}/merchant/${shop.slug}/${product.slug}`;
+  return `${base.replace(/\/+$/, '').replaceAll('{shop}', shop.slug)}/merchant/${shop.slug}/${product.slug}`;
 }

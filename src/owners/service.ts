@@ -10,7 +10,7 @@ import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, rateLimited } from '../platform/rateLimit.ts';
 import { iso, windowStart } from '../platform/time.ts';
-import { fundWallet } from '../wallet/ledger.ts';
+import { fundWallet, MONEY_KINDS, returnDecoyReserve } from '../wallet/ledger.ts';
 
 const PAIRING_CODE_TTL_MS = 3600_000;
 const PAIRING_CODES_PER_HOUR = 5;
@@ -135,6 +135,8 @@ interface OwnerBotRow {
   wallet_status: string;
   available_cents: number;
   held_cents: number;
+  decoy_spent_cents: number;
+  decoy_held_cents: number;
   active_rail_count: number;
   pending_approvals: number;
   [key: string]: unknown;
@@ -143,7 +145,7 @@ interface OwnerBotRow {
 const OWNER_BOT_SQL = `
 SELECT b.id, b.name, b.description, b.bot_type, b.owner_email, b.callback_url, b.tunnel_hostname,
        b.webhook_status, b.webhook_fail_count, b.created_at, b.claimed_at, b.owner_id,
-       w.status AS wallet_status, w.available_cents, w.held_cents,
+       w.status AS wallet_status, w.available_cents, w.held_cents, w.decoy_spent_cents, w.decoy_held_cents,
        (SELECT count(*)::int FROM rails r WHERE r.bot_id = b.id AND r.status = 'active') AS active_rail_count,
        (SELECT count(*)::int FROM checkout_confirmations c
          WHERE c.bot_id = b.id AND c.status = 'pending' AND c.is_real) AS pending_approvals
@@ -165,6 +167,12 @@ function presentBot(row: OwnerBotRow) {
       status: row.wallet_status,
       balance_usd: centsToUsd(row.available_cents),
       held_usd: centsToUsd(row.held_cents),
+      // What the bot sees and can spend: the balance less the decoy reserve (decoy purchases lower
+      // the bot's balance like real ones; part of the reserve comes back with each funding).
+      bot_visible_balance_usd: centsToUsd(
+        Number(row.available_cents) - Number(row.decoy_spent_cents) - Number(row.decoy_held_cents),
+      ),
+      decoy_reserve_usd: centsToUsd(Number(row.decoy_spent_cents) + Number(row.decoy_held_cents)),
     },
     webhook: {
       target: row.callback_url ? 'callback_url' : 'tunnel',
@@ -225,26 +233,42 @@ export async function getBot(ctx: AppContext, ownerId: string, botId: string) {
   };
 }
 
+/**
+ * Owner funding. A uniformly drawn share of the decoy reserve (what decoy purchases took from the
+ * bot's visible balance) comes back with it, inside the amount the bot is told it was funded, so
+ * the bot cannot separate the owner's money from returned decoy spending (docs/security.md).
+ */
 export async function fundBot(ctx: AppContext, ownerId: string, botId: string, amountCents: number) {
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
     const reference = newId('fund');
     await fundWallet(tx, botId, amountCents, now, reference);
-    const wallet = (
-      await tx.query<{ available_cents: number; status: string }>(
-        'SELECT available_cents, status FROM wallets WHERE bot_id = $1',
+    const reserve = (
+      await tx.query<{ decoy_spent_cents: number }>(
+        'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
         [botId],
       )
     )[0]!;
+    const spent = Number(reserve.decoy_spent_cents);
+    const returned = spent > 0 ? randomInt(spent + 1) : 0;
+    if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
+    const wallet = (
+      await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
+        `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+           FROM wallets WHERE bot_id = $1`,
+        [botId],
+      )
+    )[0]!;
+    const visibleAmount = amountCents + returned;
     await emitEvent(tx, {
       botId,
       type: 'wallet.funded',
       data: {
         funding_id: reference,
-        amount: centsToUsd(amountCents),
-        balance: centsToUsd(wallet.available_cents),
-        description: `Owner added $${centsToUsd(amountCents).toFixed(2)} to the wallet`,
+        amount: centsToUsd(visibleAmount),
+        balance: centsToUsd(Number(wallet.visible_cents)),
+        description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
       },
       at: now,
     });
@@ -252,14 +276,16 @@ export async function fundBot(ctx: AppContext, ownerId: string, botId: string, a
       ownerId,
       botId,
       action: 'wallet.funded',
-      details: { amount_cents: amountCents },
+      details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned },
       at: now,
     });
     return {
       bot_id: botId,
       funding_id: reference,
       amount_usd: centsToUsd(amountCents),
-      balance_usd: centsToUsd(wallet.available_cents),
+      decoy_reserve_returned_usd: centsToUsd(returned),
+      balance_usd: centsToUsd(Number(wallet.available_cents)),
+      bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
       wallet_status: wallet.status,
     };
   });
@@ -418,9 +444,9 @@ export async function listTransactions(
             coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
             coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
        FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
-      WHERE t.bot_id = $1 AND ($3::timestamptz IS NULL OR t.created_at < $3)
+      WHERE t.bot_id = $1 AND ($3::timestamptz IS NULL OR t.created_at < $3) AND t.kind = ANY($4::text[])
       GROUP BY t.id ORDER BY t.created_at DESC, t.id DESC LIMIT $2`,
-    [botId, limit, before ? new Date(before) : null],
+    [botId, limit, before ? new Date(before) : null, MONEY_KINDS],
   );
   return {
     transactions: rows.map((r) => ({

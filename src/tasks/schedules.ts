@@ -7,6 +7,7 @@ import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
+import { createShadows, followSchedule } from './shadows.ts';
 
 // Owner schedules: recurring real purchase tasks (DESIGN.md §5). The cron expression (5 fields or
 // a nickname such as @daily, no seconds) is read in the schedule's IANA time zone. Instructions are
@@ -40,6 +41,9 @@ export interface ScheduleRow {
   timezone: string;
   instructions: StoredInstructions;
   status: 'active' | 'paused' | 'deleted';
+  /** Set on a decoy shadow of an owner schedule (src/tasks/shadows.ts); never shown to anyone. */
+  shadow_of: string | null;
+  shadow_offset_ms: number;
   next_due_at: Date | null;
   last_due_at: Date | null;
   created_at: Date;
@@ -190,7 +194,7 @@ export async function createSchedule(
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
     const existing = await tx.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM task_schedules WHERE bot_id = $1 AND status <> 'deleted'`,
+      `SELECT count(*)::int AS n FROM task_schedules WHERE bot_id = $1 AND status <> 'deleted' AND shadow_of IS NULL`,
       [botId],
     );
     if (Number(existing[0]?.n ?? 0) >= MAX_SCHEDULES_PER_BOT) {
@@ -238,6 +242,7 @@ export async function createSchedule(
         new Date(now),
       ],
     );
+    await createShadows(ctx, tx, rows[0]!, card, now);
     await audit(tx, {
       ownerId,
       botId,
@@ -253,7 +258,8 @@ export async function listSchedules(ctx: AppContext, ownerId: string, botId: str
   const bot = await maybeOne(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [botId, ownerId]);
   if (!bot) throw new ApiError('not_found', 'Bot not found.');
   const rows = await ctx.db.query<ScheduleRow>(
-    `SELECT * FROM task_schedules WHERE bot_id = $1 AND status <> 'deleted' ORDER BY created_at, id`,
+    `SELECT * FROM task_schedules WHERE bot_id = $1 AND status <> 'deleted' AND shadow_of IS NULL
+      ORDER BY created_at, id`,
     [botId],
   );
   return { schedules: rows.map(presentSchedule) };
@@ -272,7 +278,8 @@ export async function changeSchedule(
     await lockOwnedBot(tx, ownerId, botId);
     const s = await maybeOne<ScheduleRow>(
       tx,
-      `SELECT * FROM task_schedules WHERE id = $1 AND bot_id = $2 AND status <> 'deleted' FOR UPDATE`,
+      `SELECT * FROM task_schedules WHERE id = $1 AND bot_id = $2 AND status <> 'deleted' AND shadow_of IS NULL
+        FOR UPDATE`,
       [scheduleId, botId],
     );
     if (!s) throw new ApiError('not_found', 'Schedule not found.');
@@ -288,6 +295,7 @@ export async function changeSchedule(
       `UPDATE task_schedules SET status = $2, next_due_at = $3, updated_at = $4 WHERE id = $1 RETURNING *`,
       [s.id, status, next === null ? null : new Date(next), new Date(now)],
     );
+    await followSchedule(tx, s, status, now);
     await audit(tx, {
       ownerId,
       botId,

@@ -8,10 +8,33 @@ import { newId } from '../platform/ids.ts';
 //
 // Accounts: wallet_available (spendable), wallet_held (reserved for pending approvals),
 // owner_funding (what the owner put in, negative), merchant_settlement (paid out for purchases).
+// Decoy memo accounts (never money; docs/security.md): decoy_cover (where the decoy reserve comes
+// from and returns to), decoy_spent and decoy_held (the reserve: what decoy purchases took from the
+// balance the bot sees; kept in wallets.decoy_spent_cents / decoy_held_cents).
 
-export type Account = 'wallet_available' | 'wallet_held' | 'owner_funding' | 'merchant_settlement';
+export type Account =
+  | 'wallet_available'
+  | 'wallet_held'
+  | 'owner_funding'
+  | 'merchant_settlement'
+  | 'decoy_cover'
+  | 'decoy_spent'
+  | 'decoy_held';
 
-export type LedgerKind = 'funding' | 'purchase' | 'hold' | 'capture' | 'release';
+export type LedgerKind =
+  | 'funding'
+  | 'purchase'
+  | 'hold'
+  | 'capture'
+  | 'release'
+  | 'decoy_purchase'
+  | 'decoy_hold'
+  | 'decoy_capture'
+  | 'decoy_release'
+  | 'decoy_return';
+
+/** Ledger kinds that move the owner's money (the owner's transaction list); the others are decoy memos. */
+export const MONEY_KINDS: readonly LedgerKind[] = ['funding', 'purchase', 'hold', 'capture', 'release'];
 
 export interface Posting {
   account: Account;
@@ -64,6 +87,13 @@ const MOVEMENTS = {
   capture: { from: 'wallet_held', to: 'merchant_settlement', description: 'Held purchase approved' },
   /** Denial or expiry of a held purchase. */
   release: { from: 'wallet_held', to: 'wallet_available', description: 'Hold released' },
+  /** A decoy purchase lowers the visible balance (checkout_attempt writes it; listed for completeness). */
+  decoy_purchase: { from: 'decoy_cover', to: 'decoy_spent', description: 'Decoy purchase approved' },
+  decoy_hold: { from: 'decoy_cover', to: 'decoy_held', description: 'Decoy held' },
+  decoy_capture: { from: 'decoy_held', to: 'decoy_spent', description: 'Held decoy approved' },
+  decoy_release: { from: 'decoy_held', to: 'decoy_cover', description: 'Decoy hold released' },
+  /** Part of the decoy reserve given back to the visible balance with an owner funding. */
+  decoy_return: { from: 'decoy_spent', to: 'decoy_cover', description: 'Decoy reserve returned with a funding' },
 } as const satisfies Record<LedgerKind, { from: Account; to: Account; description: string }>;
 
 function move(kind: LedgerKind) {
@@ -92,6 +122,12 @@ export const placeHold = move('hold');
 export const captureHold = move('capture');
 /** Denial or expiry of a held purchase: wallet_held → wallet_available. */
 export const releaseHold = move('release');
+/** Approval of a held decoy: decoy_held → decoy_spent. */
+export const captureDecoyHold = move('decoy_capture');
+/** Denial or expiry of a held decoy: decoy_held → decoy_cover. */
+export const releaseDecoyHold = move('decoy_release');
+/** Part of the decoy reserve back to the visible balance: decoy_spent → decoy_cover. */
+export const returnDecoyReserve = move('decoy_return');
 
 /** Sum of a bot's entries per account, straight from the ledger (tests and `doctor` compare it with the projection). */
 export async function ledgerBalances(q: Queryable, botId: string): Promise<Record<Account, number>> {
@@ -104,6 +140,9 @@ export async function ledgerBalances(q: Queryable, botId: string): Promise<Recor
     wallet_held: 0,
     owner_funding: 0,
     merchant_settlement: 0,
+    decoy_cover: 0,
+    decoy_spent: 0,
+    decoy_held: 0,
   };
   for (const r of rows) out[r.account] = Number(r.total);
   return out;

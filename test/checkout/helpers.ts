@@ -1,8 +1,9 @@
 import { expect } from 'vitest';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
+import { DIGITS, splitCard } from '../support/cards.ts';
 import type { activeBot, TestOwner, TestService } from '../support/service.ts';
 
-export const DIGITS = '739';
+export { DIGITS };
 
 export type Bot = Awaited<ReturnType<typeof activeBot>>;
 
@@ -32,7 +33,7 @@ export async function setupCard(
     method: 'POST',
     url: `/api/v1/owner/bots/${botId}/cards/${card.card_id}/activate`,
     headers: owner.auth,
-    payload: { missing_digits: DIGITS, expiry_month: '09', expiry_year: '2030' },
+    payload: splitCard({ ...card, bot_id: botId }).activation,
   });
   expect(act.statusCode, act.body).toBe(200);
   if (Object.keys(patch).length > 0) await patchCard(svc, owner, botId, card.card_id, patch);

@@ -1,0 +1,163 @@
+import { randomInt } from 'node:crypto';
+import type { Cron } from 'croner';
+import type { CardRow, ProfileRow } from '../cards/service.ts';
+import { productUrl, SHOPS, type Shop, shopsForCategory } from '../merchants/catalog.ts';
+import type { AppContext } from '../platform/context.ts';
+import type { Queryable } from '../platform/db/port.ts';
+import { newId } from '../platform/ids.ts';
+import { nextOccurrence, parseCron, type ScheduleRow, type StoredInstructions } from './schedules.ts';
+
+// Decoy tasks as shadows of the owner's schedules (docs/tasks.md, docs/security.md). For every
+// owner schedule, each other enabled profile of the card gets a hidden schedule of its own: the
+// same cron moved by a fixed offset, and a purchase from the service's shops like the owner's. So
+// every profile is tasked at the same pace and in the same kind of time, and nothing the engine
+// does depends on which profile a checkout named. Without owner schedules there are no decoy
+// tasks at all: a stream of tasks on the five decoys alone would name them and never the real one.
+//
+// Offsets are exchangeable with the real schedule's zero: a window of WINDOW steps of the schedule's
+// own granularity is placed uniformly around the real occurrence, and every shadow takes a uniform
+// step of it. Given the six times, each is equally likely to be the one at offset zero.
+
+/** Widest window the shadows of one schedule spread over. */
+export const SHADOW_WINDOW_MS = 4 * 3600_000;
+const MINUTE = 60_000;
+const GRANULARITIES = [60, 30, 15, 10, 5, 1];
+
+/** The coarsest minute granularity all the cron's next occurrences fall on, and its shortest gap. */
+export function cronShape(cron: Cron, from: number): { stepMs: number; periodMs: number } {
+  const times: number[] = [];
+  let t = from;
+  for (let i = 0; i < 24; i++) {
+    const next = nextOccurrence(cron, t);
+    if (next === null) break;
+    times.push(next);
+    t = next;
+  }
+  const minutes = times.map((x) => Math.floor(x / MINUTE) % 60);
+  const step = GRANULARITIES.find((g) => minutes.every((m) => m % g === 0)) ?? 1;
+  let period = Number.POSITIVE_INFINITY;
+  for (let i = 1; i < times.length; i++) period = Math.min(period, times[i]! - times[i - 1]!);
+  return { stepMs: step * MINUTE, periodMs: period };
+}
+
+/** Offsets (ms) for n shadows: uniform steps of a window placed uniformly around zero. */
+export function shadowOffsets(
+  stepMs: number,
+  periodMs: number,
+  n: number,
+  draw: (max: number) => number = randomInt,
+): number[] {
+  const width = Math.min(SHADOW_WINDOW_MS, periodMs - stepMs);
+  const steps = width >= stepMs ? Math.floor(width / stepMs) : 0;
+  const shift = draw(steps + 1);
+  return Array.from({ length: n }, () => (draw(steps + 1) - shift) * stepMs);
+}
+
+/** Next due time of a schedule moved by offsetMs, strictly after `after`. */
+export function nextShiftedOccurrence(cron: Cron, after: number, offsetMs: number): number | null {
+  const next = nextOccurrence(cron, after - offsetMs);
+  return next === null ? null : next + offsetMs;
+}
+
+/** A shop's product for a shadow of the owner's purchase: near its amount, within the profile's limits. */
+export function shadowPurchase(
+  ctx: AppContext,
+  card: Pick<CardRow, 'per_transaction_cents' | 'daily_cents'>,
+  profile: Pick<ProfileRow, 'profile_index' | 'allowance_cents'>,
+  real: StoredInstructions,
+  usedShops: Set<string>,
+): StoredInstructions {
+  const cap = Math.max(
+    1,
+    Math.min(Number(card.per_transaction_cents), Number(card.daily_cents), Number(profile.allowance_cents)),
+  );
+  const affordable = (s: Shop) => !usedShops.has(s.slug) && s.products.some((x) => x.priceCents <= cap);
+  const matching = shopsForCategory(real.category).filter(affordable);
+  const candidates = matching.length > 0 ? matching : SHOPS.filter(affordable);
+  const pool = candidates.length > 0 ? candidates : [...SHOPS];
+  const shop = pool[randomInt(pool.length)]!;
+  usedShops.add(shop.slug);
+  const target = Math.round(real.amount_cents * (0.75 + randomInt(51) / 100));
+  const within = shop.products.filter((x) => x.priceCents <= cap);
+  const products = within.length > 0 ? within : [...shop.products].sort((a, b) => a.priceCents - b.priceCents);
+  const sorted = [...products].sort((a, b) => Math.abs(a.priceCents - target) - Math.abs(b.priceCents - target));
+  const product = sorted[randomInt(Math.min(2, sorted.length))]!;
+  return {
+    profile_index: profile.profile_index,
+    merchant_name: shop.name,
+    merchant_url: productUrl(ctx.config.decoyShopBaseUrl, shop, product),
+    item_name: product.name,
+    amount_cents: product.priceCents,
+    category: real.category,
+  };
+}
+
+/** Creates the shadows of a new owner schedule (in the schedule's transaction). */
+export async function createShadows(
+  ctx: AppContext,
+  tx: Queryable,
+  schedule: ScheduleRow,
+  card: CardRow,
+  now: number,
+): Promise<number> {
+  const profiles = await tx.query<ProfileRow>(
+    `SELECT * FROM card_profiles WHERE card_id = $1 AND enabled AND profile_index NOT IN ($2, $3)
+      ORDER BY profile_index`,
+    [card.id, card.real_profile_index, schedule.instructions.profile_index],
+  );
+  if (profiles.length === 0) return 0;
+  const cron = parseCron(schedule.cron, schedule.timezone);
+  const { stepMs, periodMs } = cronShape(cron, now);
+  const offsets = shadowOffsets(stepMs, periodMs, profiles.length);
+  const usedShops = new Set<string>();
+  for (const [i, profile] of profiles.entries()) {
+    const offset = offsets[i]!;
+    const next = nextShiftedOccurrence(cron, now, offset);
+    await tx.query(
+      `INSERT INTO task_schedules (id, bot_id, owner_id, card_id, cron, timezone, instructions, status,
+         next_due_at, created_at, updated_at, shadow_of, shadow_offset_ms)
+       VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$10,$11,$12)`,
+      [
+        newId('schedule'),
+        schedule.bot_id,
+        schedule.owner_id,
+        card.id,
+        schedule.cron,
+        schedule.timezone,
+        JSON.stringify(shadowPurchase(ctx, card, profile, schedule.instructions, usedShops)),
+        schedule.status,
+        next === null ? null : new Date(next),
+        new Date(now),
+        schedule.id,
+        offset,
+      ],
+    );
+  }
+  return profiles.length;
+}
+
+/** Shadows follow their schedule's pause, resume and deletion (resume: next occurrence after now). */
+export async function followSchedule(
+  tx: Queryable,
+  schedule: Pick<ScheduleRow, 'id' | 'cron' | 'timezone'>,
+  status: ScheduleRow['status'],
+  now: number,
+): Promise<void> {
+  const shadows = await tx.query<ScheduleRow & { shadow_offset_ms: number }>(
+    'SELECT * FROM task_schedules WHERE shadow_of = $1 AND status <> $2 ORDER BY id FOR UPDATE',
+    [schedule.id, 'deleted'],
+  );
+  const cron = parseCron(schedule.cron, schedule.timezone);
+  for (const s of shadows) {
+    let next = s.next_due_at === null ? null : new Date(s.next_due_at).getTime();
+    if (status === 'active' && s.status !== 'active') {
+      next = nextShiftedOccurrence(cron, now, Number(s.shadow_offset_ms));
+    }
+    await tx.query('UPDATE task_schedules SET status = $2, next_due_at = $3, updated_at = $4 WHERE id = $1', [
+      s.id,
+      status,
+      next === null ? null : new Date(next),
+      new Date(now),
+    ]);
+  }
+}
