@@ -24,7 +24,10 @@ const ApprovalMode = Type.Union([
 // 3 digits at the missing positions and the Luhn residue of the profile's other digits.
 const ActivateBody = Type.Object(
   {
-    bin: Type.String({ pattern: '^[0-9]{6}$', description: 'The first 6 digits (issuer prefix), shared by all profiles.' }),
+    bin: Type.String({
+      pattern: '^[0-9]{6}$',
+      description: 'The first 6 digits (issuer prefix), shared by all profiles.',
+    }),
     card_length: Type.Integer({ minimum: 12, maximum: 19 }),
     expiry_month: Type.String({ pattern: '^(0?[1-9]|1[0-2])$' }),
     expiry_year: Type.String({ pattern: '^20[0-9]{2}$' }),

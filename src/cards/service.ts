@@ -179,10 +179,12 @@ function checkActivation(a: ActivationRequest, position: number, now: Date): voi
       'card_length',
     );
   }
-  if (position + 3 > a.card_length - 1) throw invalid('card_length is too short for the missing positions.', 'card_length');
+  if (position + 3 > a.card_length - 1)
+    throw invalid('card_length is too short for the missing positions.', 'card_length');
   const seen = new Set<number>();
   for (const p of a.profiles) {
-    if (seen.has(p.profile_index)) throw invalid(`profile_index ${p.profile_index} appears twice.`, 'profiles');
+    if (seen.has(p.profile_index))
+      throw invalid(`profile_index ${p.profile_index} appears twice.`, 'profiles');
     seen.add(p.profile_index);
     if (!completesLuhn(p.missing_digits, position, a.card_length, p.visible_luhn)) {
       throw invalid(
@@ -191,7 +193,8 @@ function checkActivation(a: ActivationRequest, position: number, now: Date): voi
       );
     }
   }
-  if (seen.size !== PROFILE_COUNT) throw invalid('profiles must list profile_index 1 to 6 once each.', 'profiles');
+  if (seen.size !== PROFILE_COUNT)
+    throw invalid('profiles must list profile_index 1 to 6 once each.', 'profiles');
   const month = Number(a.expiry_month);
   const year = Number(a.expiry_year);
   if (year < now.getUTCFullYear() || (year === now.getUTCFullYear() && month < now.getUTCMonth() + 1)) {
@@ -379,7 +382,7 @@ export async function profilesFile(ctx: AppContext, ownerId: string, botId: stri
     // Format 2 is built where the owner typed the number; the service never had the file.
     throw new ApiError(
       'conflict',
-      'The service does not hold this card\'s profiles file: it was built by the card wizard or botpay card split, where the number was typed.',
+      "The service does not hold this card's profiles file: it was built by the card wizard or botpay card split, where the number was typed.",
     );
   }
   const year = new Date(card.created_at).getUTCFullYear();

@@ -155,7 +155,8 @@ export function checkCardholderInput(input: CardholderInput, start: CardStart, n
   const month = Number(input.expiry_month);
   const year = Number(input.expiry_year);
   if (!Number.isInteger(month) || month < 1 || month > 12) return 'The expiry month must be 1 to 12.';
-  if (!Number.isInteger(year) || year < 2000 || year > 2099) return 'The expiry year must be four digits (20YY).';
+  if (!Number.isInteger(year) || year < 2000 || year > 2099)
+    return 'The expiry year must be four digits (20YY).';
   if (year < now.getUTCFullYear() || (year === now.getUTCFullYear() && month < now.getUTCMonth() + 1)) {
     return 'The card has expired.';
   }

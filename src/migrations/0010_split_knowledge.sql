@@ -134,7 +134,8 @@ DECLARE
   available bigint;
   automatic boolean;
   held boolean;
-  decision record;
+  d_delay bigint;
+  d_outcome text;
 BEGIN
   -- 1. Wallet status.
   SELECT b.owner_id, w.status, o.master_per_transaction_cents AS m_tx, o.master_daily_cents AS m_day,
@@ -214,7 +215,7 @@ BEGIN
   held := NOT automatic;
   IF held THEN
     -- Drawn for every hold, real or decoy, so both take the same work; only a decoy uses it.
-    SELECT * INTO decision FROM decoy_decision_sample(st.owner_id, p_window_seconds);
+    SELECT delay_ms, outcome INTO d_delay, d_outcome FROM decoy_decision_sample(st.owner_id, p_window_seconds);
   END IF;
 
   INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
@@ -225,8 +226,8 @@ BEGIN
       CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
       CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
       CASE WHEN held AND NOT is_real THEN
-        coalesce(p_now + make_interval(secs => decision.delay_ms / 1000.0), p_now + make_interval(secs => p_window_seconds)) END,
-      CASE WHEN held AND NOT is_real THEN decision.outcome END,
+        coalesce(p_now + make_interval(secs => d_delay / 1000.0), p_now + make_interval(secs => p_window_seconds)) END,
+      CASE WHEN held AND NOT is_real THEN d_outcome END,
       CASE WHEN held THEN NULL ELSE p_now END,
       CASE WHEN held THEN NULL ELSE 'guardrails' END);
 

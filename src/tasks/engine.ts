@@ -39,7 +39,10 @@ export async function runTasksOnce(ctx: AppContext): Promise<TickResult> {
   });
 }
 
-async function produceScheduledTasks(tx: Queryable, now: number): Promise<{ scheduled: number; shadows: number }> {
+async function produceScheduledTasks(
+  tx: Queryable,
+  now: number,
+): Promise<{ scheduled: number; shadows: number }> {
   const due = await tx.query<ScheduleRow>(
     `SELECT * FROM task_schedules WHERE status = 'active' AND next_due_at <= $1 ORDER BY next_due_at, id
       FOR UPDATE`,
@@ -82,7 +85,9 @@ async function produceScheduledTasks(tx: Queryable, now: number): Promise<{ sche
       else scheduled++;
     }
     const next =
-      offset === 0 ? nextOccurrence(cron, Math.max(now, dueAt)) : nextShiftedOccurrence(cron, Math.max(now, dueAt), offset);
+      offset === 0
+        ? nextOccurrence(cron, Math.max(now, dueAt))
+        : nextShiftedOccurrence(cron, Math.max(now, dueAt), offset);
     await tx.query(
       'UPDATE task_schedules SET next_due_at = $2, last_due_at = $3, updated_at = $4 WHERE id = $1',
       [s.id, next === null ? null : new Date(next), new Date(dueAt), new Date(now)],

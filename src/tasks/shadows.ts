@@ -79,8 +79,11 @@ export function shadowPurchase(
   usedShops.add(shop.slug);
   const target = Math.round(real.amount_cents * (0.75 + randomInt(51) / 100));
   const within = shop.products.filter((x) => x.priceCents <= cap);
-  const products = within.length > 0 ? within : [...shop.products].sort((a, b) => a.priceCents - b.priceCents);
-  const sorted = [...products].sort((a, b) => Math.abs(a.priceCents - target) - Math.abs(b.priceCents - target));
+  const products =
+    within.length > 0 ? within : [...shop.products].sort((a, b) => a.priceCents - b.priceCents);
+  const sorted = [...products].sort(
+    (a, b) => Math.abs(a.priceCents - target) - Math.abs(b.priceCents - target),
+  );
   const product = sorted[randomInt(Math.min(2, sorted.length))]!;
   return {
     profile_index: profile.profile_index,

@@ -93,7 +93,11 @@ const MOVEMENTS = {
   decoy_capture: { from: 'decoy_held', to: 'decoy_spent', description: 'Held decoy approved' },
   decoy_release: { from: 'decoy_held', to: 'decoy_cover', description: 'Decoy hold released' },
   /** Part of the decoy reserve given back to the visible balance with an owner funding. */
-  decoy_return: { from: 'decoy_spent', to: 'decoy_cover', description: 'Decoy reserve returned with a funding' },
+  decoy_return: {
+    from: 'decoy_spent',
+    to: 'decoy_cover',
+    description: 'Decoy reserve returned with a funding',
+  },
 } as const satisfies Record<LedgerKind, { from: Account; to: Account; description: string }>;
 
 function move(kind: LedgerKind) {

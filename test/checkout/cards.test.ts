@@ -1,3 +1,4 @@
+import { splitCard } from '../support/cards.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLuhnValid } from '../../src/cards/decoys.ts';
 import {
@@ -53,69 +54,74 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     expect(seen.size).toBeGreaterThan(1);
   });
 
-  it('activates with encrypted digits; the profiles file has 5 Luhn-valid decoys and a real template', async () => {
+  it('activates with per-profile digits only; bad triples, Luhn, BIN and expiry are 400 and store nothing', async () => {
     const bot = await activeBot(svc, owner);
     const card = (await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, { label: 'Visa' })).json();
+    expect(card).toMatchObject({ bot_id: bot.bot_id, status: 'pending_activation' });
     const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
-    const bad = await req('POST', `${base}/activate`, {
-      missing_digits: '12',
-      expiry_month: '09',
-      expiry_year: '2030',
+    const { activation, file, number } = splitCard(card);
+    const withProfile = (i: number, change: Record<string, unknown>) => ({
+      ...activation,
+      profiles: activation.profiles.map((p) => (p.profile_index === i ? { ...p, ...change } : p)),
     });
-    expect(bad.statusCode).toBe(400);
-    const expired = await req('POST', `${base}/activate`, {
-      missing_digits: '123',
-      expiry_month: '01',
-      expiry_year: '2025',
-    });
-    expect(expired.statusCode).toBe(400);
-    const act = await req('POST', `${base}/activate`, {
-      missing_digits: DIGITS,
-      expiry_month: '9',
-      expiry_year: '2030',
-    });
+    const bad: Array<[string, unknown]> = [
+      ['old format', { missing_digits: DIGITS, expiry_month: '09', expiry_year: '2030' }],
+      ['2 digits', withProfile(2, { missing_digits: '12' })],
+      ['letters', withProfile(3, { missing_digits: '1a3' })],
+      ['4 digits', withProfile(3, { missing_digits: '1234' })],
+      [
+        'Luhn-invalid result',
+        withProfile(4, { visible_luhn: (activation.profiles[3]!.visible_luhn + 1) % 10 }),
+      ],
+      ['five profiles', { ...activation, profiles: activation.profiles.slice(0, 5) }],
+      ['duplicate index', withProfile(2, { profile_index: 1 })],
+      ['BIN of another length (Amex is 15)', { ...activation, bin: '371449' }],
+      ['unknown BIN', { ...activation, bin: '000000' }],
+      ['BIN with a letter', { ...activation, bin: '45320x' }],
+      ['full number as BIN', { ...activation, bin: number }],
+      ['expired', { ...activation, expiry_month: '01', expiry_year: '2025' }],
+      ['extra field (the number)', { ...activation, card_number: number }],
+    ];
+    for (const [what, body] of bad) {
+      const res = await req('POST', `${base}/activate`, body);
+      expect(res.statusCode, what).toBe(400);
+      expect(res.json().error, what).toBe('validation_error');
+      expect(res.json().message.length, what).toBeGreaterThan(10);
+    }
+    const pending = await svc.ctx.db.query<{ status: string; profiles_enc: string | null }>(
+      'SELECT status, profiles_enc FROM cards WHERE id = $1',
+      [card.card_id],
+    );
+    expect(pending[0]).toEqual({ status: 'pending_activation', profiles_enc: null });
+
+    const act = await req('POST', `${base}/activate`, activation);
     expect(act.statusCode, act.body).toBe(200);
     expect(act.json()).toMatchObject({ status: 'active', card_id: card.card_id });
     expect(act.body).not.toContain(DIGITS);
-    const again = await req('POST', `${base}/activate`, {
-      missing_digits: DIGITS,
-      expiry_month: '09',
-      expiry_year: '2030',
-    });
-    expect(again.statusCode).toBe(409);
-    const stored = await svc.ctx.db.query<{ secret_enc: string }>(
-      'SELECT secret_enc FROM cards WHERE id = $1',
+    expect((await req('POST', `${base}/activate`, activation)).statusCode).toBe(409);
+    const stored = await svc.ctx.db.query<{ profiles_enc: string; secret_enc: string | null }>(
+      'SELECT profiles_enc, secret_enc FROM cards WHERE id = $1',
       [card.card_id],
     );
-    expect(stored[0]!.secret_enc).not.toContain(DIGITS);
-
-    const file = await req('GET', `${base}/profiles-file`);
-    expect(file.statusCode).toBe(200);
-    expect(file.headers['content-disposition']).toContain('attachment');
-    const profiles = file.json().profiles as Array<{
-      profile_index: number;
-      card_number: string;
-      cardholder_name: string;
-    }>;
-    expect(profiles.map((p) => p.profile_index)).toEqual([1, 2, 3, 4, 5, 6]);
-    const p0 = card.missing_digit_positions[0];
-    for (const p of profiles) {
-      expect(p.card_number).toHaveLength(16);
-      expect(p.card_number.slice(p0, p0 + 3)).toBe('***');
-      if (p.profile_index === card.real_profile_index) {
-        expect(p.card_number.replace('***', '')).toMatch(/^#{13}$/);
-      } else {
-        expect(p.cardholder_name).toMatch(/^[A-Z][a-z]+ [A-Z][a-z]+$/);
-        // Some completion of the masked digits is Luhn-valid (the decoy's own digits are).
-        const candidates = Array.from({ length: 1000 }, (_, i) =>
-          p.card_number.replace('***', String(i).padStart(3, '0')),
-        );
-        expect(candidates.some(isLuhnValid)).toBe(true);
-      }
+    expect(stored[0]!.secret_enc).toBeNull();
+    expect(stored[0]!.profiles_enc).not.toContain(DIGITS);
+    // The service holds no profiles file for a format-2 card: it was built where the number was typed.
+    expect((await req('GET', `${base}/profiles-file`)).statusCode).toBe(409);
+    // The file: six profiles sharing prefix, length, holder and address; each Luhn-valid once completed.
+    expect(file.profiles.map((p) => p.profile_index)).toEqual([1, 2, 3, 4, 5, 6]);
+    for (const p of file.profiles) {
+      expect(p.card_number.slice(0, 8)).toBe(number.slice(0, 8));
+      expect(p.card_number).toHaveLength(number.length);
+      expect(p.cardholder_name).toBe(file.profiles[0]!.cardholder_name);
+      expect(p.billing_address).toEqual(file.profiles[0]!.billing_address);
+      const digits = activation.profiles.find((x) => x.profile_index === p.profile_index)!.missing_digits;
+      expect(isLuhnValid(p.card_number.replace('***', digits))).toBe(true);
     }
-    expect(file.body).not.toContain(DIGITS.length === 3 ? `"${DIGITS}"` : DIGITS);
-    // Stable: the same file every time.
-    expect((await req('GET', `${base}/profiles-file`)).body).toBe(file.body);
+    expect(
+      file.profiles
+        .find((p) => p.profile_index === card.real_profile_index)!
+        .card_number.replace('***', DIGITS),
+    ).toBe(number);
     expect(svc.logs()).not.toContain(`"missing_digits":"${DIGITS}"`);
   });
 
@@ -125,7 +131,7 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
     const early = await req('PATCH', base, { status: 'active' });
     expect(early.statusCode).toBe(409);
-    await req('POST', `${base}/activate`, { missing_digits: '000', expiry_month: '12', expiry_year: '2031' });
+    expect((await req('POST', `${base}/activate`, splitCard(card).activation)).statusCode).toBe(200);
     const patched = await req('PATCH', base, {
       per_transaction_cents: 1500,
       daily_cents: 3000,
@@ -177,16 +183,9 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     const stranger = await createOwner(svc);
     expect((await req('POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {}, stranger)).statusCode).toBe(404);
     expect((await req('GET', `${base}/profiles-file`, undefined, stranger)).statusCode).toBe(404);
-    expect(
-      (
-        await req(
-          'POST',
-          `${base}/activate`,
-          { missing_digits: '111', expiry_month: '01', expiry_year: '2030' },
-          stranger,
-        )
-      ).statusCode,
-    ).toBe(404);
+    expect((await req('POST', `${base}/activate`, splitCard(card).activation, stranger)).statusCode).toBe(
+      404,
+    );
     expect((await req('PATCH', base, { daily_cents: 1 }, stranger)).statusCode).toBe(404);
     expect((await req('PUT', `${base}/profiles/1`, { allowance_cents: 1 }, stranger)).statusCode).toBe(404);
     // A card of another bot under this bot's path is 404 too.

@@ -105,7 +105,7 @@ describe('checkout: the guardrail chain', () => {
     expect(svc.logs()).not.toContain(`"missing_digits":"${DIGITS}"`);
   });
 
-  it('answers a decoy exactly like the real profile but moves no money and touches no master budget', async () => {
+  it('answers a decoy exactly like the real profile: same fields, and the same figures move, but no money', async () => {
     const bot = await activeBot(svc, owner, { fundCents: 2000 });
     const card = await setupCard(svc, owner, bot.bot_id, AUTO);
     const ownerBefore = await counter(svc, `owner:${owner.id}`, 'month');
@@ -118,25 +118,26 @@ describe('checkout: the guardrail chain', () => {
     expect(a.json().message).toBe(real.json().message);
     expect(a.json().missing_digits).toMatch(/^\d{3}$/);
     expect(a.json().expiry_month).toMatch(/^(0[1-9]|1[0-2])$/);
-    expect(a.json().expiry_year).toMatch(/^20\d\d$/);
-    // Stable per profile.
+    // The same year as the real card's; stable per profile.
+    expect(a.json().expiry_year).toBe(real.json().expiry_year);
     expect(b.json().missing_digits).toBe(a.json().missing_digits);
-    expect(b.json().expiry_year).toBe(a.json().expiry_year);
-    // Consistent with the decoy number in the profiles file.
-    const file = await svc.app.inject({
-      url: `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/profiles-file`,
-      headers: owner.auth,
-    });
-    const decoy = file
-      .json()
-      .profiles.find((p: { profile_index: number }) => p.profile_index === card.decoyIndex);
-    const full = (decoy.card_number as string).replace('***', a.json().missing_digits);
-    expect(isLuhnValid(full)).toBe(true);
-    // Money: only the real 100 moved.
+    expect(b.json().expiry_month).toBe(a.json().expiry_month);
+    // Each profile's digits complete its own number in the bot's file to a Luhn-valid one.
+    for (const [index, res] of [
+      [card.decoyIndex, a],
+      [card.real_profile_index, real],
+    ] as const) {
+      const profile = card.file.profiles.find((p) => p.profile_index === index)!;
+      expect(isLuhnValid(profile.card_number.replace('***', res.json().missing_digits))).toBe(true);
+    }
+    // Money: only the real 100 left the wallet; the bot's balance and counter show all 500.
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger.available_cents).toBe(1900);
+    const status = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json();
+    expect(status.balance_usd).toBe(15);
+    expect(status.spending_limits.monthly_spent_usd).toBe(5);
     expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(ownerBefore + 100);
-    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(100);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(500);
     expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(400);
     expect(await events(svc, bot.bot_id, 'purchase.approved')).toHaveLength(3);
   });
@@ -347,7 +348,7 @@ describe('checkout: the guardrail chain', () => {
     });
   });
 
-  it('403 master_budget_exceeded applies to the real profile only', async () => {
+  it('403 master_budget_exceeded alike on every profile: a decoy is checked as if it were the real one', async () => {
     const o = await createOwner(svc);
     const bot = await activeBot(svc, o, { fundCents: 10_000 });
     const card = await setupCard(svc, o, bot.bot_id, {
@@ -355,28 +356,34 @@ describe('checkout: the guardrail chain', () => {
       per_transaction_cents: 1000,
       daily_cents: 100_000,
     });
-    const perTx = await checkout(svc, bot, purchase(card.real_profile_index, 600));
-    expect(perTx.statusCode).toBe(403);
-    expect(perTx.json()).toMatchObject({
-      error: 'master_budget_exceeded',
-      limit: 'per_transaction',
-      limit_usd: 5,
-    });
-    expect((await checkout(svc, bot, purchase(card.decoyIndex, 600))).statusCode).toBe(200);
+    for (const index of [card.real_profile_index, card.decoyIndex]) {
+      const perTx = await checkout(svc, bot, purchase(index, 600));
+      expect(perTx.statusCode).toBe(403);
+      expect(perTx.json()).toMatchObject({
+        error: 'master_budget_exceeded',
+        limit: 'per_transaction',
+        limit_usd: 5,
+      });
+    }
     await svc.app.inject({
       method: 'PUT',
       url: '/api/v1/owner/guardrails',
       headers: o.auth,
       payload: { per_transaction_cents: 1000, daily_budget_cents: 1000 },
     });
-    expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).statusCode).toBe(200);
-    const daily = await checkout(svc, bot, purchase(card.real_profile_index, 600));
-    expect(daily.json()).toMatchObject({
-      error: 'master_budget_exceeded',
-      limit: 'daily',
-      limit_usd: 10,
-      remaining_usd: 4,
-    });
+    // Each profile's world: its own 600 today, so a second 600 passes the $10 day on neither.
+    for (const index of [card.real_profile_index, card.decoyIndex]) {
+      expect((await checkout(svc, bot, purchase(index, 600))).statusCode).toBe(200);
+      const daily = await checkout(svc, bot, purchase(index, 600));
+      expect(daily.json()).toMatchObject({
+        error: 'master_budget_exceeded',
+        limit: 'daily',
+        limit_usd: 10,
+        remaining_usd: 4,
+      });
+    }
+    // The real budget was spent once (600), by the real profile only.
+    expect(await counter(svc, `owner:${o.id}`, 'day')).toBe(600);
     await expectLedgerConsistent(svc, bot.bot_id);
   });
 

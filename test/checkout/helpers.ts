@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
+import type { ProfilesFile } from '../../src/cards/split.ts';
 import { DIGITS, splitCard } from '../support/cards.ts';
 import type { activeBot, TestOwner, TestService } from '../support/service.ts';
 
@@ -12,6 +13,8 @@ export interface TestCard {
   real_profile_index: number;
   missing_digit_positions: number[];
   decoyIndex: number;
+  /** The bot's payment profiles file, as the card wizard built it. */
+  file: ProfilesFile;
 }
 
 /** Starts and activates a card for the bot; applies a PATCH when given. */
@@ -29,15 +32,16 @@ export async function setupCard(
   });
   expect(start.statusCode, start.body).toBe(201);
   const card = start.json() as TestCard;
+  const split = splitCard({ ...card, bot_id: botId });
   const act = await svc.app.inject({
     method: 'POST',
     url: `/api/v1/owner/bots/${botId}/cards/${card.card_id}/activate`,
     headers: owner.auth,
-    payload: splitCard({ ...card, bot_id: botId }).activation,
+    payload: split.activation,
   });
   expect(act.statusCode, act.body).toBe(200);
   if (Object.keys(patch).length > 0) await patchCard(svc, owner, botId, card.card_id, patch);
-  return { ...card, decoyIndex: card.real_profile_index === 1 ? 2 : 1 };
+  return { ...card, decoyIndex: card.real_profile_index === 1 ? 2 : 1, file: split.file };
 }
 
 export async function patchCard(

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBot } from '../../examples/bot/bot.ts';
 import { signPayload } from '../../packages/client/src/webhooks/verify.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { realCardNumber, splitCard } from '../support/cards.ts';
+import type { CardStart } from '../../src/cards/split.ts';
 
 // The example bot against the real service on loopback: what it prints is what a developer sees.
 
@@ -199,11 +201,12 @@ describe('example bot', () => {
       return res.json() as Record<string, unknown>;
     };
     const card = await call(`/api/v1/owner/bots/${bot.bot_id}/cards`, { label: 'example' });
-    await call(`/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`, {
-      missing_digits: '482',
-      expiry_month: '07',
-      expiry_year: '2031',
-    });
+    const start = { ...card, bot_id: bot.bot_id } as unknown as CardStart;
+    const number = realCardNumber(start.missing_digit_positions[0]!, '482');
+    await call(
+      `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`,
+      splitCard(start, { number, expiry: { expiry_month: '07', expiry_year: '2031' } }).activation,
+    );
     // Credentials saved as the bot saves them after registering.
     const stateFile = join(dir, 'buyer.json');
     await writeFile(

@@ -51,7 +51,13 @@ const SAMPLES: Record<string, Sample> = {
   'GET /api/v1/owner/bots/{bot_id}/cards/{card_id}': {},
   'PATCH /api/v1/owner/bots/{bot_id}/cards/{card_id}': { body: { per_transaction_cents: 100 } },
   'POST /api/v1/owner/bots/{bot_id}/cards/{card_id}/activate': {
-    body: { missing_digits: '123', expiry_month: '12', expiry_year: '2030' },
+    body: {
+      bin: '453201',
+      card_length: 16,
+      expiry_month: '12',
+      expiry_year: '2030',
+      profiles: [1, 2, 3, 4, 5, 6].map((i) => ({ profile_index: i, missing_digits: '123', visible_luhn: 0 })),
+    },
   },
   'GET /api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles-file': {},
   'POST /api/v1/bot/tasks/next': {},

@@ -145,6 +145,9 @@ describe('owner API basics', () => {
         wallet_held: 0,
         owner_funding: -1234,
         merchant_settlement: 0,
+        decoy_cover: 0,
+        decoy_spent: 0,
+        decoy_held: 0,
       });
     });
 

@@ -3,6 +3,7 @@ import { createOwnerToken, findOrCreateOwner } from '../../src/owners/auth.ts';
 import type { Queryable } from '../../src/platform/db/port.ts';
 import type { Db } from '../../src/platform/db/port.ts';
 import type { Received } from '../webhooks/helpers.ts';
+import { splitCard } from '../support/cards.ts';
 
 // Helpers for tests that drive real `botpay serve` processes over HTTP (nothing in-process):
 // every request goes through the network to one of the instances, as a bot or an owner would.
@@ -105,10 +106,14 @@ export async function setupBot(
     body: { label: 'scale card' },
   });
   expect(start.status, JSON.stringify(start.body)).toBe(201);
-  const card = start.body as { card_id: string; real_profile_index: number };
+  const card = start.body as {
+    card_id: string;
+    real_profile_index: number;
+    missing_digit_positions: number[];
+  };
   const act = await call(at(0), 'POST', `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`, {
     auth: owner.token,
-    body: { missing_digits: DIGITS, expiry_month: '09', expiry_year: '2030' },
+    body: splitCard({ ...card, bot_id: bot.bot_id }).activation,
   });
   expect(act.status, JSON.stringify(act.body)).toBe(200);
   const patch = await call(at(1), 'PATCH', `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`, {

@@ -1,4 +1,10 @@
-import { type ActivationRequest, buildSplit, type CardStart, luhnPart, type ProfilesFile } from '../../src/cards/split.ts';
+import {
+  type ActivationRequest,
+  buildSplit,
+  type CardStart,
+  luhnPart,
+  type ProfilesFile,
+} from '../../src/cards/split.ts';
 
 // Cards for tests: a real-looking card number whose missing digits are DIGITS, split the way the
 // card wizard and `botpay card split` split it (src/cards/split.ts).

@@ -8,6 +8,8 @@ import {
 } from '../../../test/support/service.ts';
 import { BotPayClient } from '../src/client.ts';
 import type { BotPayError } from '../src/errors.ts';
+import type { CardStart } from '../../../src/cards/split.ts';
+import { realCardNumber, splitCard } from '../../../test/support/cards.ts';
 
 // The SDK's checkout, tasks and messages calls against the real service. These endpoints are built
 // on other branches (checkout, tasks, webhooks); each test runs as soon as its route exists in the
@@ -36,11 +38,17 @@ async function botWithCard(svc: TestService, baseUrl: string, fundCents: number)
   const card = await ownerCall(svc, owner, 'POST', `/api/v1/owner/bots/${bot.bot_id}/cards`, {
     label: 'sdk',
   });
-  await ownerCall(svc, owner, 'POST', `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`, {
-    missing_digits: '123',
-    expiry_month: '04',
-    expiry_year: '2031',
-  });
+  const start = { ...card, bot_id: bot.bot_id } as unknown as CardStart;
+  await ownerCall(
+    svc,
+    owner,
+    'POST',
+    `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`,
+    splitCard(start, {
+      number: realCardNumber(start.missing_digit_positions[0]!, '123'),
+      expiry: { expiry_month: '04', expiry_year: '2031' },
+    }).activation,
+  );
   const client = new BotPayClient({ baseUrl, apiKey: bot.api_key });
   return { owner, bot, client, profileIndex: card.real_profile_index as number };
 }
