@@ -89,11 +89,11 @@ export function parseConfig(env: Env = process.env): Config {
     'https:',
   ]).replace(/\/+$/, '');
   const decoyShopRaw = read(env, 'DECOY_SHOP_BASE_URL');
-  const decoyShopBaseUrl =
-    decoyShopRaw === undefined
-      ? baseUrl
-      : (url('DECOY_SHOP_BASE_URL', decoyShopRaw.replaceAll('{shop}', 'shop'), ['http:', 'https:']),
-        decoyShopRaw.replace(/\/+$/, ''));
+  // `{shop}` stands for each shop's slug (a host per shop); the rest must be a URL.
+  if (decoyShopRaw !== undefined) {
+    url('DECOY_SHOP_BASE_URL', decoyShopRaw.replaceAll('{shop}', 'shop'), ['http:', 'https:']);
+  }
+  const decoyShopBaseUrl = decoyShopRaw === undefined ? baseUrl : decoyShopRaw.replace(/\/+$/, '');
   const databaseUrl = read(env, 'DATABASE_URL');
   if (databaseUrl !== undefined) url('DATABASE_URL', databaseUrl, ['postgres:', 'postgresql:']);
 

@@ -1,0 +1,88 @@
+import { expect } from 'vitest';
+
+// The attacker's side of the split-knowledge suite (docs/security.md). A classifier looks at what
+// one bot observed and scores each of its six profiles; its guess is the best-scored profile.
+// Accuracy is counted exactly over ties (a tie of k profiles that includes the real one scores
+// 1/k), so a channel that shows nothing scores exactly 1/6 and randomness in tie-breaking adds no
+// noise. The goal is accuracy ≤ 1/6 + 0.05 for every classifier.
+
+export const CHANCE = 1 / 6;
+export const LIMIT = CHANCE + 0.05;
+
+export interface Trial<O> {
+  real: number;
+  observed: O;
+}
+
+/** Scores per profile index (1–6); higher means "more likely the real one". */
+export type Classifier<O> = (observed: O) => number[];
+
+export function accuracy<O>(trials: Trial<O>[], classify: Classifier<O>): number {
+  let credit = 0;
+  for (const t of trials) {
+    const scores = classify(t.observed);
+    const best = Math.max(...scores);
+    const top = scores.flatMap((s, i) => (Math.abs(s - best) < 1e-9 ? [i + 1] : []));
+    if (top.includes(t.real)) credit += 1 / top.length;
+  }
+  return credit / trials.length;
+}
+
+/** Prints every classifier's accuracy for the channel and fails any above the limit (unless listed as residual). */
+export function judge<O>(
+  channel: string,
+  trials: Trial<O>[],
+  classifiers: Record<string, Classifier<O>>,
+  options: { residual?: Record<string, string> } = {},
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, classify] of Object.entries(classifiers)) {
+    out[name] = accuracy(trials, classify);
+  }
+  const lines = Object.entries(out).map(
+    ([name, a]) =>
+      `  ${channel} / ${name}: ${a.toFixed(3)} over ${trials.length}${options.residual?.[name] ? ` (residual: ${options.residual[name]})` : ''}`,
+  );
+  console.log(`[split-knowledge] ${channel} (limit ${LIMIT.toFixed(3)})\n${lines.join('\n')}`);
+  for (const [name, a] of Object.entries(out)) {
+    if (options.residual?.[name]) continue;
+    expect(a, `${channel} / ${name}`).toBeLessThanOrEqual(LIMIT);
+  }
+  return out;
+}
+
+/** Sums of per-classifier ranks: the "combine them all" attacker. */
+export function combine<O>(classifiers: Classifier<O>[]): Classifier<O> {
+  return (o) => {
+    const total = [0, 0, 0, 0, 0, 0];
+    for (const c of classifiers) {
+      const s = c(o);
+      const order = [...s.keys()].sort((a, b) => s[a]! - s[b]!);
+      order.forEach((i, rank) => {
+        total[i]! += rank;
+      });
+    }
+    return total;
+  };
+}
+
+/** Six scores from a function of the profile index. */
+export const per = (f: (index: number) => number): number[] => [1, 2, 3, 4, 5, 6].map(f);
+
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** A seeded PRNG for the simulated owners and attackers (reproducible worlds). */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
