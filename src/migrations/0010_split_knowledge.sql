@@ -107,9 +107,9 @@ END $$;
 -- The guardrail chain, for format-2 split knowledge (replaces 0002's). Differences:
 -- - every profile is checked against the visible balance (available − decoy reserve) and counts in
 --   the bot's own counters, so balance and spend figures move alike;
--- - a decoy is checked against the master guardrails as if it were the real profile (the owner's
---   real spending, with this card's real-profile spending replaced by this profile's), without
---   spending the owner's real budget;
+-- - every profile is checked against the master guardrails in its own world (the owner's real
+--   spending, with this card's real-profile spending replaced by this profile's); only the real
+--   profile spends the owner's real budget;
 -- - a decoy writes decoy ledger rows (decoy_cover → decoy_spent / decoy_held) where a real
 --   purchase writes money rows; a held decoy gets its outcome from decoy_decision_sample.
 DROP FUNCTION checkout_attempt(text, text, integer, bigint, text, text, text, text, text, text,
@@ -130,7 +130,8 @@ DECLARE
   card_scope text;
   prof_start timestamptz;
   spent bigint;
-  world bigint;
+  world_day bigint;
+  world_month bigint;
   available bigint;
   automatic boolean;
   held boolean;
@@ -180,22 +181,35 @@ BEGIN
                               'spent_cents', spent, 'window', prof.allowance_window);
   END IF;
 
-  -- 4. Master guardrails: the real profile spends the owner's budget; a decoy is checked against
-  -- the owner's spending in the world where it were the real profile.
+  -- 4. Master guardrails, checked for every profile in its own world: the owner's spending with
+  -- this card's real-profile spending replaced by this profile's (for the real profile, simply the
+  -- owner's spending). Then the real profile spends the owner's budget (the conditional upsert is
+  -- the authoritative check under concurrency) and a decoy counts in a memo counter of the owner's
+  -- ('owner:<id>:decoy', never read): the same statements either way, so the same time.
   IF p_amount > st.m_tx THEN
     RETURN jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_cents', st.m_tx);
   END IF;
-  IF is_real THEN
-    spent := checkout_add_counter('owner:' || st.owner_id, 'day', p_day, p_amount, st.m_day);
-    IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', spent); END IF;
-    spent := checkout_add_counter('owner:' || st.owner_id, 'month', p_month, p_amount, st.m_month);
-    IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', spent); END IF;
-  ELSE
-    world := checkout_alternate_spend(st.owner_id, card.id, card_scope, 'day', p_day) - p_amount;
-    IF world + p_amount > st.m_day THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', world); END IF;
-    world := checkout_alternate_spend(st.owner_id, card.id, card_scope, 'month', p_month) - p_amount;
-    IF world + p_amount > st.m_month THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', world); END IF;
+  SELECT coalesce(sum(w.v) FILTER (WHERE w.window_kind = 'day'), 0), coalesce(sum(w.v) FILTER (WHERE w.window_kind = 'month'), 0)
+    INTO world_day, world_month
+    FROM (SELECT c.window_kind,
+                 CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -c.spent_cents END
+                      ELSE c.spent_cents END AS v
+            FROM spend_counters c
+           WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)
+             AND ((c.window_kind = 'day' AND c.window_start = p_day) OR (c.window_kind = 'month' AND c.window_start = p_month))) w;
+  IF NOT is_real THEN
+    -- The profile's card counters already hold this purchase.
+    world_day := world_day - p_amount;
+    world_month := world_month - p_amount;
   END IF;
+  IF world_day + p_amount > st.m_day THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', world_day); END IF;
+  IF world_month + p_amount > st.m_month THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', world_month); END IF;
+  spent := checkout_add_counter('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, 'day', p_day, p_amount,
+                                CASE WHEN is_real THEN st.m_day END);
+  IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', spent); END IF;
+  spent := checkout_add_counter('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, 'month', p_month, p_amount,
+                                CASE WHEN is_real THEN st.m_month END);
+  IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', spent); END IF;
   PERFORM checkout_add_counter('bot:' || p_bot_id, 'day', p_day, p_amount, NULL);
   PERFORM checkout_add_counter('bot:' || p_bot_id, 'month', p_month, p_amount, NULL);
 
@@ -250,13 +264,3 @@ BEGIN
     'secret_enc', card.secret_enc, 'profiles_enc', card.profiles_enc, 'missing_position', card.missing_position,
     'card_created_at', card.created_at, 'available_before', available, 'profile_window', prof.allowance_window);
 END $$;
-
--- The owner's spending in a window as it would be if this card's real profile were the one named
--- by p_card_scope: the owner's counter, minus this card's real-profile spending, plus the profile's.
-CREATE FUNCTION checkout_alternate_spend(p_owner_id text, p_card_id text, p_card_scope text, p_kind text, p_start timestamptz)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-  SELECT coalesce(sum(CASE WHEN scope = 'card:' || p_card_id THEN -spent_cents ELSE spent_cents END), 0)::bigint
-    FROM spend_counters
-   WHERE scope IN ('owner:' || p_owner_id, 'card:' || p_card_id, p_card_scope)
-     AND window_kind = p_kind AND window_start = p_start
-$$;

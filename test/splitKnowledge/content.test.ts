@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { decoyProfile } from '../../src/cards/decoys.ts';
 import { decoyExpiryMonth } from '../../src/cards/service.ts';
-import { buildSplit, type CardStart, isLuhnValid, luhnPart, networkOf, type ProfilesFile } from '../../src/cards/split.ts';
+import {
+  buildSplit,
+  type CardStart,
+  isLuhnValid,
+  luhnPart,
+  networkOf,
+  type ProfilesFile,
+} from '../../src/cards/split.ts';
 import { accuracy, combine, judge, per, seeded, type Trial } from './classify.ts';
 import { createSecretBox } from '../../src/platform/crypto.ts';
 
@@ -66,7 +73,9 @@ function world(): Trial<Observed>[] {
       missing_digits: p.missing_digits,
       expiry_year: activation.expiry_year,
       expiry_month:
-        p.profile_index === real ? activation.expiry_month : decoyExpiryMonth(Number(activation.expiry_year), NOW),
+        p.profile_index === real
+          ? activation.expiry_month
+          : decoyExpiryMonth(Number(activation.expiry_year), NOW),
     }));
     trials.push({ real, observed: { file, returned } });
   }
@@ -90,7 +99,9 @@ describe('split knowledge: file content, Luhn and BIN, expiry', () => {
       'not a public test prefix': (o: Observed) =>
         per((i) => (PUBLIC_TEST_PREFIXES.some((p) => number(o, i).startsWith(p)) ? 0 : 1)),
       'holder or address differs': (o: Observed) =>
-        odd(o, (i) => JSON.stringify([o.file.profiles[i - 1]!.cardholder_name, o.file.profiles[i - 1]!.billing_address])),
+        odd(o, (i) =>
+          JSON.stringify([o.file.profiles[i - 1]!.cardholder_name, o.file.profiles[i - 1]!.billing_address]),
+        ),
       'fewest distinct visible digits': (o: Observed) => per((i) => -new Set(visible(o, i)).size),
       'most repeated adjacent digits': (o: Observed) =>
         per((i) => [...visible(o, i)].filter((d, k, a) => k > 0 && a[k - 1] === d).length),
@@ -110,16 +121,25 @@ describe('split knowledge: file content, Luhn and BIN, expiry', () => {
 
   it('control: the same classifiers catch the legacy generator (test prefixes, made-up holders, later years)', () => {
     const secrets = createSecretBox('control-secret-key-0123456789abcdef0123456789');
-    const trials = world().slice(0, 300).map(({ real, observed }) => {
-      const profiles = observed.file.profiles.map((p) => {
-        if (p.profile_index === real) return p;
-        const d = decoyProfile(secrets, observed.file.card_id, p.profile_index, NOW.getUTCFullYear());
-        return { ...p, card_number: d.cardNumber, cardholder_name: d.cardholderName, billing_address: d.billingAddress as never };
+    const trials = world()
+      .slice(0, 300)
+      .map(({ real, observed }) => {
+        const profiles = observed.file.profiles.map((p) => {
+          if (p.profile_index === real) return p;
+          const d = decoyProfile(secrets, observed.file.card_id, p.profile_index, NOW.getUTCFullYear());
+          return {
+            ...p,
+            card_number: d.cardNumber,
+            cardholder_name: d.cardholderName,
+            billing_address: d.billingAddress as never,
+          };
+        });
+        return { real, observed: { ...observed, file: { ...observed.file, profiles } } };
       });
-      return { real, observed: { ...observed, file: { ...observed.file, profiles } } };
-    });
     const legacy = (o: Observed) =>
-      per((i) => (PUBLIC_TEST_PREFIXES.some((p) => o.file.profiles[i - 1]!.card_number.startsWith(p)) ? 0 : 1));
+      per((i) =>
+        PUBLIC_TEST_PREFIXES.some((p) => o.file.profiles[i - 1]!.card_number.startsWith(p)) ? 0 : 1,
+      );
     const a = accuracy(trials, legacy);
     console.log(`[split-knowledge] control: legacy decoys, test-prefix classifier ${a.toFixed(3)}`);
     expect(a).toBeGreaterThan(0.5);
