@@ -7,6 +7,7 @@ import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { decoyProfile, maskMissing } from './decoys.ts';
+import { drawPersona } from './personas.ts';
 import {
   type ActivationRequest,
   completesLuhn,
@@ -232,6 +233,15 @@ export async function activateCard(
             : decoyExpiryMonth(Number(year), new Date(now)),
         expiry_year: year,
       }));
+    // Every profile gets a decision persona (the real one's is never used), so none stands out.
+    for (let index = 1; index <= PROFILE_COUNT; index++) {
+      const p = drawPersona();
+      await tx.query(
+        `UPDATE card_profiles SET persona_delay_ms = $3, persona_sigma = $4, persona_deny = $5, persona_expire = $6
+          WHERE card_id = $1 AND profile_index = $2`,
+        [cardId, index, p.persona_delay_ms, p.persona_sigma, p.persona_deny, p.persona_expire],
+      );
+    }
     await tx.query(
       `UPDATE cards SET status = 'active', profiles_enc = $2, card_length = $3, activated_at = $4 WHERE id = $1`,
       [cardId, ctx.secrets.encrypt(JSON.stringify(secrets)), activation.card_length, new Date(now)],

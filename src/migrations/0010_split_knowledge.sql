@@ -58,44 +58,46 @@ DROP TABLE decoy_pacing;
 -- What decoy decisions sample: the owner's own decided real holds, newest first.
 CREATE INDEX checkout_confirmations_owner_decided_idx ON checkout_confirmations (owner_id, decided_at DESC)
   WHERE is_real AND decided_by IN ('owner', 'expiry');
-CREATE INDEX checkout_confirmations_decided_idx ON checkout_confirmations (decided_at DESC)
-  WHERE is_real AND decided_by IN ('owner', 'expiry');
 
--- A held decoy's outcome and delay, like this owner's own decisions: with probability n/(n+5) a
--- random one of the owner's last n (≤ 50) decided real holds, its delay jittered by ±25 % (log
--- scale); otherwise one of the installation's last 200 (any owner); with no history at all, a prior
--- (80 % approved after about 1.5 minutes, 12 % denied, 8 % left to expire). Returns the delay in
--- milliseconds (null: expire at the end of the window) and the outcome.
-CREATE FUNCTION decoy_decision_sample(p_owner_id text, p_window_seconds integer, OUT delay_ms bigint, OUT outcome text)
+-- Each profile has a decision persona, drawn when the card is activated from a model of how owners
+-- decide (src/cards/personas.ts): the median and spread of the delay, and the shares of denials and
+-- of holds left to expire. Before the service knows the owner, a held decoy is decided like its
+-- profile's persona, so the six profiles look like six plausible people; as the owner's own
+-- decisions accumulate, decoys follow them instead (decoy_decision_sample).
+ALTER TABLE card_profiles ADD COLUMN persona_delay_ms integer NOT NULL DEFAULT 120000;
+ALTER TABLE card_profiles ADD COLUMN persona_sigma real NOT NULL DEFAULT 0.6;
+ALTER TABLE card_profiles ADD COLUMN persona_deny real NOT NULL DEFAULT 0.1;
+ALTER TABLE card_profiles ADD COLUMN persona_expire real NOT NULL DEFAULT 0.05;
+
+-- A held decoy's outcome and delay: with probability n/(n+10) one of the owner's own last n (≤ 50)
+-- decided real holds, its delay jittered by ±15 % (log scale); otherwise a draw from the profile's
+-- persona. Returns the delay in milliseconds (null: expire at the end of the window) and the outcome.
+CREATE FUNCTION decoy_decision_sample(
+  p_owner_id text, p_delay_ms integer, p_sigma real, p_deny real, p_expire real, p_window_seconds integer,
+  OUT delay_ms bigint, OUT outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
   n integer;
   pick record;
   gauss double precision;
+  roll double precision;
 BEGIN
   SELECT count(*) INTO n FROM (SELECT 1 FROM checkout_confirmations
     WHERE owner_id = p_owner_id AND is_real AND decided_by IN ('owner', 'expiry')
     ORDER BY decided_at DESC LIMIT 50) h;
-  IF n > 0 AND random() < n::double precision / (n + 5) THEN
+  gauss := sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random());
+  IF n > 0 AND random() < n::double precision / (n + 10) THEN
     SELECT status, extract(epoch FROM decided_at - created_at) * 1000 AS ms INTO pick
       FROM (SELECT status, decided_at, created_at FROM checkout_confirmations
              WHERE owner_id = p_owner_id AND is_real AND decided_by IN ('owner', 'expiry')
              ORDER BY decided_at DESC LIMIT 50) h
       OFFSET floor(random() * n)::integer LIMIT 1;
-  ELSE
-    SELECT status, extract(epoch FROM decided_at - created_at) * 1000 AS ms INTO pick
-      FROM (SELECT status, decided_at, created_at FROM checkout_confirmations
-             WHERE is_real AND decided_by IN ('owner', 'expiry')
-             ORDER BY decided_at DESC LIMIT 200) h
-      ORDER BY random() LIMIT 1;
-  END IF;
-  gauss := sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random());
-  IF pick.status IS NULL THEN
-    outcome := CASE WHEN random() < 0.08 THEN 'expired' WHEN random() < 0.13 THEN 'denied' ELSE 'approved' END;
-    delay_ms := round(90000 * exp(gauss));
-  ELSE
     outcome := pick.status;
-    delay_ms := round(pick.ms * exp(0.25 * gauss));
+    delay_ms := round(pick.ms * exp(0.15 * gauss));
+  ELSE
+    roll := random();
+    outcome := CASE WHEN roll < p_expire THEN 'expired' WHEN roll < p_expire + p_deny THEN 'denied' ELSE 'approved' END;
+    delay_ms := round(p_delay_ms * exp(p_sigma * gauss));
   END IF;
   IF outcome = 'expired' THEN
     delay_ms := NULL;
@@ -229,7 +231,9 @@ BEGIN
   held := NOT automatic;
   IF held THEN
     -- Drawn for every hold, real or decoy, so both take the same work; only a decoy uses it.
-    SELECT delay_ms, outcome INTO d_delay, d_outcome FROM decoy_decision_sample(st.owner_id, p_window_seconds);
+    SELECT delay_ms, outcome INTO d_delay, d_outcome
+      FROM decoy_decision_sample(st.owner_id, prof.persona_delay_ms, prof.persona_sigma, prof.persona_deny, prof.persona_expire,
+                                 p_window_seconds);
   END IF;
 
   INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,

@@ -14,43 +14,40 @@ import { nextOccurrence, parseCron, type ScheduleRow, type StoredInstructions } 
 // does depends on which profile a checkout named. Without owner schedules there are no decoy
 // tasks at all: a stream of tasks on the five decoys alone would name them and never the real one.
 //
-// Offsets are exchangeable with the real schedule's zero: a window of WINDOW steps of the schedule's
-// own granularity is placed uniformly around the real occurrence, and every shadow takes a uniform
-// step of it. Given the six times, each is equally likely to be the one at offset zero.
+// Offsets keep the owner's minute and move by whole hours: a window of up to SHADOW_WINDOW_MS is
+// placed uniformly around the owner's time and every shadow takes a uniform whole hour of it, so the
+// owner's time is one draw among six from the same window (not the middle one) and no stream is
+// rounder than another. Schedules that fire more than once a day keep offset zero: moving them would
+// break the alignment owners give them (every six hours from midnight), which is itself a tell.
 
 /** Widest window the shadows of one schedule spread over. */
 export const SHADOW_WINDOW_MS = 4 * 3600_000;
-const MINUTE = 60_000;
-const GRANULARITIES = [60, 30, 15, 10, 5, 1];
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
 
-/** The coarsest minute granularity all the cron's next occurrences fall on, and its shortest gap. */
-export function cronShape(cron: Cron, from: number): { stepMs: number; periodMs: number } {
-  const times: number[] = [];
-  let t = from;
-  for (let i = 0; i < 24; i++) {
+/** The shortest gap between the cron's next occurrences. */
+export function cronPeriod(cron: Cron, from: number): number {
+  let period = Number.POSITIVE_INFINITY;
+  let t = nextOccurrence(cron, from);
+  for (let i = 0; i < 24 && t !== null; i++) {
     const next = nextOccurrence(cron, t);
     if (next === null) break;
-    times.push(next);
+    period = Math.min(period, next - t);
     t = next;
   }
-  const minutes = times.map((x) => Math.floor(x / MINUTE) % 60);
-  const step = GRANULARITIES.find((g) => minutes.every((m) => m % g === 0)) ?? 1;
-  let period = Number.POSITIVE_INFINITY;
-  for (let i = 1; i < times.length; i++) period = Math.min(period, times[i]! - times[i - 1]!);
-  return { stepMs: step * MINUTE, periodMs: period };
+  return period;
 }
 
-/** Offsets (ms) for n shadows: uniform steps of a window placed uniformly around zero. */
+/** Offsets (ms) for n shadows of a schedule with this period: whole hours of a window placed uniformly around zero. */
 export function shadowOffsets(
-  stepMs: number,
   periodMs: number,
   n: number,
   draw: (max: number) => number = randomInt,
 ): number[] {
-  const width = Math.min(SHADOW_WINDOW_MS, periodMs - stepMs);
-  const steps = width >= stepMs ? Math.floor(width / stepMs) : 0;
+  if (periodMs < DAY) return Array.from({ length: n }, () => 0);
+  const steps = Math.floor(Math.min(SHADOW_WINDOW_MS, periodMs - HOUR) / HOUR);
   const shift = draw(steps + 1);
-  return Array.from({ length: n }, () => (draw(steps + 1) - shift) * stepMs);
+  return Array.from({ length: n }, () => (draw(steps + 1) - shift) * HOUR);
 }
 
 /** Next due time of a schedule moved by offsetMs, strictly after `after`. */
@@ -59,13 +56,23 @@ export function nextShiftedOccurrence(cron: Cron, after: number, offsetMs: numbe
   return next === null ? null : next + offsetMs;
 }
 
-/** A shop's product for a shadow of the owner's purchase: near its amount, within the profile's limits. */
+/** Width (natural log) of the window of amounts the shadows of one schedule are drawn from. */
+const AMOUNT_WINDOW = Math.log(2);
+const unit = () => randomInt(1_000_000) / 1_000_000;
+
+/**
+ * A shop's product for a shadow of the owner's purchase, within the profile's limits, priced near a
+ * target drawn like the offsets: uniformly in a window (a factor of 2 wide) placed uniformly around
+ * the owner's amount (`windowStart`, shared by the schedule's shadows), so the owner's amount is
+ * not the middle one.
+ */
 export function shadowPurchase(
   ctx: AppContext,
   card: Pick<CardRow, 'per_transaction_cents' | 'daily_cents'>,
   profile: Pick<ProfileRow, 'profile_index' | 'allowance_cents'>,
   real: StoredInstructions,
   usedShops: Set<string>,
+  windowStart: number = Math.log(real.amount_cents) - unit() * AMOUNT_WINDOW,
 ): StoredInstructions {
   const cap = Math.max(
     1,
@@ -77,7 +84,7 @@ export function shadowPurchase(
   const pool = candidates.length > 0 ? candidates : [...SHOPS];
   const shop = pool[randomInt(pool.length)]!;
   usedShops.add(shop.slug);
-  const target = Math.round(real.amount_cents * (0.75 + randomInt(51) / 100));
+  const target = Math.exp(windowStart + unit() * AMOUNT_WINDOW);
   const within = shop.products.filter((x) => x.priceCents <= cap);
   const products =
     within.length > 0 ? within : [...shop.products].sort((a, b) => a.priceCents - b.priceCents);
@@ -110,9 +117,9 @@ export async function createShadows(
   );
   if (profiles.length === 0) return 0;
   const cron = parseCron(schedule.cron, schedule.timezone);
-  const { stepMs, periodMs } = cronShape(cron, now);
-  const offsets = shadowOffsets(stepMs, periodMs, profiles.length);
+  const offsets = shadowOffsets(cronPeriod(cron, now), profiles.length);
   const usedShops = new Set<string>();
+  const amountWindow = Math.log(schedule.instructions.amount_cents) - unit() * AMOUNT_WINDOW;
   for (const [i, profile] of profiles.entries()) {
     const offset = offsets[i]!;
     const next = nextShiftedOccurrence(cron, now, offset);
@@ -127,7 +134,7 @@ export async function createShadows(
         card.id,
         schedule.cron,
         schedule.timezone,
-        JSON.stringify(shadowPurchase(ctx, card, profile, schedule.instructions, usedShops)),
+        JSON.stringify(shadowPurchase(ctx, card, profile, schedule.instructions, usedShops, amountWindow)),
         schedule.status,
         next === null ? null : new Date(next),
         new Date(now),

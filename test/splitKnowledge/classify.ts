@@ -22,7 +22,7 @@ export function accuracy<O>(trials: Trial<O>[], classify: Classifier<O>): number
   for (const t of trials) {
     const scores = classify(t.observed);
     const best = Math.max(...scores);
-    const top = scores.flatMap((s, i) => (Math.abs(s - best) < 1e-9 ? [i + 1] : []));
+    const top = scores.flatMap((s, i) => (s === best || Math.abs(s - best) < 1e-9 ? [i + 1] : []));
     if (top.includes(t.real)) credit += 1 / top.length;
   }
   return credit / trials.length;
