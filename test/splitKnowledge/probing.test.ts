@@ -30,7 +30,7 @@ interface Observed {
 }
 
 let svc: TestService;
-let trials: Trial<Observed>[] = [];
+const trials: Trial<Observed>[] = [];
 
 beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });

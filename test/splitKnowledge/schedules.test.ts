@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { SHOPS } from '../../src/merchants/catalog.ts';
 import { runTasksOnce } from '../../src/tasks/engine.ts';
 import { createTestService, type TestService } from '../support/service.ts';
-import { accuracy, combine, judge, median, per, seeded, type Trial } from './classify.ts';
+import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { simBots } from './world.ts';
 
 // Channels: decoy task pacing, the never-tasked index, task timing and amounts, and merchant
