@@ -115,6 +115,8 @@ export function presentCard(card: CardRow, profiles: ProfileRow[]) {
     approval_threshold_usd: centsToUsd(card.approval_threshold_cents),
     approved_categories: card.approved_categories,
     profiles: profiles.map(presentProfile),
+    /** Activated before format 2: the service can still give its (legacy) profiles file. */
+    legacy_profiles_file: card.status !== 'pending_activation' && card.profiles_enc === null,
     created_at: iso(card.created_at),
     activated_at: card.activated_at ? iso(card.activated_at) : null,
   };

@@ -2,7 +2,6 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import {
-  activateCard,
   type ApprovalMode,
   getCard,
   type ProfileApprovalRule,
@@ -18,12 +17,14 @@ import { ApiError } from '../platform/errors.ts';
 import { IdParam } from '../platform/schemas.ts';
 import { html, type SafeHtml } from './html.ts';
 import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
+import { bundleAsset } from './assets/bundle.ts';
 import { parseUsdToCents } from './present.ts';
 
-// Cards of a bot: the setup wizard (start → type the 3 missing digits and the expiry on a card
-// picture → download the payment profiles file), card guardrails, approval mode, status, and the
-// allowance and approval rule of each payment profile. Every action calls src/cards/service.ts,
-// which checks ownership and writes the audit log.
+// Cards of a bot: the setup wizard (start → type the card in the browser, where
+// /assets/card-wizard.js builds the bot's payment profiles file and sends the service only three
+// digits per profile → save the file), card guardrails, approval mode, status, and the allowance
+// and approval rule of each payment profile. Every action calls src/cards/service.ts, which checks
+// ownership and writes the audit log.
 
 const tags = ['dashboard'];
 const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
@@ -35,7 +36,6 @@ const ProfileParams = Type.Object({
   profile_index: Type.String({ pattern: '^[1-6]$' }),
 });
 type CardParamsT = Static<typeof CardParams>;
-const CARD_LENGTH = 16;
 const MAX_LIMIT_CENTS = 100_000_000;
 
 const MODES: Array<[ApprovalMode, string]> = [
@@ -55,8 +55,8 @@ const WINDOWS = [
 ] as const;
 
 const NOTICES: Record<string, string> = {
-  started: 'Card started. Now type the 3 missing digits and the expiry.',
-  activated: 'Card activated. Download the payment profiles file, complete it and give it to your bot.',
+  started: 'Card started. Now type your card: it stays in this browser.',
+  activated: 'Card activated. Give the payment profiles file you saved to your bot.',
   settings: 'Card settings saved.',
   status: 'Card status changed.',
   profile: 'Profile saved.',
@@ -75,28 +75,28 @@ function options<T extends string>(list: ReadonlyArray<readonly [T, string]>, cu
   );
 }
 
-/** The card picture: 16 positions in groups of 4, the missing three as inputs, the others masked. */
-function cardPicture(card: Card): SafeHtml {
-  const missing = new Set(card.missing_digit_positions);
-  const cells: SafeHtml[] = [];
-  let n = 0;
-  for (let i = 0; i < CARD_LENGTH; i++) {
-    if (i > 0 && i % 4 === 0) cells.push(html`<span class="gap" aria-hidden="true"></span>`);
-    if (missing.has(i)) {
-      n++;
-      cells.push(
-        html`<input class="digit" name="d${n}" id="d${n}" inputmode="numeric" pattern="[0-9]" maxlength="1" required autocomplete="off" aria-label="Digit ${i + 1} of your card number">`,
-      );
-    } else {
-      cells.push(html`<span class="masked" aria-hidden="true">•</span>`);
-    }
-  }
-  return html`<div class="card-picture" role="group" aria-labelledby="digits-h">
-  <div class="chip" aria-hidden="true"></div>
-  <div class="card-number">${cells}</div>
-  <div class="card-bottom"><div><span class="card-caption">Valid thru</span>
-    <span class="expiry"><input class="mm" name="expiry_month" inputmode="numeric" pattern="(0?[1-9]|1[0-2])" maxlength="2" required placeholder="MM" aria-label="Expiry month" autocomplete="off">/<input class="yy" name="expiry_year" inputmode="numeric" pattern="20[0-9]{2}" maxlength="4" required placeholder="YYYY" aria-label="Expiry year" autocomplete="off"></span></div></div>
-</div>`;
+/**
+ * Step 2: the card form. Its fields have no name attribute, so the browser never submits them; the
+ * wizard script reads them, builds the profiles file and sends only the activation request.
+ */
+function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
+  const field = (id: string, label: string, attrs: SafeHtml | string = '') =>
+    html`<div class="field"><label for="${id}">${label}</label><input id="${id}" autocomplete="off" ${attrs}></div>`;
+  return html`<p id="wizard-noscript" class="flash bad">This step needs JavaScript: your card number is split in this browser and never sent. Without JavaScript, use <code>botpay card split --bot ${botId} --card ${card.card_id}</code> on your own computer.</p>
+<p id="wizard-message" class="flash bad" role="alert" hidden></p>
+<form id="card-wizard" class="stack" hidden data-card-id="${card.card_id}" data-bot-id="${botId}" data-real-index="${card.real_profile_index}" data-positions="${card.missing_digit_positions.join(',')}" data-csrf="${csrf}">
+  ${field('card-number', 'Card number', html`inputmode="numeric" maxlength="23" required spellcheck="false"`)}
+  <div class="grid two">${field('card-month', 'Expiry month (MM)', html`inputmode="numeric" maxlength="2" required`)}${field('card-year', 'Expiry year (YYYY)', html`inputmode="numeric" maxlength="4" required`)}</div>
+  ${field('card-name', 'Name on the card', html`maxlength="100" required`)}
+  ${field('addr-line1', 'Billing address', html`maxlength="200" required`)}
+  ${field('addr-line2', 'Address line 2 (optional)', html`maxlength="200"`)}
+  <div class="grid three">${field('addr-city', 'City', html`maxlength="100" required`)}${field('addr-state', 'State or region (optional)', html`maxlength="100"`)}${field('addr-postal', 'Postal code', html`maxlength="20" required`)}</div>
+  ${field('addr-country', 'Country (2 letters)', html`maxlength="2" required`)}
+  <button type="submit">Split and activate</button>
+</form>
+<div id="wizard-done" class="stack" hidden><p class="flash ok">Card activated. Your browser saved <strong>payment-profiles-${card.card_id}.json</strong>: give it to your bot and keep no other copy. The service never had it and cannot give it again.</p>
+  <p><a id="wizard-download" class="button secondary" data-testid="profiles-file">Save the file again</a> <a class="button" href="/bots/${botId}/cards/${card.card_id}?notice=activated">Continue</a></p></div>
+<script src="/assets/card-wizard.js"></script>`;
 }
 
 export function registerCardPages(app: App, ctx: AppContext): void {
@@ -150,16 +150,16 @@ ${list}
     const csrf = session.csrfToken;
     const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
     const pending = card.status === 'pending_activation';
-    const positions = card.missing_digit_positions.map((p) => p + 1).join(', ');
     const wizard = pending
-      ? html`<section class="card stack" aria-labelledby="digits-h"><h2 id="digits-h">Step 2 of 3: the 3 missing digits</h2>
-  <p class="small">Take your card and type the digits at positions <strong>${positions}</strong> (counting from the left) and its expiry. Only these are stored, encrypted; the other digits never reach this service.</p>
-  <form method="post" action="${base}/activate" class="stack">${csrfField(csrf)}
-    ${cardPicture(card)}
-    <button type="submit">Activate card</button></form></section>`
-      : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
-  <p class="small">Download the file, complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code> in its number) with your card number except the <code>***</code>, your name and billing address, and give it to your bot. The other 5 profiles are decoys: purchases with them never spend real money.</p>
-  <p><a class="button" href="${base}/profiles-file" download data-testid="profiles-file">Download payment profiles file</a></p></section>`;
+      ? html`<section class="card stack" aria-labelledby="digits-h"><h2 id="digits-h">Step 2 of 3: your card, split in this browser</h2>
+  <p class="small">Type your card as printed. This page builds your bot's payment profiles file here, in your browser: your card and five decoys that look just like it. The service receives only three digits of each profile (stored encrypted), never your number, name or address.</p>
+  ${cardForm(card, bot.bot_id, csrf)}</section>`
+      : card.legacy_profiles_file
+        ? html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
+  <p class="small">This card was added before profiles were built in your browser. Its file: complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code>) and give it to your bot, or add the card again for decoys that look like your card.</p>
+  <p><a class="button" href="${base}/profiles-file" download data-testid="profiles-file">Download payment profiles file</a></p></section>`
+        : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
+  <p class="small">The file was saved by your browser when you activated the card; the service never had it. Lost it? Freeze this card and add it again.</p></section>`;
     const profileRows = card.profiles.map(
       (
         p,
@@ -272,57 +272,14 @@ ${
     },
   );
 
-  app.post<{
-    Params: CardParamsT;
-    Body: { d1?: string; d2?: string; d3?: string; expiry_month?: string; expiry_year?: string };
-  }>(
-    '/bots/:bot_id/cards/:card_id/activate',
-    {
-      schema: {
-        tags,
-        summary: 'Activate a card with the 3 missing digits and the expiry (step 2)',
-        params: CardParams,
-        body: Type.Object({
-          d1: Text(4),
-          d2: Text(4),
-          d3: Text(4),
-          expiry_month: Text(4),
-          expiry_year: Text(6),
-          _csrf: Text(200),
-        }),
-      },
-    },
-    async (request, reply) => {
-      const b = request.body;
-      const digits = [b.d1, b.d2, b.d3].map((d) => d?.trim() ?? '').join('');
-      const month = b.expiry_month?.trim() ?? '';
-      let year = b.expiry_year?.trim() ?? '';
-      if (/^[0-9]{2}$/.test(year)) year = `20${year}`;
-      const problem = !/^[0-9]{3}$/.test(digits)
-        ? 'Type one digit in each of the 3 boxes.'
-        : !/^(0?[1-9]|1[0-2])$/.test(month)
-          ? 'Enter the expiry month as 1 to 12.'
-          : !/^20[0-9]{2}$/.test(year)
-            ? 'Enter the expiry year, for example 2029.'
-            : undefined;
-      if (problem) return cardPage(request, reply, request.params, { status: 400, top: bad(problem) });
-      try {
-        await activateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
-          missing_digits: digits,
-          expiry_month: month,
-          expiry_year: year,
-        });
-      } catch (err) {
-        if (err instanceof ApiError && (err.code === 'validation_error' || err.code === 'conflict')) {
-          return cardPage(request, reply, request.params, { status: err.status, top: bad(err.message) });
-        }
-        throw err;
-      }
-      return reply.redirect(
-        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=activated`,
-        303,
-      );
-    },
+  app.get(
+    '/assets/card-wizard.js',
+    { schema: { tags, summary: 'Card wizard script' }, config: { public: true } },
+    async (_request, reply) =>
+      reply
+        .type('text/javascript; charset=utf-8')
+        .header('cache-control', 'public, max-age=3600')
+        .send(await bundleAsset('cardWizard')),
   );
 
   app.get<{ Params: CardParamsT }>(

@@ -96,14 +96,15 @@ export async function notifyHeldPurchase(ctx: AppContext, confirmationId: string
 }
 
 /**
- * Mails the owner when a purchase took the bot's wallet below the low-balance mark (the
- * wallet.balance_low event, once per crossing). After commit, best effort, never throws.
+ * Mails the owner when a purchase took the balance the bot can spend (the wallet less the decoy
+ * reserve) below the low-balance mark (the wallet.balance_low event, once per crossing). After
+ * commit, best effort, never throws.
  */
 export async function notifyBalanceLow(ctx: AppContext, botId: string): Promise<void> {
   try {
     const row = await maybeOne<{ email: string; bot_name: string; available_cents: number }>(
       ctx.db,
-      `SELECT o.email, b.name AS bot_name, w.available_cents
+      `SELECT o.email, b.name AS bot_name, w.available_cents - w.decoy_spent_cents - w.decoy_held_cents AS available_cents
          FROM bots b JOIN owners o ON o.id = b.owner_id JOIN wallets w ON w.bot_id = b.id
         WHERE b.id = $1`,
       [botId],
@@ -115,8 +116,8 @@ export async function notifyBalanceLow(ctx: AppContext, botId: string): Promise<
       to: row.email,
       subject: `${row.bot_name}'s wallet is low: ${balance} left`,
       text: [
-        `The wallet of ${row.bot_name} has ${balance} available after its latest purchase.`,
-        'Purchases that do not fit the balance are refused.',
+        `${row.bot_name} can spend ${balance} after its latest purchase.`,
+        'Purchases that do not fit are refused. (Decoy purchases count too, so that the bot cannot tell them from real ones; part of what they took comes back with your next funding.)',
         '',
         `Add funds on the bot's page: ${page}`,
       ].join('\n'),

@@ -44,10 +44,11 @@ declare module 'fastify' {
   }
 }
 
-// The only script is the approvals countdown (/assets/countdown.js, progressive enhancement),
-// served from this origin; no inline scripts or styles.
+// Scripts are the approvals countdown (/assets/countdown.js, progressive enhancement) and the card
+// wizard (/assets/card-wizard.js, which calls the owner API of this origin), served from this
+// origin; no inline scripts or styles.
 const CSP =
-  "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+  "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export async function registerDashboardRoutes(app: App, ctx: AppContext): Promise<void> {
   await app.register(cookie);

@@ -1,3 +1,4 @@
+import { DIGITS, realCardNumber } from '../support/cards.ts';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { readFile } from 'node:fs/promises';
@@ -374,7 +375,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Add funds' }).click();
     await arrive(/notice=funded/);
 
-    // Card wizard: start, type the 3 digits and the expiry on the card picture, activate.
+    // Card wizard: start, type the card in the browser, which splits it and sends only digits.
     await page.getByRole('link', { name: 'Add a card →' }).click();
     await arrive(`${base}/bots/${bot.bot_id}/cards`);
     await shoot('20-cards-empty');
@@ -382,28 +383,65 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Start a card' }).click();
     await arrive(/\/cards\/card_[a-z2-7]+\?notice=started/);
     const cardId = /\/cards\/(card_[a-z2-7]+)/.exec(page.url())![1]!;
-    await shoot('21-card-digits');
-    await page.locator('input[name=d1]').fill('7');
-    await page.locator('input[name=d2]').fill('3');
-    await page.locator('input[name=d3]').fill('9');
-    await page.getByLabel('Expiry month').fill('09');
-    await page.getByLabel('Expiry year').fill('2031');
-    await page.getByRole('button', { name: 'Activate card' }).click();
-    await arrive(/notice=activated/);
-    await shoot('22-card-activated');
-
-    // Download the payment profiles file: the same content as the owner API gives.
+    const positions = (await page.locator('#card-wizard').getAttribute('data-positions'))!
+      .split(',')
+      .map(Number);
+    const number = realCardNumber(positions[0]!);
+    const sent: string[] = [];
+    page.on('request', (r) => sent.push(`${r.url()} ${r.postData() ?? ''}`));
+    await shoot('21-card-form');
+    // A mistyped number: the page says so and sends nothing.
+    await page.getByLabel('Card number').fill(`${number.slice(0, -1)}${(Number(number.slice(-1)) + 1) % 10}`);
+    await page.getByLabel('Expiry month (MM)').fill('09');
+    await page.getByLabel('Expiry year (YYYY)').fill('2031');
+    await page.getByLabel('Name on the card').fill('Ada Lovelace');
+    await page.getByLabel('Billing address', { exact: true }).fill('12 St James Square');
+    await page.getByLabel('City').fill('London');
+    await page.getByLabel('Postal code').fill('SW1Y 4JH');
+    await page.getByLabel('Country (2 letters)').fill('GB');
+    await page.getByRole('button', { name: 'Split and activate' }).click();
+    await page.locator('#wizard-message').waitFor({ state: 'visible' });
+    expect(await page.locator('#wizard-message').textContent()).toContain('mistyped');
+    expect(sent.filter((x) => x.includes('/activate'))).toEqual([]);
+    await page.getByLabel('Card number').fill(number.replace(/(\d{4})(?=\d)/g, '$1 '));
     const [download] = await Promise.all([
       page.waitForEvent('download'),
-      page.getByTestId('profiles-file').click(),
+      page.getByRole('button', { name: 'Split and activate' }).click(),
     ]);
+    await page.locator('#wizard-done').waitFor({ state: 'visible' });
+    await shoot('22-card-activated');
+    // The number never left the browser: no request carried it (nor its middle digits).
+    expect(sent.some((x) => x.includes('/activate'))).toBe(true);
+    for (const x of sent) {
+      expect(x).not.toContain(number);
+      expect(x).not.toContain(number.slice(8, 14));
+      expect(x).not.toContain('Ada Lovelace');
+    }
+    // The saved file: six profiles sharing prefix, length, holder and address; the real one is the card.
     expect(download.suggestedFilename()).toBe(`payment-profiles-${cardId}.json`);
-    const file = JSON.parse(await readFile((await download.path())!, 'utf8'));
+    const file = JSON.parse(await readFile((await download.path())!, 'utf8')) as {
+      profiles: Array<{
+        profile_index: number;
+        card_number: string;
+        cardholder_name: string;
+        billing_address: unknown;
+      }>;
+    };
+    expect(file.profiles).toHaveLength(6);
+    for (const p of file.profiles) {
+      expect(p.card_number.slice(0, 8)).toBe(number.slice(0, 8));
+      expect(p.card_number).toHaveLength(16);
+      expect(p.cardholder_name).toBe('Ada Lovelace');
+      expect(p.billing_address).toEqual(file.profiles[0]!.billing_address);
+    }
+    const realIndex = Number(await page.locator('#card-wizard').getAttribute('data-real-index'));
+    expect(file.profiles[realIndex - 1]!.card_number.replace('***', DIGITS)).toBe(number);
+    await page.getByRole('link', { name: 'Continue' }).click();
+    await arrive(/notice=activated/);
     const api = await page.request.get(
       `${base}/api/v1/owner/bots/${bot.bot_id}/cards/${cardId}/profiles-file`,
     );
-    expect(api.status()).toBe(200);
-    expect(file).toEqual(await api.json());
+    expect(api.status()).toBe(409);
     const card = (await (
       await page.request.get(`${base}/api/v1/owner/bots/${bot.bot_id}/cards/${cardId}`)
     ).json()) as { real_profile_index: number; approval_mode: string };
