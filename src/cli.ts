@@ -13,6 +13,7 @@ Commands:
   migrate                        Apply pending database migrations and exit
   doctor                         Check configuration, database, migrations, secret key and ledger
   owner token create --email E   Create the owner if needed and print a new owner API token
+  card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
   tunnel --server URL --token T --port N --path P
                                  Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
 
@@ -123,6 +124,7 @@ export async function main(argv: string[]): Promise<void> {
 async function loadLazyCommand(name: string): Promise<Command | undefined> {
   const lazy: Record<string, () => Promise<Command>> = {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
+    card: async () => (await import('./cards/splitCli.ts')).cardCommand,
     tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
   };
   return lazy[name] ? lazy[name]() : undefined;
