@@ -280,7 +280,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
           .transaction(async (tx) => {
             const id = newId('chk');
             const rows = await tx.query<{ r: { ok?: boolean; error?: string; name?: string } }>(
-              `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) AS r`,
+              `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) AS r`,
               [
                 bot.bot_id,
                 null,
@@ -297,8 +297,6 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
                 windowStart('week', now),
                 windowStart('month', now),
                 900,
-                new Date(now),
-                'approved',
                 newId('ltx'),
                 newId('evt'),
                 '{}',

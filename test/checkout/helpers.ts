@@ -113,8 +113,14 @@ export function poll(svc: TestService, bot: { auth: Record<string, string> }, co
 }
 
 export async function wallet(svc: TestService, botId: string) {
-  const rows = await svc.ctx.db.query<{ available_cents: number; held_cents: number; status: string }>(
-    'SELECT available_cents, held_cents, status FROM wallets WHERE bot_id = $1',
+  const rows = await svc.ctx.db.query<{
+    available_cents: number;
+    held_cents: number;
+    decoy_spent_cents: number;
+    decoy_held_cents: number;
+    status: string;
+  }>(
+    'SELECT available_cents, held_cents, decoy_spent_cents, decoy_held_cents, status FROM wallets WHERE bot_id = $1',
     [botId],
   );
   return rows[0]!;
@@ -127,6 +133,11 @@ export async function expectLedgerConsistent(svc: TestService, botId: string) {
   expect(sums.wallet_available).toBe(w.available_cents);
   expect(sums.wallet_held).toBe(w.held_cents);
   expect(sums.wallet_available + sums.wallet_held + sums.owner_funding + sums.merchant_settlement).toBe(0);
+  // The decoy reserve: memo accounts that balance among themselves and never exceed the money.
+  expect(sums.decoy_spent).toBe(Number(w.decoy_spent_cents));
+  expect(sums.decoy_held).toBe(Number(w.decoy_held_cents));
+  expect(sums.decoy_cover + sums.decoy_spent + sums.decoy_held).toBe(0);
+  expect(w.available_cents).toBeGreaterThanOrEqual(Number(w.decoy_spent_cents) + Number(w.decoy_held_cents));
   return { ...sums, ...w };
 }
 

@@ -32,7 +32,7 @@ describe('migrations', () => {
     try {
       const results = await Promise.all(dbs.map((db) => migrate(db)));
       const all = results.flat();
-      expect(all.sort()).toEqual((await loadMigrations()).map((m) => m.version));
+      expect(all.sort((a, b) => a - b)).toEqual((await loadMigrations()).map((m) => m.version));
       expect(results.filter((r) => r.length > 0)).toHaveLength(1);
     } finally {
       await Promise.all(dbs.map((db) => db.close()));

@@ -51,16 +51,17 @@ export function judge<O>(
   return out;
 }
 
-/** Sums of per-classifier ranks: the "combine them all" attacker. */
+/** Sums of per-classifier ranks (tied scores share their average rank): the "combine them all" attacker. */
 export function combine<O>(classifiers: Classifier<O>[]): Classifier<O> {
   return (o) => {
     const total = [0, 0, 0, 0, 0, 0];
     for (const c of classifiers) {
-      const s = c(o);
-      const order = [...s.keys()].sort((a, b) => s[a]! - s[b]!);
-      order.forEach((i, rank) => {
-        total[i]! += rank;
-      });
+      const s = c(o).map((x) => (Number.isFinite(x) ? x : x > 0 ? 1e12 : -1e12));
+      for (let i = 0; i < 6; i++) {
+        const below = s.filter((x) => x < s[i]!).length;
+        const equal = s.filter((x) => x === s[i]!).length;
+        total[i]! += below + (equal - 1) / 2;
+      }
     }
     return total;
   };

@@ -5,11 +5,11 @@ import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { botEvents, simBots } from './world.ts';
 
 // Channels: balance and spend counters, master-guardrail refusals, funds refusals, events and
-// latency. 300 bots, each probed by an attacker who checks out twice on every profile in a random
+// latency. 450 bots (timing is noisy: more bots keep the measured accuracy close to its true value), each probed by an attacker who checks out twice on every profile in a random
 // order (amounts drawn so that master budgets and the balance run out part-way) and reads the
 // wallet after each checkout. Owners' master budgets are small, so refusals happen.
 
-const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 300);
+const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 450);
 const rand = seeded(7);
 
 interface Step {
