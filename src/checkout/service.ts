@@ -1,7 +1,7 @@
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret, ProfileSecret } from '../cards/service.ts';
-import { notifyBalanceLow, notifyHeldPurchase } from '../dashboard/notifications.ts';
 import { emitEvent } from '../events/outbox.ts';
+import { deliverOwnerMail } from '../notifications/job.ts';
 import { LOW_BALANCE_CENTS } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -37,9 +37,9 @@ export interface CheckoutRequest {
 export interface CheckoutResult {
   statusCode: 200 | 202;
   body: Record<string, unknown>;
-  /** Set (never stored or sent) when a real-profile purchase was held: the owner gets an e-mail. */
+  /** Set (never stored or sent) when a real-profile purchase was held: an owner e-mail is due. */
   heldForOwner?: string;
-  /** Set (never stored or sent) when this purchase took the wallet below LOW_BALANCE_CENTS. */
+  /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
   balanceLow?: boolean;
 }
 
@@ -105,11 +105,11 @@ export async function checkout(
     if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
     return { ...fresh, replayed: false };
   });
-  if (result.statusCode === 202 && !result.replayed && result.heldForOwner) {
-    // After commit: the approval e-mail (best effort; the approvals inbox lists it regardless).
-    void notifyHeldPurchase(ctx, result.heldForOwner);
+  if (!result.replayed && (result.heldForOwner || result.balanceLow)) {
+    // The mail is due from rows this transaction wrote; send it now rather than at the job's next
+    // tick (the job retries whatever this misses, including after a crash right here).
+    void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
   }
-  if (!result.replayed && result.balanceLow) void notifyBalanceLow(ctx, botId);
   return { statusCode: result.statusCode, body: result.body };
 }
 

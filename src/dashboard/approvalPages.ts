@@ -10,7 +10,7 @@ import { IdParam } from '../platform/schemas.ts';
 import { iso } from '../platform/time.ts';
 import { html, type SafeHtml } from './html.ts';
 import { csrfField, flash, messageBody, messagePage, page, pill, postButton, usd, when } from './layout.ts';
-import { type OneClickDecision, oneClickPurpose } from './notifications.ts';
+import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMail.ts';
 import { notFoundPage } from './routes.ts';
 import { preSessionCsrfToken } from './sessions.ts';
 import { verifyLink } from './signedLinks.ts';

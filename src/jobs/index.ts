@@ -1,5 +1,6 @@
 import { checkoutDecisions } from '../checkout/job.ts';
 import { pruneSignInRecords } from '../dashboard/sessions.ts';
+import { ownerMailJob } from '../notifications/job.ts';
 import { tasksEngine } from '../tasks/job.ts';
 import { webhookDeliveryJob } from '../webhooks/job.ts';
 import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
@@ -15,4 +16,5 @@ export const ALL_JOBS: readonly BackgroundJob[] = [
   webhookDeliveryJob,
   checkoutDecisions,
   tasksEngine,
+  ownerMailJob,
 ];

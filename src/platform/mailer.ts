@@ -11,6 +11,8 @@ export interface Mail {
    * already holds, so the log copy hides it; a development sign-in link is left readable on purpose.
    */
   redactInLog?: string[];
+  /** Message-ID (without angle brackets): the same ID for a resent mail lets servers drop the copy. */
+  messageId?: string;
 }
 
 /** Outgoing mail. Without SMTP_URL (development) mails are written to the log instead. */
@@ -30,7 +32,10 @@ export function createMailer(options: {
         // Development only: the text holds sign-in and approval links, which is the point here.
         let body = mail.text;
         for (const secret of mail.redactInLog ?? []) body = body.split(secret).join('[Redacted]');
-        options.logger.info({ mail: { to: mail.to, subject: mail.subject, body } }, 'mail (no SMTP_URL set)');
+        options.logger.info(
+          { mail: { to: mail.to, subject: mail.subject, body, message_id: mail.messageId } },
+          'mail (no SMTP_URL set)',
+        );
       },
       async close() {},
     };
@@ -38,7 +43,12 @@ export function createMailer(options: {
   const transport = nodemailer.createTransport(options.smtpUrl);
   return {
     async send(mail) {
-      await transport.sendMail({ from: options.from, ...mail });
+      const { messageId, redactInLog: _redact, ...rest } = mail;
+      await transport.sendMail({
+        from: options.from,
+        ...rest,
+        ...(messageId ? { messageId: `<${messageId}>` } : {}),
+      });
     },
     async close() {
       transport.close();

@@ -1,0 +1,75 @@
+import { intervalJob } from '../jobs/runner.ts';
+import type { AppContext } from '../platform/context.ts';
+import type { Mail } from '../platform/mailer.ts';
+import { balanceLowMail, heldPurchaseMail } from './ownerMail.ts';
+
+// The owner-mail job: mails owners about real purchases held for approval and wallet.balance_low
+// events, from the rows the checkout wrote in its own transaction. Rows are claimed with FOR UPDATE
+// SKIP LOCKED and a lease (owner_mail_at), so instances never send the same mail at once; a mail
+// is marked sent (owner_mailed_at) only after the SMTP server took it, so a crash or a failed send
+// is retried — at least once, with a stable Message-ID for the receiving server to drop a copy.
+
+/** How long a claimed mail is left to its sender before another instance may send it. */
+export const OWNER_MAIL_LEASE_MS = 30_000;
+/** A failed send is retried after this long (doubling up to the lease). */
+const RETRY_MS = 5_000;
+const BATCH = 20;
+
+interface Source {
+  table: 'checkout_confirmations' | 'events';
+  where: string;
+  build: (ctx: AppContext, id: string) => Promise<Mail | null>;
+}
+
+const SOURCES: Source[] = [
+  {
+    table: 'checkout_confirmations',
+    where: `is_real AND status = 'pending' AND owner_mailed_at IS NULL`,
+    build: heldPurchaseMail,
+  },
+  {
+    // Only recent crossings: a low balance from long ago is not news.
+    table: 'events',
+    where: `type = 'wallet.balance_low' AND owner_mailed_at IS NULL AND created_at > $2::timestamptz - interval '1 day'`,
+    build: balanceLowMail,
+  },
+];
+
+/** Sends the owner mails that are due; returns how many were sent. Safe on several instances. */
+export async function deliverOwnerMail(ctx: AppContext): Promise<number> {
+  let sent = 0;
+  for (const source of SOURCES) {
+    const now = ctx.clock.now();
+    const claimed = await ctx.db.query<{ id: string }>(
+      `UPDATE ${source.table} SET owner_mail_at = $1
+        WHERE id IN (SELECT id FROM ${source.table}
+                      WHERE ${source.where} AND (owner_mail_at IS NULL OR owner_mail_at <= $2)
+                      ORDER BY created_at LIMIT ${BATCH} FOR UPDATE SKIP LOCKED)
+        RETURNING id`,
+      [new Date(now + OWNER_MAIL_LEASE_MS), new Date(now)],
+    );
+    for (const { id } of claimed) {
+      try {
+        const mail = await source.build(ctx, id);
+        if (mail) await ctx.mailer.send(mail);
+        await ctx.db.query(`UPDATE ${source.table} SET owner_mailed_at = $2 WHERE id = $1`, [
+          id,
+          new Date(ctx.clock.now()),
+        ]);
+        if (mail) sent++;
+      } catch (err) {
+        ctx.logger.warn({ err, mail_for: id }, 'owner e-mail failed; it will be retried');
+        await ctx.db.query(`UPDATE ${source.table} SET owner_mail_at = $2 WHERE id = $1`, [
+          id,
+          new Date(ctx.clock.now() + RETRY_MS),
+        ]);
+      }
+    }
+  }
+  return sent;
+}
+
+/** Every second on worker instances; checkout also calls deliverOwnerMail right after a commit that needs mail. */
+export const ownerMailJob = intervalJob('owner-mail', 'worker', 1_000, async (ctx) => {
+  await deliverOwnerMail(ctx);
+});

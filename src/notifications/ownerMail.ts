@@ -1,0 +1,121 @@
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne } from '../platform/db/port.ts';
+import type { Mail } from '../platform/mailer.ts';
+import { signLink } from '../dashboard/signedLinks.ts';
+
+// E-mails to owners about their bots (sent by the owner-mail job, src/notifications/job.ts): a
+// purchase held for approval, with one-click approve and deny links, and a low balance. The links are signed (signedLinks.ts) for one confirmation and one owner, expire with
+// the approval window and are single use because a confirmation is decided once. Opening a link
+// only shows a confirmation page; the decision is its POST button (mail scanners open links).
+
+export type OneClickDecision = 'approve' | 'deny';
+
+/** The signed link's purpose binds the decision and the owner: a link cannot be turned into the other one. */
+export function oneClickPurpose(decision: OneClickDecision, ownerId: string): string {
+  return `purchase-${decision}:${ownerId}`;
+}
+
+export function oneClickUrl(
+  ctx: AppContext,
+  decision: OneClickDecision,
+  ownerId: string,
+  confirmationId: string,
+  expiresAt: number,
+): string {
+  const query = signLink(ctx, oneClickPurpose(decision, ownerId), confirmationId, expiresAt);
+  return new URL(`/approvals/one-click/${decision}?${query}`, ctx.config.baseUrl).toString();
+}
+
+interface HeldRow {
+  id: string;
+  owner_id: string;
+  email: string;
+  bot_name: string;
+  amount_cents: number;
+  merchant_name: string;
+  merchant_url: string;
+  item_name: string;
+  category: string | null;
+  expires_at: Date;
+  [key: string]: unknown;
+}
+
+function dollars(cents: number): string {
+  return `$${(cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+}
+
+/** The mail about a real purchase held for approval, or null when it is no longer pending. */
+export async function heldPurchaseMail(ctx: AppContext, confirmationId: string): Promise<Mail | null> {
+  const c = await maybeOne<HeldRow>(
+    ctx.db,
+    `SELECT c.id, c.owner_id, o.email, b.name AS bot_name, c.amount_cents, c.merchant_name, c.merchant_url,
+            c.item_name, c.category, c.expires_at
+       FROM checkout_confirmations c
+       JOIN bots b ON b.id = c.bot_id AND b.owner_id = c.owner_id
+       JOIN owners o ON o.id = c.owner_id
+      WHERE c.id = $1 AND c.is_real AND c.status = 'pending' AND c.expires_at IS NOT NULL`,
+    [confirmationId],
+  );
+  if (!c) return null;
+  const expiresAt = new Date(c.expires_at).getTime();
+  if (expiresAt <= ctx.clock.now()) return null;
+  const approve = oneClickUrl(ctx, 'approve', c.owner_id, c.id, expiresAt);
+  const deny = oneClickUrl(ctx, 'deny', c.owner_id, c.id, expiresAt);
+  const inbox = new URL('/approvals', ctx.config.baseUrl).toString();
+  const minutes = Math.max(1, Math.round((expiresAt - ctx.clock.now()) / 60_000));
+  const amount = dollars(Number(c.amount_cents));
+  const until = new Date(expiresAt).toISOString().replace('T', ' ').slice(0, 16);
+  const text = [
+    `${c.bot_name} wants to spend ${amount} and is waiting for your decision.`,
+    '',
+    `  Item:      ${c.item_name}`,
+    `  Merchant:  ${c.merchant_name} (${c.merchant_url})`,
+    ...(c.category ? [`  Category:  ${c.category}`] : []),
+    `  Amount:    ${amount}`,
+    `  Decide by: ${until} UTC (in about ${minutes} min); after that it expires and nothing is paid.`,
+    '',
+    `Approve: ${approve}`,
+    '',
+    `Deny:    ${deny}`,
+    '',
+    'Each link opens a page where you confirm with one button. The links work once and only until',
+    `the purchase expires. You can also decide in your approvals inbox: ${inbox}`,
+    '',
+    'If you did not expect this, deny it and freeze the bot’s wallet on its page.',
+  ].join('\n');
+  return {
+    to: c.email,
+    subject: `Approve ${amount} at ${c.merchant_name} for ${c.bot_name}?`,
+    text,
+    messageId: `held.${c.id}@${new URL(ctx.config.baseUrl).hostname}`,
+  };
+}
+
+/**
+ * The mail about a wallet.balance_low event: what the bot can spend (the wallet less the decoy
+ * reserve) fell below the low-balance mark.
+ */
+export async function balanceLowMail(ctx: AppContext, eventId: string): Promise<Mail | null> {
+  const row = await maybeOne<{ email: string; bot_id: string; bot_name: string; available_cents: number }>(
+    ctx.db,
+    `SELECT o.email, b.id AS bot_id, b.name AS bot_name,
+            w.available_cents - w.decoy_spent_cents - w.decoy_held_cents AS available_cents
+       FROM events e JOIN bots b ON b.id = e.bot_id JOIN owners o ON o.id = b.owner_id JOIN wallets w ON w.bot_id = b.id
+      WHERE e.id = $1`,
+    [eventId],
+  );
+  if (!row) return null;
+  const page = new URL(`/bots/${row.bot_id}`, ctx.config.baseUrl).toString();
+  const balance = dollars(Number(row.available_cents));
+  return {
+    to: row.email,
+    subject: `${row.bot_name}'s wallet is low: ${balance} left`,
+    text: [
+      `${row.bot_name} can spend ${balance} after its latest purchase.`,
+      'Purchases that do not fit are refused. (Decoy purchases count too, so that the bot cannot tell them from real ones; part of what they took comes back with your next funding.)',
+      '',
+      `Add funds on the bot's page: ${page}`,
+    ].join('\n'),
+    messageId: `low.${eventId}@${new URL(ctx.config.baseUrl).hostname}`,
+  };
+}

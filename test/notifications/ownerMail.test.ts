@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deliverOwnerMail, OWNER_MAIL_LEASE_MS } from '../../src/notifications/job.ts';
+import { FakeClock } from '../../src/platform/clock.ts';
+import type { Mail } from '../../src/platform/mailer.ts';
+import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+
+// Owner mail is driven by durable rows (src/notifications/job.ts), not sent from the checkout path:
+// a crash between the checkout's commit and the send loses nothing, and the mail goes out once.
+
+let database: TestDatabase;
+const clock = new FakeClock();
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(async () => {
+  await database.drop();
+});
+
+/** A service instance on the shared database whose mailer fails while `down` is true (an SMTP outage). */
+async function instance(down: { value: boolean }) {
+  const svc = await createTestService({ database, clock });
+  const send = svc.mailer.send.bind(svc.mailer);
+  svc.mailer.send = async (mail: Mail) => {
+    if (down.value) throw new Error('SMTP connection refused');
+    await send(mail);
+  };
+  return svc;
+}
+
+async function heldReal(svc: TestService) {
+  const owner = await createOwner(svc);
+  const bot = await activeBot(svc, owner, { fundCents: 5000 });
+  const card = await setupCard(svc, owner, bot.bot_id);
+  const res = await checkout(svc, bot, purchase(card.real_profile_index, 250));
+  expect(res.statusCode).toBe(202);
+  return { owner, id: res.json().confirmation_id as string };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 50));
+
+describe('owner mail from durable rows', () => {
+  it('the service dies after the checkout committed and before the mail went out: the next instance sends it, once', async () => {
+    const down = { value: true };
+    const a = await instance(down);
+    const { owner, id } = await heldReal(a);
+    await settle();
+    expect(a.mailer.sent).toHaveLength(0);
+    // The instance goes away (its SMTP never answered); its claim lease is left behind.
+    await a.app.close();
+
+    const up = { value: false };
+    const b = await instance(up);
+    // Within the lease the mail is another instance's: not sent twice at once.
+    expect(await deliverOwnerMail(b.ctx)).toBe(0);
+    clock.advance(OWNER_MAIL_LEASE_MS + 1);
+    expect(await deliverOwnerMail(b.ctx)).toBe(1);
+    expect(await deliverOwnerMail(b.ctx)).toBe(0);
+    const mails = b.mailer.sent.filter((m) => m.to === owner.email);
+    expect(mails).toHaveLength(1);
+    expect(mails[0]!.messageId).toBe(`held.${id}@localhost`);
+    expect(mails[0]!.text).toContain('/approvals/one-click/approve');
+    await b.app.close();
+  });
+
+  it('a failed send is retried; two instances delivering at once send each mail once', async () => {
+    const down = { value: true };
+    const a = await instance(down);
+    const b = await instance(down);
+    const held = await Promise.all([heldReal(a), heldReal(a), heldReal(a)]);
+    await settle();
+    clock.advance(OWNER_MAIL_LEASE_MS + 1);
+    expect(await deliverOwnerMail(a.ctx)).toBe(0); // SMTP still down: retried later
+    down.value = false;
+    clock.advance(10_000);
+    const [x, y] = await Promise.all([deliverOwnerMail(a.ctx), deliverOwnerMail(b.ctx)]);
+    expect(x + y).toBe(3);
+    for (const h of held) {
+      const all = [...a.mailer.sent, ...b.mailer.sent].filter((m) => m.to === h.owner.email);
+      expect(all, h.id).toHaveLength(1);
+    }
+    await a.app.close();
+    await b.app.close();
+  });
+
+  it('a purchase decided before its mail went out is not mailed; decoys never are', async () => {
+    const down = { value: true };
+    const a = await instance(down);
+    const { owner, id } = await heldReal(a);
+    const deny = await a.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/approvals/${id}/deny`,
+      headers: owner.auth,
+    });
+    expect(deny.statusCode).toBe(200);
+    const decoyOwner = await createOwner(a);
+    const bot = await activeBot(a, decoyOwner, { fundCents: 5000 });
+    const card = await setupCard(a, decoyOwner, bot.bot_id);
+    expect((await checkout(a, bot, purchase(card.decoyIndex, 100))).statusCode).toBe(202);
+    down.value = false;
+    clock.advance(OWNER_MAIL_LEASE_MS + 1);
+    await deliverOwnerMail(a.ctx);
+    expect(a.mailer.sent.filter((m) => m.to === owner.email || m.to === decoyOwner.email)).toHaveLength(0);
+    await a.app.close();
+  });
+});
