@@ -14,3 +14,8 @@ CREATE INDEX checkout_confirmations_owner_mail_idx ON checkout_confirmations (cr
   WHERE is_real AND status = 'pending' AND owner_mailed_at IS NULL;
 CREATE INDEX events_owner_mail_idx ON events (created_at)
   WHERE type = 'wallet.balance_low' AND owner_mailed_at IS NULL;
+
+-- A bot's deliveries in flight anywhere in the deployment (rows under a lease): what the delivery
+-- worker's claim counts to keep the per-bot bound across instances (src/webhooks/worker.ts).
+CREATE INDEX webhook_deliveries_leased_idx ON webhook_deliveries (bot_id, locked_until)
+  WHERE locked_until IS NOT NULL;

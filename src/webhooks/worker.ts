@@ -14,8 +14,11 @@ import {
 import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 
 // The delivery worker. Each round claims due deliveries (FOR UPDATE SKIP LOCKED, then a lease:
-// locked_until + lock_token) within two bounds: PER_BOT_IN_FLIGHT per bot, so one slow or dead
-// endpoint holds at most that many slots, and MAX_IN_FLIGHT in all. Sends run concurrently; their
+// locked_until + lock_token) within two bounds: PER_BOT_IN_FLIGHT per bot across the whole
+// deployment, so one slow or dead endpoint holds at most that many slots whatever the number of
+// instances (a bot's in-flight count is its rows under a live lease, read inside the claim, and
+// claims are serialised by a transaction-scoped advisory lock so that two instances cannot both
+// take the last slot), and MAX_IN_FLIGHT in all per instance. Sends run concurrently; their
 // results are recorded in batches (one transaction per batch: the deliveries, events.delivered_at
 // and the bots' health). It wakes on NOTIFY botpay_events (sent after commit by the events_wake trigger, 0001), when a
 // send finishes, and on a safety poll for retries that come due.
@@ -46,17 +49,24 @@ interface ClaimedRow {
   [key: string]: unknown;
 }
 
+/** Serialises claims across instances (with the schema's hash, like the tasks engine lock). */
+export const CLAIM_LOCK = 7_254_003;
+
 const CLAIM_SQL = `
-WITH busy AS (
-  SELECT * FROM unnest($5::text[], $6::int[]) AS busy(bot_id, n)
-), due AS (
+WITH due AS (
   SELECT d.id, d.bot_id, d.next_attempt_at
     FROM webhook_deliveries d
    WHERE d.status = 'pending' AND d.next_attempt_at <= $1
      AND (d.locked_until IS NULL OR d.locked_until <= $1)
-     AND NOT (d.bot_id = ANY($8::text[]))
+     AND NOT (d.bot_id = ANY($6::text[]))
    ORDER BY d.next_attempt_at, d.id
-   LIMIT $9
+   LIMIT $7
+), busy AS (
+  -- In flight anywhere in the deployment: the bot's rows under a live lease (every instance's).
+  SELECT l.bot_id, count(*)::int AS n
+    FROM webhook_deliveries l
+   WHERE l.locked_until > $1 AND l.bot_id IN (SELECT bot_id FROM due)
+   GROUP BY l.bot_id
 ), ranked AS (
   SELECT due.id,
          row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id) + coalesce(busy.n, 0) AS slot
@@ -70,7 +80,7 @@ WITH busy AS (
      AND d.status = 'pending' AND d.next_attempt_at <= $1
      AND (d.locked_until IS NULL OR d.locked_until <= $1)
    ORDER BY d.next_attempt_at, d.id
-   LIMIT $7
+   LIMIT $5
    FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d
@@ -237,25 +247,21 @@ export class DeliveryWorker {
     if (room <= 0) return 0;
     const now = this.ctx.clock.now();
     const token = randomBase32(16);
-    const busyIds: string[] = [];
-    const busyCounts: number[] = [];
+    // Bots this instance alone already fills need no look (an optimisation; the bound is the SQL's).
     const saturated: string[] = [];
-    for (const [botId, n] of this.inFlightByBot) {
-      busyIds.push(botId);
-      busyCounts.push(n);
-      if (n >= this.perBot) saturated.push(botId);
-    }
-    const rows = await this.ctx.db.query<ClaimedRow>(CLAIM_SQL, [
-      new Date(now),
-      new Date(now + this.leaseMs),
-      token,
-      this.perBot,
-      busyIds,
-      busyCounts,
-      room,
-      saturated,
-      Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
-    ]);
+    for (const [botId, n] of this.inFlightByBot) if (n >= this.perBot) saturated.push(botId);
+    const rows = await this.ctx.db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))', [CLAIM_LOCK]);
+      return tx.query<ClaimedRow>(CLAIM_SQL, [
+        new Date(now),
+        new Date(now + this.leaseMs),
+        token,
+        this.perBot,
+        room,
+        saturated,
+        Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
+      ]);
+    });
     for (const row of rows) this.dispatch(row, token);
     // Found work (or had to skip busy bots)? Then more may be due: finishing sends start the next
     // round, once half of this round is done so that rounds stay large. A round that finds nothing

@@ -231,4 +231,32 @@ describe('webhook delivery', () => {
       await live.stop();
     }
   });
+
+  it('the per-bot bound holds across instances: two workers never have more than the bound open for one bot', async () => {
+    const slow = await botWithReceiver('/stuck2');
+    let open = 0;
+    let maxOpen = 0;
+    receiver.respond = (req, res) => {
+      if (req.url === '/stuck2') {
+        open++;
+        maxOpen = Math.max(maxOpen, open);
+        res.on('close', () => open--);
+        return;
+      }
+      res.writeHead(200);
+      res.end('ok');
+    };
+    // Two instances' workers on one database, each allowed 4 per bot and 10 in all.
+    const a = new DeliveryWorker(svc.ctx, { pollMs: 50, maxInFlight: 10, perBotInFlight: 4 });
+    const b = new DeliveryWorker(svc.ctx, { pollMs: 50, maxInFlight: 10, perBotInFlight: 4 });
+    await Promise.all([a.start(), b.start()]);
+    try {
+      for (let i = 0; i < 40; i++) await emit(svc, slow.bot.bot_id);
+      await receiver.waitFor((rs) => rs.filter((r) => r.url === '/stuck2').length >= 8, 8_000);
+      // Without the shared bound each instance would hold 4: 8 open at once.
+      expect(maxOpen).toBe(4);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
 });
