@@ -72,7 +72,13 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    if (error instanceof ApiError) return reply.status(error.status).send(error.toBody());
+    if (error instanceof ApiError) {
+      // Every 429 says when to come back in the header too (RFC 9110), not only in the body.
+      if (error.code === 'rate_limited' && error.details.retry_after_seconds !== undefined) {
+        reply.header('retry-after', String(error.details.retry_after_seconds));
+      }
+      return reply.status(error.status).send(error.toBody());
+    }
     if (error.validation) {
       const first = error.validation[0];
       const field = first?.instancePath
@@ -99,6 +105,14 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       return reply.status(error.statusCode).send({ error: 'validation_error', message });
     }
     const code = pgErrorCode(error);
+    // A NUL character (or other text PostgreSQL cannot store) in any string: the statement failed
+    // and its transaction rolled back, so nothing changed. The client's input, not our fault.
+    if (code === '22021' || code === '22P05') {
+      return reply.status(400).send({
+        error: 'validation_error',
+        message: 'The request contains a character that cannot be stored (such as NUL, \\u0000).',
+      });
+    }
     if (isDatabaseUnavailable(error, code)) {
       request.log.warn({ err: error }, 'database unavailable');
       return reply.status(503).header('retry-after', '5').send({

@@ -26,7 +26,8 @@ export function createBotAuthenticator(ctx: AppContext) {
 
   async function authenticate(request: FastifyRequest): Promise<AuthenticatedBot> {
     const header = request.headers.authorization;
-    if (typeof header !== 'string' || !header.startsWith('Bearer ')) throw authenticationRequired();
+    // The scheme name is case-insensitive (RFC 9110 §11.1).
+    if (typeof header !== 'string' || !/^bearer /i.test(header)) throw authenticationRequired();
     const key = header.slice(7).trim();
     if (!API_KEY_PATTERN.test(key)) throw authenticationRequired();
     const hash = sha256Hex(key);

@@ -3,20 +3,26 @@ import type { App } from '../app.ts';
 import { BOT_SECURITY } from '../bots/routes.ts';
 import { OWNER_SECURITY } from '../owners/routes.ts';
 import type { AppContext } from '../platform/context.ts';
+import { ApiError } from '../platform/errors.ts';
 import { ErrorBody, IdParam, RateLimitedBody } from '../platform/schemas.ts';
 import { checkoutStatus, decideByOwner, listApprovals } from './decisions.ts';
 import { checkout } from './service.ts';
 
-export const CheckoutBody = Type.Object({
-  profile_index: Type.Integer({ minimum: 1, maximum: 6 }),
-  merchant_name: Type.String({ minLength: 1, maxLength: 200 }),
-  merchant_url: Type.String({ minLength: 1, maxLength: 2000 }),
-  item_name: Type.String({ minLength: 1, maxLength: 500 }),
-  amount_cents: Type.Integer({ minimum: 1, maximum: 10_000_000 }),
-  category: Type.Optional(Type.String({ maxLength: 100 })),
-  task_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-  card_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-});
+// Unknown fields are refused (a `currency` the service does not read must not be taken for USD).
+// profile_index outside 1–6 is the chain's invalid_profile (SPEC §7.2), not a validation error.
+export const CheckoutBody = Type.Object(
+  {
+    profile_index: Type.Integer({ minimum: -2_147_483_648, maximum: 2_147_483_647 }),
+    merchant_name: Type.String({ minLength: 1, maxLength: 200 }),
+    merchant_url: Type.String({ minLength: 1, maxLength: 2000 }),
+    item_name: Type.String({ minLength: 1, maxLength: 500 }),
+    amount_cents: Type.Integer({ minimum: 1, maximum: 10_000_000 }),
+    category: Type.Optional(Type.String({ maxLength: 100 })),
+    task_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    card_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);
 
 const CheckoutHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
@@ -94,6 +100,9 @@ export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise
       },
     },
     async (request, reply) => {
+      if (request.body.profile_index < 1 || request.body.profile_index > 6) {
+        throw new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
+      }
       const result = await checkout(ctx, request.bot!.id, request.body, request.headers['idempotency-key']);
       return reply.status(result.statusCode).send(result.body);
     },

@@ -32,7 +32,8 @@ export async function authenticateOwnerToken(
 ): Promise<AuthenticatedOwner | undefined> {
   const header = request.headers.authorization;
   if (typeof header !== 'string') return undefined;
-  if (!header.startsWith('Bearer ')) throw authenticationRequired();
+  // The scheme name is case-insensitive (RFC 9110 §11.1).
+  if (!/^bearer /i.test(header)) throw authenticationRequired();
   const token = header.slice(7).trim();
   if (!OWNER_TOKEN_PATTERN.test(token)) throw authenticationRequired();
   const rows = await ctx.db.query<{ id: string; email: string }>(

@@ -147,9 +147,8 @@ describe('checkout: the guardrail chain', () => {
     const card = await setupCard(svc, owner, bot.bot_id, AUTO);
     const p = card.real_profile_index;
     const bad: Array<Record<string, unknown>> = [
-      purchase(7, 100),
-      purchase(0, 100),
       purchase(1.5, 100),
+      { ...purchase(p, 100), currency: 'JPY' },
       { ...purchase(p, 100), profile_index: '1' },
       purchase(p, 0),
       purchase(p, 10_000_001),

@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkout, counter, purchase, setupCard } from '../checkout/helpers.ts';
+import { activeBot, createOwner, createTestService, nextIp, type TestService } from '../support/service.ts';
+
+// Strict-client departures (issue 14): the Bearer scheme in any case, invalid_profile for an index
+// outside 1–6, unknown checkout fields refused, Retry-After on every 429, and a NUL byte in any
+// string a 400 that changes nothing (PostgreSQL refuses to store it; that must not be a 500).
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '5' } });
+});
+afterAll(async () => {
+  await svc.close();
+});
+
+const AUTO = { approval_mode: 'auto_approve_under_threshold', approval_threshold_cents: 10_000 };
+
+describe('strict clients', () => {
+  it('accepts the Bearer scheme in any case, on the bot and the owner API', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    for (const scheme of ['bearer', 'BEARER', 'Bearer']) {
+      const status = await svc.app.inject({
+        url: '/api/v1/bot/status',
+        headers: { authorization: `${scheme} ${bot.api_key}` },
+      });
+      expect(status.statusCode, scheme).toBe(200);
+      const bots = await svc.app.inject({
+        url: '/api/v1/owner/bots',
+        headers: { authorization: `${scheme} ${owner.token}` },
+      });
+      expect(bots.statusCode, scheme).toBe(200);
+    }
+    expect(
+      (
+        await svc.app.inject({
+          url: '/api/v1/bot/status',
+          headers: { authorization: `Basic ${bot.api_key}` },
+        })
+      ).statusCode,
+    ).toBe(401);
+  });
+
+  it('profile_index outside 1–6 is 400 invalid_profile; unknown fields are 400 validation_error; nothing changes', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    for (const index of [0, 7, -1, 2_000_000_000]) {
+      const res = await checkout(svc, bot, purchase(index, 100));
+      expect(res.statusCode, String(index)).toBe(400);
+      expect(res.json().error, String(index)).toBe('invalid_profile');
+    }
+    const fractional = await checkout(svc, bot, purchase(1.5, 100));
+    expect(fractional.json().error).toBe('validation_error');
+    const jpy = await checkout(svc, bot, { ...purchase(card.real_profile_index, 100), currency: 'JPY' });
+    expect(jpy.statusCode).toBe(400);
+    expect(jpy.json().error).toBe('validation_error');
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+  });
+
+  it('every 429 carries Retry-After equal to retry_after_seconds (checkout, registration)', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    let limited;
+    for (let i = 0; i < 10 && !limited; i++) {
+      const res = await checkout(svc, bot, purchase(card.real_profile_index, 10));
+      if (res.statusCode === 429) limited = res;
+    }
+    expect(limited).toBeDefined();
+    expect(limited!.json().retry_after_seconds).toBeGreaterThan(0);
+    expect(limited!.headers['retry-after']).toBe(String(limited!.json().retry_after_seconds));
+    const ip = nextIp();
+    let reg;
+    for (let i = 0; i < 10 && !reg; i++) {
+      const res = await svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/bots/register',
+        remoteAddress: ip,
+        payload: { bot_name: `r${i}`, owner_email: 'o@example.com', callback_url: 'http://127.0.0.1:9/h' },
+      });
+      if (res.statusCode === 429) reg = res;
+    }
+    expect(reg).toBeDefined();
+    expect(reg!.headers['retry-after']).toBe(String(reg!.json().retry_after_seconds));
+  });
+
+  it('a NUL byte in any string is 400, never 500, and stores nothing', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const attempts = [
+      svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/bots/register',
+        remoteAddress: nextIp(),
+        payload: {
+          bot_name: 'nul\u0000bot',
+          owner_email: 'o@example.com',
+          callback_url: 'http://127.0.0.1:9/h',
+        },
+      }),
+      svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/bots/register',
+        remoteAddress: nextIp(),
+        payload: {
+          bot_name: 'ok',
+          owner_email: 'o@example.com',
+          description: 'a\u0000b',
+          callback_url: 'http://127.0.0.1:9/h',
+        },
+      }),
+      checkout(svc, bot, purchase(card.real_profile_index, 100, { merchant_name: 'Acme\u0000' })),
+      checkout(svc, bot, purchase(card.real_profile_index, 100, { item_name: '\u0000' })),
+      checkout(svc, bot, { ...purchase(card.real_profile_index, 100), category: 'x\u0000' }),
+      svc.app.inject({
+        method: 'POST',
+        url: `/api/v1/owner/bots/${bot.bot_id}/cards`,
+        headers: owner.auth,
+        payload: { label: 'card\u0000' },
+      }),
+    ];
+    for (const res of await Promise.all(attempts)) {
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toBe('validation_error');
+    }
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+    const bots = await svc.ctx.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM bots WHERE name LIKE 'nul%'`,
+    );
+    expect(bots[0]!.n).toBe(0);
+  });
+});
