@@ -63,7 +63,7 @@ describe('strict clients', () => {
     const owner = await createOwner(svc);
     const bot = await activeBot(svc, owner, { fundCents: 1000 });
     const card = await setupCard(svc, owner, bot.bot_id, AUTO);
-    let limited;
+    let limited: Awaited<ReturnType<typeof checkout>> | undefined;
     for (let i = 0; i < 10 && !limited; i++) {
       const res = await checkout(svc, bot, purchase(card.real_profile_index, 10));
       if (res.statusCode === 429) limited = res;
@@ -72,7 +72,7 @@ describe('strict clients', () => {
     expect(limited!.json().retry_after_seconds).toBeGreaterThan(0);
     expect(limited!.headers['retry-after']).toBe(String(limited!.json().retry_after_seconds));
     const ip = nextIp();
-    let reg;
+    let reg: Awaited<ReturnType<typeof svc.app.inject>> | undefined;
     for (let i = 0; i < 10 && !reg; i++) {
       const res = await svc.app.inject({
         method: 'POST',
