@@ -125,8 +125,11 @@ export async function registerBot(
   clientIp: string,
 ): Promise<RegistrationResponse> {
   const input = validate(ctx, body);
-  if (input.pairingCode) await assertPairingAttemptsLeft(ctx, clientIp);
   const now = ctx.clock.now();
+  // Counted before the code is checked, atomically (its own committed transaction behind the
+  // limiter's lock): parallel guesses cannot all pass a check made before any of them is counted.
+  // A code that turns out valid gives its slot back.
+  if (input.pairingCode) await reservePairingAttempt(ctx, clientIp, now);
   const botId = newId('bot');
   const apiKey = `svc_live_${randomHex(24)}`;
   const webhookSecret = `whsec_${randomHex(24)}`;
@@ -218,11 +221,13 @@ export async function registerBot(
     ) {
       throw duplicateRegistration();
     }
-    if (error instanceof ApiError && error.code === 'invalid_pairing_code') {
-      await countPairingFailure(ctx, clientIp, now);
+    // Any other failure is not a wrong guess: the slot comes back.
+    if (input.pairingCode && !(error instanceof ApiError && error.code === 'invalid_pairing_code')) {
+      await releasePairingAttempt(ctx, clientIp, now);
     }
     throw error;
   }
+  if (input.pairingCode) await releasePairingAttempt(ctx, clientIp, now);
 
   const claimUrl = claimToken ? `${ctx.config.baseUrl}/claim?token=${claimToken}` : undefined;
   if (claimToken && claimUrl) {
@@ -306,29 +311,27 @@ function duplicateRegistration(): ApiError {
   );
 }
 
-async function countPairingFailure(ctx: AppContext, clientIp: string, now: number): Promise<void> {
-  await ctx.db
-    .transaction((tx) =>
-      consumeRateLimit(tx, {
-        key: `pairing-failure:${clientIp}`,
-        limit: PAIRING_FAILURES_PER_HOUR,
-        windowSeconds: 3600,
-        now,
-      }),
-    )
-    .catch(() => {});
+const pairingKey = (clientIp: string) => `pairing-failure:${clientIp}`;
+
+/** Takes one of the address's wrong-guess slots for this attempt, or refuses with 429. */
+async function reservePairingAttempt(ctx: AppContext, clientIp: string, now: number): Promise<void> {
+  const result = await ctx.db.transaction((tx) =>
+    consumeRateLimit(tx, {
+      key: pairingKey(clientIp),
+      limit: PAIRING_FAILURES_PER_HOUR,
+      windowSeconds: 3600,
+      now,
+    }),
+  );
+  if (!result.ok) throw tooMany(result.retryAfterSeconds, 'wrong pairing codes');
 }
 
-/** Refuses the request early when this address has guessed wrong pairing codes too often. */
-export async function assertPairingAttemptsLeft(ctx: AppContext, clientIp: string): Promise<void> {
-  const now = ctx.clock.now();
-  const rows = await ctx.db.query<{ n: number; oldest: Date | null }>(
-    'SELECT count(*)::int AS n, min(at) AS oldest FROM rate_limit_hits WHERE key = $1 AND at > $2',
-    [`pairing-failure:${clientIp}`, new Date(now - 3600_000)],
-  );
-  const row = rows[0];
-  if (row && row.n >= PAIRING_FAILURES_PER_HOUR) {
-    const oldest = row.oldest ? new Date(row.oldest).getTime() : now;
-    throw tooMany(Math.max(1, Math.ceil((oldest + 3600_000 - now) / 1000)), 'wrong pairing codes');
-  }
+/** Gives back the slot of an attempt that was not a wrong guess. */
+async function releasePairingAttempt(ctx: AppContext, clientIp: string, now: number): Promise<void> {
+  await ctx.db
+    .query(
+      `DELETE FROM rate_limit_hits WHERE ctid IN (SELECT ctid FROM rate_limit_hits WHERE key = $1 AND at = $2 LIMIT 1)`,
+      [pairingKey(clientIp), new Date(now)],
+    )
+    .catch((err) => ctx.logger.warn({ err }, 'could not release a pairing attempt'));
 }

@@ -96,21 +96,38 @@ export async function checkout(
 ): Promise<CheckoutResult> {
   const now = ctx.clock.now();
   const hash = idempotencyKey === undefined ? '' : requestHash(req);
-  const result = await ctx.db.transaction(async (tx) => {
-    if (idempotencyKey !== undefined) {
-      const replay = await claimIdempotencyKey(ctx, tx, botId, idempotencyKey, hash, now);
-      if (replay) return { ...replay, replayed: true };
+  let result: CheckoutResult & { replayed: boolean };
+  try {
+    result = await ctx.db.transaction(async (tx) => {
+      if (idempotencyKey !== undefined) {
+        const replay = await claimIdempotencyKey(ctx, tx, botId, idempotencyKey, hash, now);
+        if (replay) return { ...replay, replayed: true };
+      }
+      const fresh = await runChain(ctx, tx, botId, req, now);
+      if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
+      return { ...fresh, replayed: false };
+    });
+  } catch (error) {
+    // A refused checkout rolled back with its transaction, rate-limit hit included; it still counts
+    // toward the hourly limit (SPEC §4.4), or a bot could probe its guardrails without end.
+    if (error instanceof ApiError && error.code !== 'rate_limited' && error.status < 500) {
+      await ctx.db
+        .transaction((tx) => consumeRateLimit(tx, checkoutLimit(ctx, botId, now)))
+        .catch((err) => ctx.logger.warn({ err }, 'could not count a refused checkout'));
     }
-    const fresh = await runChain(ctx, tx, botId, req, now);
-    if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
-    return { ...fresh, replayed: false };
-  });
+    throw error;
+  }
   if (!result.replayed && (result.heldForOwner || result.balanceLow)) {
     // The mail is due from rows this transaction wrote; send it now rather than at the job's next
     // tick (the job retries whatever this misses, including after a crash right here).
     void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
   }
   return { statusCode: result.statusCode, body: result.body };
+}
+
+/** The bot's hourly checkout limit (SPEC §4.4): approved, held and refused requests all count. */
+function checkoutLimit(ctx: AppContext, botId: string, now: number) {
+  return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
 
 interface AttemptResult {
@@ -180,12 +197,7 @@ async function runChain(
   req: CheckoutRequest,
   now: number,
 ): Promise<CheckoutResult> {
-  const limited = await consumeRateLimit(tx, {
-    key: `checkout:${botId}`,
-    limit: ctx.config.checkoutRateLimitPerHour,
-    windowSeconds: 3600,
-    now,
-  });
+  const limited = await consumeRateLimit(tx, checkoutLimit(ctx, botId, now));
   if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'checkout requests');
 
   const id = newId('chk');

@@ -362,6 +362,45 @@ describe('POST /api/v1/bots/register', () => {
     expect(last).toBe(429);
   });
 
+  it('counts wrong pairing-code guesses before checking them: 60 in parallel, 20 checked, 40 refused 429', async () => {
+    const ip = nextIp();
+    const results = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        post({ ...valid, bot_name: `par-${i}`, pairing_code: String(200000 + i) }, ip),
+      ),
+    );
+    const codes = results.map((r) => r.json().error as string);
+    expect(codes.filter((c) => c === 'invalid_pairing_code')).toHaveLength(20);
+    expect(codes.filter((c) => c === 'rate_limited')).toHaveLength(40);
+    for (const r of results.filter((x) => x.statusCode === 429)) {
+      expect(r.headers['retry-after']).toBe(String(r.json().retry_after_seconds));
+    }
+  });
+
+  it('a valid pairing code does not use up a wrong-guess slot', async () => {
+    const ip = nextIp();
+    const owner = await createOwner(svc);
+    for (let i = 0; i < 19; i++) {
+      const res = await post({ ...valid, bot_name: `miss-${i}`, pairing_code: String(300000 + i) }, ip);
+      expect(res.json().error).toBe('invalid_pairing_code');
+    }
+    const code = (
+      await svc.app.inject({ method: 'POST', url: '/api/v1/owner/pairing-codes', headers: owner.auth })
+    ).json().pairing_code as string;
+    const paired = await post(
+      { ...valid, bot_name: 'paired-ok', owner_email: owner.email, pairing_code: code },
+      ip,
+    );
+    expect(paired.statusCode, paired.body).toBe(201);
+    // One wrong guess is still left.
+    expect((await post({ ...valid, bot_name: 'miss-last', pairing_code: '399999' }, ip)).json().error).toBe(
+      'invalid_pairing_code',
+    );
+    expect((await post({ ...valid, bot_name: 'miss-over', pairing_code: '399998' }, ip)).statusCode).toBe(
+      429,
+    );
+  });
+
   it('registerBot helper sanity: distinct keys per bot', async () => {
     const a = await registerBot(svc);
     const b = await registerBot(svc);

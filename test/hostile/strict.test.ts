@@ -132,4 +132,18 @@ describe('strict clients', () => {
     );
     expect(bots[0]!.n).toBe(0);
   });
+
+  it('refused checkouts count toward the hourly limit: a bot cannot probe its guardrails without end', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    // Limit 5 an hour here: five refusals (over the card's per-purchase limit), then 429.
+    for (let i = 0; i < 5; i++) {
+      const refused = await checkout(svc, bot, purchase(card.real_profile_index, 600));
+      expect(refused.statusCode).toBe(403);
+    }
+    const next = await checkout(svc, bot, purchase(card.real_profile_index, 100));
+    expect(next.statusCode).toBe(429);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+  });
 });
