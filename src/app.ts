@@ -1,3 +1,4 @@
+import { constantTimeEqual } from './platform/crypto.ts';
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -154,7 +155,17 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    const token = ctx.config.metricsToken;
+    if (token !== undefined) {
+      const given = /^bearer (.+)$/i.exec(request.headers.authorization ?? '')?.[1]?.trim() ?? '';
+      if (!constantTimeEqual(given, token)) {
+        return reply
+          .status(401)
+          .header('www-authenticate', 'Bearer')
+          .send({ error: 'Authentication required' });
+      }
+    }
     reply.header('content-type', ctx.metrics.registry.contentType);
     return ctx.metrics.registry.metrics();
   });

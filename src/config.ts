@@ -16,6 +16,8 @@ export interface Config {
   /** Raw SECRET_KEY text; undefined only for the embedded database before it is loaded from DATA_DIR. */
   secretKey: string | undefined;
   smtpUrl: string | undefined;
+  /** Bearer token required by GET /metrics when set (otherwise /metrics is open: keep it off the internet). */
+  metricsToken: string | undefined;
   mailFrom: string;
   trustProxy: boolean;
   roles: ReadonlySet<Role>;
@@ -118,6 +120,13 @@ export function parseConfig(env: Env = process.env): Config {
     );
   }
 
+  const metricsToken = read(env, 'METRICS_TOKEN');
+  if (metricsToken !== undefined && (metricsToken.length < 16 || /\s/.test(metricsToken))) {
+    throw new ConfigError(
+      'METRICS_TOKEN',
+      'must be at least 16 characters without spaces (openssl rand -hex 24)',
+    );
+  }
   const smtpUrl = read(env, 'SMTP_URL');
   if (smtpUrl !== undefined) url('SMTP_URL', smtpUrl, ['smtp:', 'smtps:']);
 
@@ -156,6 +165,7 @@ export function parseConfig(env: Env = process.env): Config {
     tunnelDomain,
     secretKey,
     smtpUrl,
+    metricsToken,
     mailFrom: read(env, 'MAIL_FROM') ?? 'Bot Payment Service <no-reply@localhost>',
     trustProxy: boolean(env, 'TRUST_PROXY', false),
     roles,

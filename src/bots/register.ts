@@ -63,8 +63,20 @@ interface Validated {
   webhookPath: string;
 }
 
+/**
+ * Names and descriptions are shown to owners (pages, e-mail subjects and bodies): control characters
+ * (line breaks included) become spaces, so a bot cannot add lines or headers to a mail the service
+ * sends to an address of its choosing.
+ */
+export function plainText(value: string): string {
+  return value
+    .replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ')
+    .replace(/ {2,}/g, ' ')
+    .trim();
+}
+
 function validate(ctx: AppContext, body: RegistrationRequest): Validated {
-  const name = body.bot_name.trim();
+  const name = plainText(body.bot_name);
   if (name.length === 0) throw validationError('bot_name must be 1 to 100 characters', { field: 'bot_name' });
   const ownerEmail = body.owner_email.trim();
   if (ownerEmail.length > 254 || !EMAIL_PATTERN.test(ownerEmail)) {
@@ -110,7 +122,7 @@ function validate(ctx: AppContext, body: RegistrationRequest): Validated {
   return {
     name,
     ownerEmail,
-    description: body.description ?? null,
+    description: body.description === undefined ? null : plainText(body.description),
     callbackUrl,
     pairingCode,
     botType,

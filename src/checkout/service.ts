@@ -110,6 +110,7 @@ export async function checkout(
   } catch (error) {
     // A refused checkout rolled back with its transaction, rate-limit hit included; it still counts
     // toward the hourly limit (SPEC §4.4), or a bot could probe its guardrails without end.
+    if (error instanceof ApiError) ctx.metrics.checkoutDecisions.inc({ outcome: error.code });
     if (error instanceof ApiError && error.code !== 'rate_limited' && error.status < 500) {
       await ctx.db
         .transaction((tx) => consumeRateLimit(tx, checkoutLimit(ctx, botId, now)))
@@ -117,6 +118,7 @@ export async function checkout(
     }
     throw error;
   }
+  ctx.metrics.checkoutDecisions.inc({ outcome: result.statusCode === 200 ? 'approved' : 'pending' });
   if (!result.replayed && (result.heldForOwner || result.balanceLow)) {
     // The mail is due from rows this transaction wrote; send it now rather than at the job's next
     // tick (the job retries whatever this misses, including after a crash right here).

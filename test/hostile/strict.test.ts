@@ -91,27 +91,6 @@ describe('strict clients', () => {
     const bot = await activeBot(svc, owner, { fundCents: 1000 });
     const card = await setupCard(svc, owner, bot.bot_id, AUTO);
     const attempts = [
-      svc.app.inject({
-        method: 'POST',
-        url: '/api/v1/bots/register',
-        remoteAddress: nextIp(),
-        payload: {
-          bot_name: 'nul\u0000bot',
-          owner_email: 'o@example.com',
-          callback_url: 'http://127.0.0.1:9/h',
-        },
-      }),
-      svc.app.inject({
-        method: 'POST',
-        url: '/api/v1/bots/register',
-        remoteAddress: nextIp(),
-        payload: {
-          bot_name: 'ok',
-          owner_email: 'o@example.com',
-          description: 'a\u0000b',
-          callback_url: 'http://127.0.0.1:9/h',
-        },
-      }),
       checkout(svc, bot, purchase(card.real_profile_index, 100, { merchant_name: 'Acme\u0000' })),
       checkout(svc, bot, purchase(card.real_profile_index, 100, { item_name: '\u0000' })),
       checkout(svc, bot, { ...purchase(card.real_profile_index, 100), category: 'x\u0000' }),
@@ -145,5 +124,71 @@ describe('strict clients', () => {
     const next = await checkout(svc, bot, purchase(card.real_profile_index, 100));
     expect(next.statusCode).toBe(429);
     expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+  });
+
+  it('a bot name with line breaks cannot add lines to the claim e-mail the service sends', async () => {
+    const before = svc.mailer.sent.length;
+    const res = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/bots/register',
+      remoteAddress: nextIp(),
+      payload: {
+        bot_name:
+          'Helper\r\nBcc: victim@example.com\r\n\r\nYour account is locked, log in at http://phish.example',
+        description: 'line one\nline two',
+        owner_email: 'target@example.com',
+        callback_url: 'http://127.0.0.1:9/h',
+      },
+    });
+    expect(res.statusCode).toBe(201);
+    const bot = (
+      await svc.ctx.db.query<{ name: string; description: string }>(
+        'SELECT name, description FROM bots WHERE id = $1',
+        [res.json().bot_id],
+      )
+    )[0]!;
+    expect(bot.name).toBe(
+      'Helper Bcc: victim@example.com Your account is locked, log in at http://phish.example',
+    );
+    expect(bot.description).toBe('line one line two');
+    const mail = svc.mailer.sent.slice(before).find((m) => m.to === 'target@example.com')!;
+    expect(mail.subject).not.toMatch(/[\r\n]/);
+    // The name stays on the one quoted line it is given.
+    expect(mail.text.split('\n').filter((l) => l.includes('phish.example'))).toHaveLength(1);
+    expect(mail.text).not.toMatch(/^Bcc:/m);
+  });
+
+  it('/metrics: checkout decisions are counted; with METRICS_TOKEN it needs that bearer token', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const value = async () => {
+      const text = (await svc.app.inject({ url: '/metrics' })).body;
+      return Number(/botpay_checkout_decisions_total\{outcome="approved"\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    const before = await value();
+    expect((await checkout(svc, bot, purchase(card.decoyIndex, 100))).statusCode).toBe(200);
+    expect(await value()).toBe(before + 1);
+
+    const guarded = await createTestService({ env: { METRICS_TOKEN: 'metrics-token-0123456789abcdef' } });
+    try {
+      expect((await guarded.app.inject({ url: '/metrics' })).statusCode).toBe(401);
+      expect(
+        (
+          await guarded.app.inject({
+            url: '/metrics',
+            headers: { authorization: 'Bearer wrong-token-0123456789' },
+          })
+        ).statusCode,
+      ).toBe(401);
+      const ok = await guarded.app.inject({
+        url: '/metrics',
+        headers: { authorization: 'Bearer metrics-token-0123456789abcdef' },
+      });
+      expect(ok.statusCode).toBe(200);
+      expect(ok.body).toContain('botpay_checkout_decisions_total');
+    } finally {
+      await guarded.close();
+    }
   });
 });
