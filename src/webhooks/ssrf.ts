@@ -98,9 +98,25 @@ function ipv6Reason(ip: string): string | null {
     const reason = ipv4Reason(embeddedV4());
     return reason ? `IPv4-embedded ${reason}` : null;
   }
+  // IPv4-translated (::ffff:0:a.b.c.d, RFC 2765).
+  if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) {
+    const reason = ipv4Reason(embeddedV4());
+    return reason ? `IPv4-embedded ${reason}` : null;
+  }
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) {
     const reason = ipv4Reason(embeddedV4());
     return reason ? `NAT64 ${reason}` : null;
+  }
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  // 6to4 (2002:AABB:CCDD::/48) routes to the IPv4 address in its second and third groups.
+  if (g[0] === 0x2002) {
+    const reason = ipv4Reason(v4(g[1]!, g[2]!));
+    return reason ? `6to4 ${reason}` : null;
+  }
+  // Teredo (2001:0::/32): the server's IPv4 in groups 2–3, the client's inverted in groups 6–7.
+  if (g[0] === 0x2001 && g[1] === 0) {
+    const reason = ipv4Reason(v4(g[2]!, g[3]!)) ?? ipv4Reason(v4(g[6]! ^ 0xffff, g[7]! ^ 0xffff));
+    return reason ? `Teredo ${reason}` : null;
   }
   const first = g[0]!;
   if ((first & 0xfe00) === 0xfc00) return 'unique-local';

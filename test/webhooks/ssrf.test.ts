@@ -90,4 +90,23 @@ describe('SSRF guard with ALLOW_PRIVATE_WEBHOOK_TARGETS off (DESIGN.md §6.8)', 
       expect(forbiddenReason(ip)).toBeNull();
     }
   });
+
+  it('classifies IPv6 forms that carry an IPv4 address by that address', () => {
+    const forbidden: Array<[string, RegExp]> = [
+      ['::ffff:0:127.0.0.1', /IPv4-embedded loopback/], // IPv4-translated
+      ['::ffff:0:10.0.0.1', /IPv4-embedded private/],
+      ['2002:7f00:1::1', /6to4 loopback/], // 6to4 of 127.0.0.1
+      ['2002:a9fe:a9fe::', /6to4 link-local/], // 169.254.169.254, the cloud metadata address
+      ['2002:c0a8:101::5', /6to4 private/], // 192.168.1.1
+      // Teredo: client 127.0.0.1 (inverted: 80ff:fffe) behind a public server 65.54.227.120.
+      ['2001:0:4136:e378:8000:63bf:80ff:fffe', /Teredo loopback/],
+      // Teredo with a private server address.
+      ['2001:0:a00:1:8000:63bf:f7f7:f7f7', /Teredo private/],
+    ];
+    for (const [ip, reason] of forbidden) expect(forbiddenReason(ip), ip).toMatch(reason);
+    // The same forms around public IPv4 addresses stay allowed.
+    for (const ip of ['::ffff:0:8.8.8.8', '2002:808:808::1', '2001:0:4136:e378:8000:63bf:f7f7:f7f7']) {
+      expect(forbiddenReason(ip), ip).toBeNull();
+    }
+  });
 });
