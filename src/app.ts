@@ -1,4 +1,3 @@
-import { constantTimeEqual } from './platform/crypto.ts';
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -24,6 +23,8 @@ import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
+import { constantTimeEqual } from './platform/crypto.ts';
+import { trustFunction } from './platform/trustProxy.ts';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -40,7 +41,7 @@ export type App = FastifyInstance<
 export async function buildApp(ctx: AppContext): Promise<App> {
   const app = Fastify({
     loggerInstance: ctx.logger,
-    trustProxy: ctx.config.trustProxy,
+    trustProxy: trustFunction(ctx.config.trustProxy),
     bodyLimit: 1_048_576,
     // Slow clients must not hold connections forever.
     requestTimeout: 30_000,

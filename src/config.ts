@@ -1,3 +1,4 @@
+import proxyaddr from 'proxy-addr';
 // One configuration schema, parsed once at start-up. Every variable of DESIGN.md §4 is here with
 // its default; a wrong value stops start-up with a message that names the variable.
 
@@ -19,7 +20,11 @@ export interface Config {
   /** Bearer token required by GET /metrics when set (otherwise /metrics is open: keep it off the internet). */
   metricsToken: string | undefined;
   mailFrom: string;
-  trustProxy: boolean;
+  /**
+   * Which proxies may say who the client is (X-Forwarded-For): false (none), a hop count (`true` is
+   * one hop: the address the proxy in front appended), or the proxies' addresses and CIDRs.
+   */
+  trustProxy: false | number | string[];
   roles: ReadonlySet<Role>;
   registrationRateLimitPerHour: number;
   checkoutRateLimitPerHour: number;
@@ -68,6 +73,30 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   if (/^(1|true|yes|on)$/i.test(raw)) return true;
   if (/^(0|false|no|off)$/i.test(raw)) return false;
   throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+/** TRUST_PROXY: false, true (one hop), a hop count, or comma-separated proxy addresses/CIDRs. */
+function trustProxySetting(raw: string | undefined): false | number | string[] {
+  if (raw === undefined || /^(0|false|no|off)$/i.test(raw)) return false;
+  if (/^(true|yes|on)$/i.test(raw)) return 1;
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops > 10) throw new ConfigError('TRUST_PROXY', `a hop count must be at most 10, got ${raw}`);
+    return hops;
+  }
+  const list = raw
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
+  try {
+    proxyaddr.compile(list);
+  } catch (error) {
+    throw new ConfigError(
+      'TRUST_PROXY',
+      `must be true, false, a hop count or proxy addresses/CIDRs (${error instanceof Error ? error.message : error})`,
+    );
+  }
+  return list;
 }
 
 function url(name: string, raw: string, protocols: readonly string[]): string {
@@ -167,7 +196,7 @@ export function parseConfig(env: Env = process.env): Config {
     smtpUrl,
     metricsToken,
     mailFrom: read(env, 'MAIL_FROM') ?? 'Bot Payment Service <no-reply@localhost>',
-    trustProxy: boolean(env, 'TRUST_PROXY', false),
+    trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
     roles,
     registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
     checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),

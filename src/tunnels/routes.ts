@@ -1,3 +1,4 @@
+import proxyaddr from 'proxy-addr';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import websocket from '@fastify/websocket';
 import { Type } from '@sinclair/typebox';
@@ -23,6 +24,7 @@ import {
   rotateTunnelToken,
   type TunnelBot,
 } from './service.ts';
+import { trustFunction } from '../platform/trustProxy.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -67,14 +69,17 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     if (!host.endsWith(suffix)) return null;
     return /^bot-[a-z0-9-]{1,63}$/.test(host.slice(0, -suffix.length)) ? host : null;
   };
-  const trustProxy = ctx.config.trustProxy;
+  // The client address as Fastify determines it for the API (same TRUST_PROXY): the address the
+  // trusted proxies appended, never one a client wrote into X-Forwarded-For itself.
+  const setting = ctx.config.trustProxy;
+  const trust = trustFunction(setting);
   const clientInfo = (req: IncomingMessage): ClientInfo => {
-    const forwardedHost = trustProxy ? firstValue(req.headers['x-forwarded-host']) : undefined;
-    const forwardedFor = trustProxy ? firstValue(req.headers['x-forwarded-for']) : undefined;
-    const forwardedProto = trustProxy ? firstValue(req.headers['x-forwarded-proto']) : undefined;
+    const peerTrusted = setting !== false && trust(req.socket.remoteAddress ?? '', 0);
+    const forwardedHost = peerTrusted ? lastValue(req.headers['x-forwarded-host']) : undefined;
+    const forwardedProto = peerTrusted ? lastValue(req.headers['x-forwarded-proto']) : undefined;
     return {
       host: forwardedHost ?? req.headers.host ?? '',
-      ip: forwardedFor ?? req.socket.remoteAddress ?? '',
+      ip: proxyaddr(req, trust),
       protocol: forwardedProto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'),
     };
   };
@@ -203,10 +208,11 @@ interface ClientInfo {
   protocol: string;
 }
 
-function firstValue(value: string | string[] | undefined): string | undefined {
-  const text = Array.isArray(value) ? value[0] : value;
-  const first = text?.split(',')[0]?.trim();
-  return first ? first : undefined;
+/** The value the nearest proxy appended (the last one): earlier ones may come from the client. */
+function lastValue(value: string | string[] | undefined): string | undefined {
+  const text = Array.isArray(value) ? value[value.length - 1] : value;
+  const last = text?.split(',').at(-1)?.trim();
+  return last ? last : undefined;
 }
 
 async function relayHttp(

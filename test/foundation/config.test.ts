@@ -53,7 +53,20 @@ describe('configuration', () => {
   it('parses roles subsets and booleans', () => {
     const c = parseConfig({ ROLES: 'api, worker', TRUST_PROXY: 'true', ALLOW_PRIVATE_WEBHOOK_TARGETS: '1' });
     expect([...c.roles]).toEqual(['api', 'worker']);
-    expect(c.trustProxy).toBe(true);
+    expect(c.trustProxy).toBe(1);
     expect(c.allowPrivateWebhookTargets).toBe(true);
+  });
+
+  it('TRUST_PROXY: false, true (one hop), a hop count, or proxy addresses and CIDRs', () => {
+    expect(parseConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
+    expect(parseConfig({}).trustProxy).toBe(false);
+    expect(parseConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(parseConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '127.0.0.1',
+    ]);
+    for (const bad of ['11', 'proxy.example', '10.0.0.0/99']) {
+      expect(() => parseConfig({ TRUST_PROXY: bad }), bad).toThrow(/TRUST_PROXY/);
+    }
   });
 });

@@ -191,4 +191,32 @@ describe('strict clients', () => {
       await guarded.close();
     }
   });
+
+  it('behind a trusted proxy, a client cannot pick its own rate-limit key with X-Forwarded-For', async () => {
+    // nginx's $proxy_add_x_forwarded_for appends the real client to whatever the client sent.
+    const proxied = await createTestService({
+      env: { TRUST_PROXY: 'true', REGISTRATION_RATE_LIMIT_PER_HOUR: '3' },
+    });
+    try {
+      const codes: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const res = await proxied.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: '127.0.0.1', // the proxy
+          headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` }, // spoofed, then the real client
+          payload: {
+            bot_name: `spoof-${i}`,
+            owner_email: 'o@example.com',
+            callback_url: 'http://127.0.0.1:9/h',
+          },
+        });
+        codes.push(res.statusCode);
+      }
+      // Keyed by the address the proxy appended (203.0.113.7): three, then refused.
+      expect(codes).toEqual([201, 201, 201, 429, 429, 429]);
+    } finally {
+      await proxied.close();
+    }
+  });
 });
