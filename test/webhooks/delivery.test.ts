@@ -253,8 +253,10 @@ describe('webhook delivery', () => {
     try {
       for (let i = 0; i < 40; i++) await emit(svc, slow.bot.bot_id);
       await receiver.waitFor((rs) => rs.filter((r) => r.url === '/stuck2').length >= 8, 8_000);
-      // Without the shared bound each instance would hold 4: 8 open at once.
-      expect(maxOpen).toBe(4);
+      // Without the shared bound each instance would hold 4: up to 8 open at once. (A lease stays
+      // counted until its timed-out attempt is recorded, so the bound may be met with 3 open.)
+      expect(maxOpen).toBeLessThanOrEqual(4);
+      expect(maxOpen).toBeGreaterThanOrEqual(3);
     } finally {
       await Promise.all([a.stop(), b.stop()]);
     }
