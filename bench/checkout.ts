@@ -9,6 +9,7 @@ import { createOwnerToken, findOrCreateOwner } from '../src/owners/auth.ts';
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
+import { buildSplit, type CardStart } from '../src/cards/split.ts';
 
 // npm run bench:checkout
 //
@@ -162,11 +163,19 @@ try {
       });
       const card = await call(`${base}/api/v1/owner/bots/${botId}/cards`, 'POST', ownerAuth, {});
       const cardUrl = `${base}/api/v1/owner/bots/${botId}/cards/${card.card_id}`;
-      await call(`${cardUrl}/activate`, 'POST', ownerAuth, {
-        missing_digits: '123',
-        expiry_month: '12',
-        expiry_year: '2035',
-      });
+      // Split like the card wizard does, from a made-up Luhn-valid number (never a real card).
+      const { activation } = buildSplit(
+        {
+          number: '4532015112830366',
+          expiry_month: '12',
+          expiry_year: '2035',
+          cardholder_name: 'Bench Owner',
+          billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
+        },
+        { ...(card as unknown as CardStart), bot_id: botId },
+        new Date(),
+      );
+      await call(`${cardUrl}/activate`, 'POST', ownerAuth, activation);
       await call(cardUrl, 'PATCH', ownerAuth, {
         approval_mode: process.env.BENCH_HOLD ? 'ask_for_everything' : 'auto_approve_under_threshold',
         approval_threshold_cents: 100_000,

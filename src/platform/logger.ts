@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type DestinationStream, pino } from 'pino';
+import { type DestinationStream, pino, stdSerializers } from 'pino';
 
 // Every secret the service handles, wherever it could appear in a log object. Request bodies are
 // never logged by default; these paths guard against code that logs them on purpose.
@@ -55,6 +55,15 @@ export function createLogger(level: string, stream?: NodeJS.WritableStream): Fas
     level,
     redact: { paths: REDACT_PATHS, censor: '[Redacted]' },
     serializers: {
+      // Database errors carry the statement's parameters (PGlite attaches them) and PostgreSQL's
+      // detail and context quote row and parameter values: key and token hashes, encrypted secrets.
+      // The SQL text, code and message stay; the values never reach the log.
+      err(error: Error) {
+        const out = stdSerializers.err(error) as unknown as Record<string, unknown>;
+        for (const key of ['params', 'parameters', 'queryOptions', 'detail', 'where', 'internalQuery'])
+          delete out[key];
+        return out;
+      },
       req(req: { method: string; url: string; id: string; ip?: string; headers?: Record<string, unknown> }) {
         return {
           id: req.id,

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLuhnValid } from '../../src/cards/split.ts';
 import { DIGITS, realCardNumber } from '../support/cards.ts';
-import { childEnv } from '../support/process.ts';
+import { runCli } from '../support/process.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
 // `botpay card split` run as a real process against a real service on loopback. A recording
@@ -50,24 +49,8 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function split(args: string[], stdin: string, token: string) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['bin/botpay.mjs', 'card', 'split', ...args], {
-      env: childEnv({ BOTPAY_URL: proxyUrl, BOTPAY_OWNER_TOKEN: token }),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += String(d);
-    });
-    child.stderr.on('data', (d) => {
-      stderr += String(d);
-    });
-    child.stdin.end(stdin);
-    child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
+const split = (args: string[], stdin: string, token: string) =>
+  runCli(['card', 'split', ...args], { BOTPAY_URL: proxyUrl, BOTPAY_OWNER_TOKEN: token }, stdin);
 
 const HOLDER = [
   '--expiry',

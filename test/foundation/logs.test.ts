@@ -47,4 +47,22 @@ describe('logs never contain secrets', () => {
     expect(logs).toContain('/api/v1/bot/status');
     for (const secret of secrets) expect(logs, `secret ${secret.slice(0, 12)}… leaked`).not.toContain(secret);
   });
+
+  it('a logged database error keeps its SQL but not its parameters (hashes, encrypted secrets)', async () => {
+    const secret = 'svc_live_0123456789abcdef0123456789abcdef0123456789abcdef';
+    let caught: unknown;
+    try {
+      await svc.ctx.db.query('SELECT $1::text AS n FROM no_such_table', [secret]);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeDefined();
+    svc.ctx.logger.error({ err: caught }, 'database error for the test');
+    const line = svc
+      .logs()
+      .split('\n')
+      .find((l) => l.includes('database error for the test'))!;
+    expect(line).toContain('no_such_table');
+    expect(line).not.toContain(secret);
+  });
 });

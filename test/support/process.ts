@@ -70,22 +70,24 @@ export async function startServiceProcess(
   return { child, port: p, url, output: () => out, exited };
 }
 
-/** Runs the CLI to completion. */
+/** Runs the CLI to completion, with `stdin` as its standard input when given. */
 export async function runCli(
   args: string[],
   env: Record<string, string>,
+  stdin?: string,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['bin/botpay.mjs', ...args], {
       env: childEnv(env),
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    if (stdin !== undefined) child.stdin?.end(stdin);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => {
+    child.stdout?.on('data', (d) => {
       stdout += String(d);
     });
-    child.stderr.on('data', (d) => {
+    child.stderr?.on('data', (d) => {
       stderr += String(d);
     });
     child.once('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
