@@ -142,7 +142,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       info: {
         title: 'Bot Payment Service',
         version: '1.0.0',
-        description: 'Bot-facing API (SPEC.md) and owner API (DESIGN.md §5).',
+        description:
+          'Bot-facing API (/api/v1/bot, registration) and owner API (/api/v1/owner); guides in the docs/ folder of the repository.',
       },
       servers: [{ url: ctx.config.baseUrl }],
       components: {
