@@ -177,12 +177,6 @@ const classifiers = {
     const first = [...o.tasks].sort((a, b) => a.at - b.at)[0];
     return per((i) => (first?.profile === i ? 1 : 0));
   },
-  'middle amount': (o: Observed) => {
-    const amounts = per((i) => median(of(o, i).map((t) => t.amount)) || 0);
-    const m = median(amounts);
-    return amounts.map((x) => -Math.abs(Math.log(x || 1) - Math.log(m || 1)));
-  },
-  'highest amount': (o: Observed) => per((i) => median(of(o, i).map((t) => t.amount)) || 0),
   'category differs': (o: Observed) =>
     per(
       (i) =>
@@ -190,7 +184,15 @@ const classifiers = {
           .length,
     ),
 };
+/** Amounts: a shadow's is a catalogue price (cheapest items near $4–$6), the owner's anything. */
+const amount = (o: Observed, i: number) => median(of(o, i).map((t) => t.amount)) || 0;
 const catalogueClassifiers = {
+  'middle amount': (o: Observed) => {
+    const amounts = per((i) => amount(o, i));
+    const m = median(amounts);
+    return amounts.map((x) => -Math.abs(Math.log(x || 1) - Math.log(m || 1)));
+  },
+  'lowest amount': (o: Observed) => per((i) => -amount(o, i)),
   'merchant host differs from the others': (o: Observed) =>
     per((i) => {
       const h = of(o, i).map((t) => host(t.url))[0];
@@ -219,6 +221,8 @@ describe('split knowledge: tasks', () => {
       },
       {
         residual: {
+          'middle amount': 'shadows buy catalogue products, whose prices have a floor',
+          'lowest amount': 'shadows buy catalogue products, whose prices have a floor',
           'merchant host differs from the others':
             'decoy shops share BASE_URL; set DECOY_SHOP_BASE_URL=https://{shop}.<domain>',
           'merchant not in the public shop catalogue': 'shadows buy from the service\u2019s own shops',
