@@ -115,8 +115,40 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2;
       return;
     }
+    const cause = startupCause(error);
+    if (cause) {
+      console.error(cause);
+      process.exitCode = 2;
+      return;
+    }
     console.error(error instanceof Error ? (error.stack ?? error.message) : error);
     process.exitCode = 1;
+  }
+}
+
+/**
+ * A one-line cause for the failures an operator meets at start-up (a busy port, a database that
+ * cannot be reached or refuses us), instead of a stack trace; undefined for anything else.
+ */
+export function startupCause(error: unknown): string | undefined {
+  const e = error as { code?: string; port?: number; address?: string; message?: string } | undefined;
+  switch (e?.code) {
+    case 'EADDRINUSE':
+      return `Port ${e.port ?? process.env.PORT ?? ''} on ${e.address ?? 'this host'} is already in use: stop the other program or set PORT to a free port.`;
+    case 'EACCES':
+      return `Not allowed to listen on port ${e.port ?? process.env.PORT ?? ''}: choose a port above 1023 (PORT).`;
+    case 'ECONNREFUSED':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'ETIMEDOUT':
+      return `Cannot reach the database at DATABASE_URL (${e.code}): is PostgreSQL running and the address right?`;
+    case '28P01':
+    case '28000':
+      return 'The database refused the credentials in DATABASE_URL.';
+    case '3D000':
+      return `The database named in DATABASE_URL does not exist: ${e.message ?? ''}`.trim();
+    default:
+      return undefined;
   }
 }
 
