@@ -13,13 +13,13 @@ import { childEnv, freePort } from '../support/process.ts';
 // text: localhost:8080 becomes localhost:<port>). Every `# → ` sample line must match what the
 // block printed, with `…` standing for anything.
 
-export interface Block {
+interface Block {
   kind: 'run' | 'service';
   code: string;
   samples: string[];
 }
 
-export function walkthroughBlocks(markdown: string): Block[] {
+function walkthroughBlocks(markdown: string): Block[] {
   const blocks: Block[] = [];
   const fence = /^```sh (walkthrough|walkthrough-service)\n([\s\S]*?)^```$/gm;
   for (const m of markdown.matchAll(fence)) {
@@ -35,7 +35,7 @@ export function walkthroughBlocks(markdown: string): Block[] {
 }
 
 /** A sample line as a pattern: literal text, `…` matches anything. */
-export function samplePattern(sample: string): RegExp {
+function samplePattern(sample: string): RegExp {
   const parts = sample.split('…').map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
   return new RegExp(parts.join('[\\s\\S]*?'));
 }
