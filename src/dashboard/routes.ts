@@ -23,6 +23,7 @@ import {
   sessionCookieName,
 } from './sessions.ts';
 import { DASHBOARD_CSS } from './styles.ts';
+import { registerTokenPages } from './tokenPages.ts';
 import { registerWebhookPages } from './webhookPages.ts';
 
 // The owner dashboard: server-rendered pages in one encapsulated scope (form parsing, HTML error
@@ -194,6 +195,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerApprovalPages(scoped, ctx);
     registerWebhookPages(scoped, ctx);
     registerSchedulePages(scoped, ctx);
+    registerTokenPages(scoped, ctx);
   });
 }
 
