@@ -31,6 +31,9 @@ const commands: Record<string, Command> = {
       'service started',
     );
     // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
+    // A moment after the start-up log lines (pino writes them asynchronously), so that these are
+    // the last thing on screen rather than buried above them.
+    await new Promise((resolve) => setTimeout(resolve, 200));
     const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
     process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
     if (!config.smtpUrl) {

@@ -167,6 +167,8 @@ describe.runIf(!isPostgres)(
 
     it('prints "Dashboard: <BASE_URL>" and the sign-in link as plain lines, and signing in from 127.0.0.1 works', async () => {
       const base = `http://localhost:${svc.port}`;
+      for (let i = 0; i < 50 && !svc.output().includes('SMTP_URL is not set'); i++)
+        await new Promise((r) => setTimeout(r, 100));
       expect(svc.output()).toContain(`Dashboard: ${base}\n`);
       expect(svc.output()).toContain('SMTP_URL is not set: sign-in links are printed here');
       // A tiny browser: follows redirects by hand, keeps cookies per host.
