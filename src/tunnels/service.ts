@@ -1,4 +1,4 @@
-import { tunnelClientCommand } from '../bots/tunnelSetup.ts';
+import { TUNNEL_TOKEN_ENV, tunnelClientCommand } from '../bots/tunnelSetup.ts';
 import { audit, lockOwnedBot } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
@@ -69,11 +69,10 @@ export async function rotateTunnelToken(ctx: AppContext, ownerId: string, botId:
       tunnel_token: token,
       tunnel_client_command: tunnelClientCommand(
         ctx.config.baseUrl,
-        token,
         bot.local_port ?? 8080,
         bot.webhook_path ?? '/webhook',
       ),
-      note: 'Shown once. The previous tunnel token no longer works and its client was disconnected.',
+      note: `Shown once. The previous tunnel token no longer works and its client was disconnected. Run the command with ${TUNNEL_TOKEN_ENV} set to the new tunnel_token (or pass --token-file FILE).`,
     },
   };
 }
