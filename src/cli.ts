@@ -14,8 +14,9 @@ Commands:
   doctor                         Check configuration, database, migrations, secret key and ledger
   owner token create --email E   Create the owner if needed and print a new owner API token
   card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
-  tunnel --server URL --token T --port N --path P
-                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
+  tunnel --server URL --port N --path P
+                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N;
+                                 the token from BOTPAY_TUNNEL_TOKEN or --token-file FILE)
 
 Configuration comes from environment variables (see README.md).`;
 
