@@ -34,6 +34,8 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/api-key/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/webhook-secret/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
+  'GET /api/v1/owner/bots/{bot_id}/tunnel': {},
+  'PATCH /api/v1/owner/bots/{bot_id}/tunnel': { body: { forward: 'all' } },
   'POST /api/v1/bot/merchant/checkout': {
     body: {
       profile_index: 1,

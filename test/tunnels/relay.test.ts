@@ -388,7 +388,7 @@ describe('managed tunnel relay', () => {
     });
     expect(freeze.statusCode).toBe(200);
     expect(relay().hasConnection(hostname)).toBe(true);
-    expect((await hostRequest(port, hostname, { path: '/webhook' })).status).toBe(200);
+    expect((await hostRequest(port, hostname, { method: 'POST', path: '/hooks/service' })).status).toBe(200);
   });
 
   describe('tunnel token rotation', () => {
@@ -423,7 +423,9 @@ describe('managed tunnel relay', () => {
         webhook_path: '/hooks/service',
       } as TunnelBot);
       expect(fresh.client.hostname).toBe(hostname);
-      expect((await hostRequest(port, hostname, { path: '/hooks/service' })).status).toBe(200);
+      expect((await hostRequest(port, hostname, { method: 'POST', path: '/hooks/service' })).status).toBe(
+        200,
+      );
 
       const audit = await svc.app.inject({
         url: `/api/v1/owner/bots/${bot.bot_id}/audit-log`,
