@@ -292,7 +292,21 @@ async function relayHttp(
     sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
     return;
   }
-  const body = await readBody(req, MAX_BODY_BYTES);
+  // Room for the body among what waits for this tunnel, before reading it (a chunked body may be
+  // up to the limit); a tunnel whose client stopped reading gets no more.
+  const expected = req.headers['transfer-encoding'] !== undefined ? MAX_BODY_BYTES : declared || 0;
+  const release = relay.reserve(hostname, expected);
+  if (release instanceof TunnelError) {
+    req.resume();
+    sendError(req, res, release.code, release.message, true);
+    return;
+  }
+  let body: Buffer | null;
+  try {
+    body = await readBody(req, MAX_BODY_BYTES);
+  } finally {
+    release();
+  }
   if (body === null) {
     req.resume();
     sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
@@ -373,6 +387,7 @@ const TITLES: Record<string, string> = {
   payload_too_large: 'Payload too large',
   not_found: 'Not found',
   method_not_allowed: 'Method not allowed',
+  service_unavailable: 'Service unavailable',
   internal_error: 'Internal error',
 };
 
@@ -401,6 +416,7 @@ function sendError(
   };
   if (closeConnection) headers.connection = 'close';
   if (allowPost) headers.allow = 'POST';
+  if (code === 'service_unavailable') headers['retry-after'] = '1';
   res.writeHead(error.status, headers);
   res.end(req.method === 'HEAD' ? undefined : body);
 }
