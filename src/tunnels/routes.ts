@@ -136,8 +136,14 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     summary: 'Tunnel client connection (WebSocket upgrade; Authorization: Bearer svc_tun_…)',
     description:
       'The tunnel client (`botpay tunnel`) opens a WebSocket here with its tunnel token in the Authorization header. See docs/tunnels.md for the frames.',
+    security: [{ tunnelToken: [] }],
     headers: Type.Object({ authorization: Type.Optional(Type.String()) }),
-    response: { 401: ErrorBody, 426: ErrorBody, 503: ErrorBody },
+    response: {
+      101: Type.Null({ description: 'Switching Protocols: the WebSocket is open' }),
+      401: ErrorBody,
+      426: ErrorBody,
+      503: ErrorBody,
+    },
   };
   (app as unknown as FastifyInstance).route({
     method: 'GET',
