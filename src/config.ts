@@ -1,5 +1,5 @@
 import proxyaddr from 'proxy-addr';
-// One configuration schema, parsed once at start-up. Every variable of DESIGN.md §4 is here with
+// One configuration schema, parsed once at start-up. Every variable of the README table is here with
 // its default; a wrong value stops start-up with a message that names the variable.
 
 export const ALL_ROLES = ['api', 'worker', 'scheduler', 'tunnel'] as const;

@@ -4,6 +4,7 @@ import type { AppContext } from '../platform/context.ts';
 import { authenticationRequired } from '../platform/errors.ts';
 import { ErrorBody, IdParam } from '../platform/schemas.ts';
 import { authenticateOwnerToken, type OwnerAuthenticator } from './auth.ts';
+import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
 import {
   claimBot,
   createPairingCode,
@@ -276,6 +277,8 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
     },
     async (request) => rotateWebhookSecret(ctx, request.owner!.id, request.params.bot_id),
   );
+
+  registerOwnerTokenRoutes(app, ctx, security);
 }
 
 declare module 'fastify' {

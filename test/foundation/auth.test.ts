@@ -28,6 +28,9 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/wallet/unfreeze': {},
   'PUT /api/v1/owner/bots/{bot_id}/rails/{rail_key}': { body: { status: 'inactive' } },
   'GET /api/v1/owner/guardrails': {},
+  'GET /api/v1/owner/tokens': {},
+  'POST /api/v1/owner/tokens': { body: { name: 'sample' } },
+  'DELETE /api/v1/owner/tokens/{token_id}': {},
   'PUT /api/v1/owner/guardrails': { body: { per_transaction_cents: 500 } },
   'GET /api/v1/owner/bots/{bot_id}/transactions': {},
   'GET /api/v1/owner/bots/{bot_id}/audit-log': {},
@@ -95,6 +98,7 @@ const PARAM_FALLBACK: Record<string, string> = {
   delivery_id: 'whd_aaaaaaaaaaaaaaaa',
   profile_index: '1',
   confirmation_id: 'chk_aaaaaaaaaaaaaaaa',
+  token_id: 'otk_aaaaaaaaaaaaaaaa',
 };
 
 function protectedRoutes(svc: TestService): string[] {
