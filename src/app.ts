@@ -22,6 +22,7 @@ import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
+import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { trustFunction } from './platform/trustProxy.ts';
@@ -193,6 +194,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerCardRoutes(app, ctx);
   await registerCheckoutRoutes(app, ctx);
   await registerTaskRoutes(app, ctx);
+  await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
   return app;
 }

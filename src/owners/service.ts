@@ -242,53 +242,74 @@ export async function fundBot(ctx: AppContext, ownerId: string, botId: string, a
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
-    const reference = newId('fund');
-    await fundWallet(tx, botId, amountCents, now, reference);
-    const reserve = (
-      await tx.query<{ decoy_spent_cents: number }>(
-        'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
-        [botId],
-      )
-    )[0]!;
-    const spent = Number(reserve.decoy_spent_cents);
-    const returned = spent > 0 ? randomInt(spent + 1) : 0;
-    if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
-    const wallet = (
-      await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
-        `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
-           FROM wallets WHERE bot_id = $1`,
-        [botId],
-      )
-    )[0]!;
-    const visibleAmount = amountCents + returned;
-    await emitEvent(tx, {
-      botId,
-      type: 'wallet.funded',
-      data: {
-        funding_id: reference,
-        amount: centsToUsd(visibleAmount),
-        balance: centsToUsd(Number(wallet.visible_cents)),
-        description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
-      },
-      at: now,
-    });
-    await audit(tx, {
-      ownerId,
-      botId,
-      action: 'wallet.funded',
-      details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned },
-      at: now,
-    });
-    return {
-      bot_id: botId,
-      funding_id: reference,
-      amount_usd: centsToUsd(amountCents),
-      decoy_reserve_returned_usd: centsToUsd(returned),
-      balance_usd: centsToUsd(Number(wallet.available_cents)),
-      bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
-      wallet_status: wallet.status,
-    };
+    return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
   });
+}
+
+/**
+ * The funding path, inside the caller's transaction (the bot row already locked by the caller):
+ * ledger rows, the decoy-reserve share, `wallet.funded` and the audit row. `returnReserve: false`
+ * is for fundings whose amount the bot already knows (an approved top-up request it asked for):
+ * a returned share would be readable there as the difference, so none is returned.
+ */
+export async function fundLockedBot(
+  tx: Queryable,
+  input: {
+    ownerId: string;
+    botId: string;
+    amountCents: number;
+    now: number;
+    returnReserve: boolean;
+    details?: Record<string, unknown>;
+  },
+) {
+  const { ownerId, botId, amountCents, now } = input;
+  const reference = newId('fund');
+  await fundWallet(tx, botId, amountCents, now, reference);
+  const reserve = (
+    await tx.query<{ decoy_spent_cents: number }>(
+      'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
+      [botId],
+    )
+  )[0]!;
+  const spent = Number(reserve.decoy_spent_cents);
+  const returned = input.returnReserve && spent > 0 ? randomInt(spent + 1) : 0;
+  if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
+  const wallet = (
+    await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
+      `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+         FROM wallets WHERE bot_id = $1`,
+      [botId],
+    )
+  )[0]!;
+  const visibleAmount = amountCents + returned;
+  await emitEvent(tx, {
+    botId,
+    type: 'wallet.funded',
+    data: {
+      funding_id: reference,
+      amount: centsToUsd(visibleAmount),
+      balance: centsToUsd(Number(wallet.visible_cents)),
+      description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
+    },
+    at: now,
+  });
+  await audit(tx, {
+    ownerId,
+    botId,
+    action: 'wallet.funded',
+    details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned, ...input.details },
+    at: now,
+  });
+  return {
+    bot_id: botId,
+    funding_id: reference,
+    amount_usd: centsToUsd(amountCents),
+    decoy_reserve_returned_usd: centsToUsd(returned),
+    balance_usd: centsToUsd(Number(wallet.available_cents)),
+    bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
+    wallet_status: wallet.status,
+  };
 }
 
 export async function setWalletFrozen(ctx: AppContext, ownerId: string, botId: string, frozen: boolean) {
