@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALL_JOBS } from '../../src/jobs/index.ts';
 import { expireDueTopups, TOPUP_TTL_MS } from '../../src/topups/service.ts';
 import {
   checkout,
@@ -388,5 +389,33 @@ describe('limits', () => {
     expect(refused.headers['retry-after']).toBe(String(retry));
     svc.clock.advance(86_400_000);
     expect((await ask(svc, bot, { amount_cents: 999, reason: 'next day' })).statusCode).toBe(201);
+  });
+});
+
+describe('wiring', () => {
+  it('documents every top-up route in /openapi.json with its security, and expires on the worker role', async () => {
+    const doc = (await svc.app.inject({ url: '/openapi.json' })).json() as {
+      paths: Record<string, Record<string, { security?: unknown }>>;
+    };
+    const routes: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      if (!path.startsWith('/api/') || !path.includes('topup')) continue;
+      for (const [method, op] of Object.entries(ops)) {
+        routes.push(`${method.toUpperCase()} ${path}`);
+        expect(op.security, path).toEqual(
+          path.startsWith('/api/v1/bot/') ? [{ botKey: [] }] : [{ ownerToken: [] }],
+        );
+      }
+    }
+    expect(routes.sort()).toEqual(
+      [
+        'GET /api/v1/bot/wallet/topup-requests',
+        'GET /api/v1/owner/topup-requests',
+        'POST /api/v1/bot/wallet/topup-requests',
+        'POST /api/v1/owner/topup-requests/{topup_id}/approve',
+        'POST /api/v1/owner/topup-requests/{topup_id}/decline',
+      ].sort(),
+    );
+    expect(ALL_JOBS.find((j) => j.name === 'topup-expiry')?.role).toBe('worker');
   });
 });
