@@ -46,6 +46,15 @@ describe('approvals inbox: top-up requests', () => {
     expect(page.body).not.toContain('<script>alert(1)');
   });
 
+  it("the overview and the owner API count the bot's open requests", async () => {
+    const page = await client.get('/');
+    expect(page.body).toMatch(/1 top-up request</);
+    const api = await svc.app.inject({ url: `/api/v1/owner/bots/${bot.bot_id}`, headers: owner.auth });
+    expect(api.json().pending_topups).toBe(1);
+    const list = await svc.app.inject({ url: '/api/v1/owner/bots', headers: owner.auth });
+    expect(list.json().bots[0].pending_topups).toBe(1);
+  });
+
   it('Approve funds the wallet; a second click is 409 and changes nothing', async () => {
     const asked = (await ask(svc, bot, { amount_cents: 500, reason: 'approve me' })).json();
     const action = `/approvals/topups/${asked.topup_id}/approve`;
