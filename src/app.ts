@@ -25,6 +25,7 @@ import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
+import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { trustFunction } from './platform/trustProxy.ts';
@@ -208,6 +209,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerCardRoutes(app, ctx);
   await registerCheckoutRoutes(app, ctx);
   await registerTaskRoutes(app, ctx);
+  await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
   return app;
 }

@@ -28,6 +28,9 @@ export interface Config {
   roles: ReadonlySet<Role>;
   registrationRateLimitPerHour: number;
   checkoutRateLimitPerHour: number;
+  /** Top-up requests a bot may make in a rolling day, and how many may wait for the owner at once. */
+  topupRequestsPerDay: number;
+  topupRequestsOpenMax: number;
   approvalWindowSeconds: number;
   webhookTimeoutMs: number;
   webhookRetryDelaysSeconds: readonly number[];
@@ -200,6 +203,8 @@ export function parseConfig(env: Env = process.env): Config {
     roles,
     registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
     checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),
+    topupRequestsPerDay: integer(env, 'TOPUP_REQUESTS_PER_DAY', 10, 1, 10_000),
+    topupRequestsOpenMax: integer(env, 'TOPUP_REQUESTS_OPEN_MAX', 3, 1, 1_000),
     approvalWindowSeconds: integer(env, 'APPROVAL_WINDOW_SECONDS', 900, 1, 7 * 86400),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 120_000),
     webhookRetryDelaysSeconds,
