@@ -23,6 +23,7 @@ import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError } from './platform/errors.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
+import { registerX402Routes } from './x402/routes.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { trustFunction } from './platform/trustProxy.ts';
 
@@ -194,6 +195,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerCheckoutRoutes(app, ctx);
   await registerTaskRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
+  await registerX402Routes(app, ctx);
   return app;
 }
 
