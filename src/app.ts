@@ -27,6 +27,7 @@ import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
+import { registerX402Routes } from './x402/routes.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { trustFunction } from './platform/trustProxy.ts';
 
@@ -211,6 +212,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerTaskRoutes(app, ctx);
   await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
+  await registerX402Routes(app, ctx);
   return app;
 }
 
