@@ -34,6 +34,8 @@ export interface Config {
   approvalWindowSeconds: number;
   webhookTimeoutMs: number;
   webhookRetryDelaysSeconds: readonly number[];
+  /** After a webhook secret rotation, how long the previous secret still signs deliveries too. */
+  webhookSecretOverlapSeconds: number;
   allowPrivateWebhookTargets: boolean;
   logLevel: string;
   /**
@@ -263,6 +265,7 @@ export function parseConfig(env: Env = process.env): Config {
     topupRequestsOpenMax: integer(env, 'TOPUP_REQUESTS_OPEN_MAX', 3, 1, 1_000),
     approvalWindowSeconds: integer(env, 'APPROVAL_WINDOW_SECONDS', 900, 1, 7 * 86400),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 120_000),
+    webhookSecretOverlapSeconds: integer(env, 'WEBHOOK_SECRET_OVERLAP_SECONDS', 86_400, 0, 30 * 86_400),
     webhookRetryDelaysSeconds,
     allowPrivateWebhookTargets: boolean(env, 'ALLOW_PRIVATE_WEBHOOK_TARGETS', false),
     logLevel,
