@@ -26,7 +26,9 @@ import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import { ErrorBody } from './platform/schemas.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
+import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
+import { registerX402Routes } from './x402/routes.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { trustFunction } from './platform/trustProxy.ts';
 
@@ -212,7 +214,9 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerCardRoutes(app, ctx);
   await registerCheckoutRoutes(app, ctx);
   await registerTaskRoutes(app, ctx);
+  await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
+  await registerX402Routes(app, ctx);
   return app;
 }
 

@@ -31,6 +31,12 @@ const commands: Record<string, Command> = {
       { url: config.baseUrl, port: config.port, roles: [...config.roles], database: service.ctx.db.kind },
       'service started',
     );
+    // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
+    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+    process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
+    if (!config.smtpUrl) {
+      process.stderr.write('SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n');
+    }
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {
         log.info({ signal }, 'shutting down');

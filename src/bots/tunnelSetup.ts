@@ -1,4 +1,4 @@
-// What a bot without a public address needs to run the managed tunnel (SPEC §2.3, §6.4).
+// What a bot without a public address needs to run the managed tunnel.
 
 export interface TunnelSetup {
   webhook_url: string;
@@ -36,7 +36,7 @@ export function tunnelHostname(idSuffix: string, tunnelDomain: string): string {
 /**
  * The public webhook URL. It follows BASE_URL's scheme and port, so a development service on
  * http://localhost:8080 hands out http://bot-x.tunnel.localhost:8080/... that really works; in
- * production (https BASE_URL on 443) it is exactly SPEC's https://bot-<id>.{tunnel_domain}<path>.
+ * production (https BASE_URL on 443) it is exactly the documented https://bot-<id>.{tunnel_domain}<path>.
  */
 export function tunnelWebhookUrl(baseUrl: string, hostname: string, webhookPath: string): string {
   const base = new URL(baseUrl);
