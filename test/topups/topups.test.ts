@@ -271,6 +271,35 @@ describe('deciding', () => {
   });
 });
 
+describe('atomicity', () => {
+  it('a failure late in the approval (the event insert) rolls back the funding, the ledger and the decision', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 100 });
+    const asked = (await ask(svc, bot, { amount_cents: 2000, reason: 'atomic' })).json();
+    // A fault injected in the database: the last write of the approval fails.
+    await svc.ctx.db.query(`CREATE FUNCTION fail_topup_event() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.type = 'wallet.topup_approved' THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`);
+    await svc.ctx.db.query(
+      'CREATE TRIGGER fail_topup_event BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION fail_topup_event()',
+    );
+    try {
+      const failed = await decide(svc, owner, asked.topup_id, 'approve');
+      expect(failed.statusCode).toBe(500);
+    } finally {
+      await svc.ctx.db.query('DROP TRIGGER fail_topup_event ON events');
+      await svc.ctx.db.query('DROP FUNCTION fail_topup_event()');
+    }
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(100);
+    await expectLedgerConsistent(svc, bot.bot_id);
+    expect(await events(svc, bot.bot_id, 'wallet.funded')).toHaveLength(1); // the initial funding only
+    expect((await auditActions(bot.bot_id)).filter((a) => a.action.startsWith('topup.'))).toEqual([]);
+    expect((await listForBot(svc, bot)).json().topup_requests[0].status).toBe('pending');
+    // Nothing half-done is left behind: the approval goes through once the fault is gone.
+    expect((await decide(svc, owner, asked.topup_id, 'approve')).statusCode).toBe(200);
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(2100);
+  });
+});
+
 describe('isolation', () => {
   it("another owner's request is 404 on approve and decline, and nothing changes; the bot lists only its own", async () => {
     const owner = await createOwner(svc);
