@@ -26,6 +26,9 @@ export const StatusResponse = Type.Object({
         balance_usd: Type.Number(),
         spending_limits: Type.Optional(SpendingLimits),
         address: Type.Optional(Type.String()),
+        /** partner_wallet: when balance_usd was read from the chain (null: not read yet). */
+        balance_read_at: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        network: Type.Optional(Type.String()),
       },
       { additionalProperties: true },
     ),

@@ -26,6 +26,11 @@ interface BotStateRow {
   pending_messages: number;
   active_cards: number;
   pending_topups: number;
+  /** The partner wallet (src/x402/): its address and the last balance read from the chain. */
+  x402_address: string | null;
+  x402_network: string | null;
+  x402_balance_micro: string | null;
+  x402_balance_read_at: Date | null;
   [key: string]: unknown;
 }
 
@@ -41,10 +46,13 @@ SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
        (SELECT count(*)::int FROM events e
          WHERE e.bot_id = b.id AND e.delivered_at IS NULL AND e.acked_at IS NULL) AS pending_messages,
        ${activeCardsSql('b.id')} AS active_cards,
-       ${openTopupsSql('b.id', '$3')} AS pending_topups
+       ${openTopupsSql('b.id', '$3')} AS pending_topups,
+       xw.address AS x402_address, xw.network AS x402_network, xw.chain_balance_micro AS x402_balance_micro,
+       xw.balance_read_at AS x402_balance_read_at
   FROM bots b
   JOIN wallets w ON w.bot_id = b.id
   LEFT JOIN owners o ON o.id = b.owner_id
+  LEFT JOIN x402_wallets xw ON xw.bot_id = b.id
  WHERE b.id = $1`;
 
 function activeCardsSql(botIdExpr: string): string {
@@ -125,6 +133,14 @@ function presentStatus(row: BotStateRow): StatusResponseT {
         status: row.wallet_status === 'frozen' ? 'frozen' : rail.status,
         balance_usd: centsToUsd(row.visible_cents),
         spending_limits: spendingLimits(row),
+      };
+    } else if (rail.rail_key === 'partner_wallet' && row.x402_address) {
+      railObjects.partner_wallet = {
+        status: row.wallet_status === 'frozen' ? 'frozen' : rail.status,
+        balance_usd: row.x402_balance_micro === null ? 0 : Number(BigInt(row.x402_balance_micro)) / 1_000_000,
+        address: row.x402_address,
+        network: row.x402_network ?? undefined,
+        balance_read_at: row.x402_balance_read_at ? new Date(row.x402_balance_read_at).toISOString() : null,
       };
     } else {
       railObjects[rail.rail_key] = {

@@ -21,7 +21,11 @@ export type EventType =
   | 'purchase.denied'
   | 'purchase.expired'
   | 'task.available'
-  | 'rails.updated';
+  | 'rails.updated'
+  | 'x402.funded'
+  | 'x402.settled'
+  | 'x402.lapsed'
+  | 'x402.balance_mismatch';
 
 export interface EmittedEvent {
   id: string;

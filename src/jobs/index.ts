@@ -4,6 +4,7 @@ import { ownerMailJob } from '../notifications/job.ts';
 import { tasksEngine } from '../tasks/job.ts';
 import { topupExpiry } from '../topups/job.ts';
 import { webhookDeliveryJob } from '../webhooks/job.ts';
+import { x402Reconcile } from '../x402/job.ts';
 import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
 
 const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (ctx) =>
@@ -19,4 +20,5 @@ export const ALL_JOBS: readonly BackgroundJob[] = [
   tasksEngine,
   ownerMailJob,
   topupExpiry,
+  x402Reconcile,
 ];

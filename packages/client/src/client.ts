@@ -207,7 +207,7 @@ export class BotPayClient {
   }
 
   /**
-   * Polls a pending purchase until the owner approves or denies it or it expires (SPEC §4.5: every
+   * Polls a pending purchase until the owner approves or denies it or it expires (docs/api.md: every
    * 5 s for the first minute, then every 15 s). Resolves with the final status body (card details
    * when approved). Transient failures between polls are ridden out; cancel with `signal`.
    */

@@ -1,5 +1,5 @@
 // Public types of the client. Where the service's OpenAPI document describes an endpoint, the type
-// comes from src/generated.ts (regenerated from the route schemas, checked in CI); the SPEC-based
+// comes from src/generated.ts (regenerated from the route schemas, checked in CI); the documented
 // definitions below are used only for endpoints the connected build does not describe yet.
 import type { BotOperations } from './generated.ts';
 
@@ -19,7 +19,7 @@ export type BodyOf<Op extends string, Fallback> = Op extends Known
     : Fallback
   : Fallback;
 
-// ---- Registration (SPEC §2.1–2.3) ----------------------------------------------------------------
+// ---- Registration ----------------------------------------------------------------
 
 export type RegistrationRequest = BodyOf<
   'POST /api/v1/bots/register',
@@ -57,7 +57,7 @@ export type RegistrationResponse = ResponseOf<
   }
 >;
 
-// ---- Status and wallet (SPEC §2.4–2.5) ---------------------------------------------------------
+// ---- Status and wallet ---------------------------------------------------------
 
 interface SpendingLimits {
   per_transaction_usd: number;
@@ -104,7 +104,7 @@ export type WalletCheckResponse = ResponseOf<
   }
 >;
 
-// ---- Checkout (SPEC §2.6–2.7, §4.4–4.5) --------------------------------------------------------
+// ---- Checkout --------------------------------------------------------
 
 export type CheckoutRequest = BodyOf<
   'POST /api/v1/bot/merchant/checkout',
@@ -171,7 +171,7 @@ export type CheckoutStatusResponse = ResponseOf<
   }
 >;
 
-// ---- Tasks (SPEC §2.8, §4.6) -------------------------------------------------------------------
+// ---- Tasks -------------------------------------------------------------------
 
 export interface TaskInstructions {
   profile_index: number;
@@ -261,7 +261,7 @@ export type KnownEventType =
   | 'task.available'
   | 'rails.updated';
 
-/** Data of `purchase.approved` (SPEC §6.1). */
+/** Data of `purchase.approved`. */
 export interface PurchaseApprovedData {
   checkout_id: string;
   amount: number;
