@@ -127,6 +127,44 @@ describe('asking', () => {
   });
 });
 
+describe('listing', () => {
+  it('the bot pages its requests newest first with limit and before; bad paging is 400', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await ask(svc, bot, { amount_cents: 100 + i, reason: `page ${i}` })).json().topup_id);
+      svc.clock.advance(1000);
+    }
+    const first = await svc.app.inject({
+      url: '/api/v1/bot/wallet/topup-requests?limit=2',
+      headers: bot.auth,
+    });
+    const page1 = first.json().topup_requests as Array<{ topup_id: string; created_at: string }>;
+    expect(page1.map((r) => r.topup_id)).toEqual([ids[2], ids[1]]);
+    const next = await svc.app.inject({
+      url: `/api/v1/bot/wallet/topup-requests?before=${encodeURIComponent(page1[1]!.created_at)}`,
+      headers: bot.auth,
+    });
+    expect(next.json().topup_requests.map((r: { topup_id: string }) => r.topup_id)).toEqual([ids[0]]);
+    for (const q of ['limit=abc', 'limit=-1', 'before=yesterday', 'limit=1&x=1']) {
+      const bad = await svc.app.inject({ url: `/api/v1/bot/wallet/topup-requests?${q}`, headers: bot.auth });
+      expect([200, 400], q).toContain(bad.statusCode);
+      if (q !== 'limit=1&x=1') expect(bad.statusCode, q).toBe(400);
+    }
+    const owned = await svc.app.inject({
+      url: '/api/v1/owner/topup-requests?status=all&limit=1',
+      headers: owner.auth,
+    });
+    expect(owned.json().topup_requests.map((r: { topup_id: string }) => r.topup_id)).toEqual([ids[2]]);
+    const badStatus = await svc.app.inject({
+      url: '/api/v1/owner/topup-requests?status=open',
+      headers: owner.auth,
+    });
+    expect(badStatus.statusCode).toBe(400);
+  });
+});
+
 describe('deciding', () => {
   it('approve funds the wallet with the asked amount, balanced ledger, events to the bot, audit; once', async () => {
     const owner = await createOwner(svc);
