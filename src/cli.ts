@@ -16,6 +16,7 @@ Commands:
   card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
   tunnel --server URL --token T --port N --path P
                                  Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
+  mcp                            MCP server on stdio with the bot's tools (BOTPAY_API_KEY, BOTPAY_URL)
 
 Configuration comes from environment variables (see README.md).`;
 
@@ -158,6 +159,7 @@ async function loadLazyCommand(name: string): Promise<Command | undefined> {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
     card: async () => (await import('./cards/splitCli.ts')).cardCommand,
     tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
+    mcp: async () => (await import('./mcp/server.ts')).mcpCommand,
   };
   return lazy[name] ? lazy[name]() : undefined;
 }
