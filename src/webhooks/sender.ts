@@ -16,7 +16,7 @@ import {
 export const EXCERPT_BYTES = 1024;
 export const USER_AGENT = 'botpay-webhooks/1';
 
-/** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret> (SPEC §6.3). */
+/** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret>. */
 export function signBody(secret: string, body: string | Buffer): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }

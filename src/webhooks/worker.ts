@@ -326,7 +326,7 @@ export class DeliveryWorker {
           path: row.webhook_path,
           publicUrl: tunnelWebhookUrl(this.ctx.config.baseUrl, row.tunnel_hostname, row.webhook_path),
         };
-        // Primary bots' gateways check this bearer token (SPEC §6.2, §6.4); other bots get none.
+        // Primary bots' gateways check this bearer token; other bots get none.
         if (row.hooks_token_enc)
           headers.authorization = `Bearer ${this.ctx.secrets.decrypt(row.hooks_token_enc)}`;
       } else {

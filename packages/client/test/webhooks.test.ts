@@ -15,7 +15,7 @@ import {
 import { signPayload, signStandard } from '../src/webhooks/verify.ts';
 
 // Each middleware behind a real server on 127.0.0.1, fed deliveries shaped like the service's
-// (SPEC §6.1–6.3 plus X-Service-Event-Id).
+//.
 
 const SECRET = `whsec_${'7e'.repeat(24)}`;
 

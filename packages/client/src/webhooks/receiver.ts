@@ -4,7 +4,7 @@ import { type StandardVerifyFailure, verifySignature, verifyStandardWebhook } fr
 
 // The framework-independent part of every webhook middleware: given the raw bytes and headers of a
 // delivery, decide the answer, and hand the event to the handler after the answer is sent
-// (SPEC §6.5: respond 2xx quickly, process asynchronously, deduplicate).
+// (docs/webhooks.md: respond 2xx quickly, process asynchronously, deduplicate).
 
 /** Remembers which event ids were already accepted. Replace the default with a shared store
  * (Redis, a database table) when several processes receive webhooks for one bot. */
@@ -65,7 +65,7 @@ export interface WebhookReceiverOptions {
   maxBodyBytes?: number;
   /**
    * For `primary` bots behind the managed tunnel: also require `Authorization: Bearer <token>`
-   * (primary_hooks_token, SPEC §6.4). Default: not checked.
+   * (primary_hooks_token). Default: not checked.
    */
   hooksToken?: string;
   /**

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-// SPEC §6.3: X-Service-Signature = "sha256=" + hex(HMAC-SHA256(raw body, webhook_secret)).
+// docs/webhooks.md: X-Service-Signature = "sha256=" + hex(HMAC-SHA256(raw body, webhook_secret)).
 
 const HEADER_PATTERN = /^sha256=([0-9a-fA-F]{64})$/;
 
