@@ -3,6 +3,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { BotPayClient } from '../../packages/client/src/index.ts';
 import { isBotPayError } from '../../packages/client/src/index.ts';
 import { CheckoutBody, StatusQuery } from '../checkout/routes.ts';
+import { TopupRequestBody } from '../topups/routes.ts';
 import { AckBody } from '../webhooks/routes.ts';
 
 // The bot's tools for agents that speak MCP (docs/bots.md, "Agents over MCP"). Each tool's input
@@ -173,6 +174,24 @@ export const BOT_TOOLS: readonly BotTool[] = [
     input: AckInput,
     annotations: { idempotentHint: true, destructiveHint: false },
     run: (args, { client, signal }) => client.ackMessages(args.event_ids, signal ? { signal } : {}),
+  }),
+  tool({
+    name: 'request_topup',
+    title: 'Ask the owner for funds',
+    description:
+      'Asks your owner to add amount_cents (integer US cents) to the wallet, with a reason they will read. Answers the request (status pending); asking again with the same amount and reason returns the open request. The answer arrives as a wallet.topup_approved (with wallet.funded), wallet.topup_declined or wallet.topup_expired message, or via topup_requests.',
+    input: TopupRequestBody,
+    annotations: { idempotentHint: true, destructiveHint: false },
+    run: (args, { client, signal }) => client.requestTopup(args, signal ? { signal } : {}),
+  }),
+  tool({
+    name: 'topup_requests',
+    title: 'Your top-up requests',
+    description:
+      'Your requests for funds and their status (pending, approved, declined, expired), newest first.',
+    input: NoInput,
+    annotations: { readOnlyHint: true },
+    run: (_args, { client, signal }) => client.topupRequests(signal ? { signal } : {}),
   }),
   // x402: the partner_wallet payment tool goes here once the SDK has the x402 pay method (another
   // branch adds it to packages/client/src). Same shape: its input schema is the x402 route's

@@ -81,7 +81,9 @@ describe('botpay mcp over stdio against a real service', () => {
         'checkout_status',
         'messages',
         'next_task',
+        'request_topup',
         'status',
+        'topup_requests',
         'wait_for_decision',
         'wallet_check',
       ].sort(),
@@ -182,6 +184,14 @@ describe('botpay mcp over stdio against a real service', () => {
     expect(ack.body).toMatchObject({ acknowledged: ids, not_found: [] });
     const after = await call('messages', { limit: 200 });
     expect((after.body.messages as { id: string }[]).map((m) => m.id)).not.toContain(ids[0]);
+    const asked = await call('request_topup', { amount_cents: 2500, reason: 'API credits for the week' });
+    expect(asked).toMatchObject({ isError: false, body: { status: 'pending', amount_usd: 25 } });
+    const again = await call('request_topup', { amount_cents: 2500, reason: 'API credits for the week' });
+    expect(again.body.topup_id).toBe(asked.body.topup_id);
+    const listed = await call('topup_requests');
+    expect((listed.body.topup_requests as { topup_id: string }[]).map((t) => t.topup_id)).toEqual([
+      asked.body.topup_id,
+    ]);
     const badLimit = await call('messages', { limit: 0 });
     expect(badLimit).toMatchObject({ isError: true, body: { error: 'validation_error', field: 'limit' } });
   });
