@@ -18,6 +18,7 @@ import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/ro
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
+import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { registerTunnelRoutes } from './tunnels/routes.ts';
@@ -217,6 +218,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
   await registerX402Routes(app, ctx);
+  await registerSkillRoutes(app, ctx);
   return app;
 }
 
