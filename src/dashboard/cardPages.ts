@@ -108,6 +108,7 @@ function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
   ${field('addr-country', 'Country (2 letters)', html`maxlength="2" required`)}
   <button type="submit">Split and activate</button>
 </form>
+</div>
 <div id="wizard-done" class="stack" hidden>${steps(3)}<p class="flash ok">Card activated. Your browser saved <strong>payment-profiles-${card.card_id}.json</strong>: give it to your bot and keep no other copy. The service never had it and cannot give it again.</p>
   <p class="row"><a id="wizard-download" class="button secondary" data-testid="profiles-file">Save the file again</a> <a class="button" href="/bots/${botId}/cards/${card.card_id}?notice=activated">Continue: limits and profiles</a></p></div>
 <script src="/assets/card-wizard.js"></script>`;
@@ -177,7 +178,7 @@ ${list}
     const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
     const pending = card.status === 'pending_activation';
     const wizard = pending
-      ? html`${steps(2)}<section class="card stack" aria-labelledby="digits-h"><h2 id="digits-h">Type your card: it is split in this browser</h2>
+      ? html`<section class="card stack" aria-labelledby="digits-h"><div id="wizard-step2" class="stack">${steps(2)}<h2 id="digits-h">Type your card: it is split in this browser</h2>
   <p class="small">Type your card as printed. This page builds your bot's payment profiles file here, in your browser: your card and five decoys that look just like it. The service receives only three digits of each profile (stored encrypted), never your number, name or address.</p>
   ${cardForm(card, bot.bot_id, csrf)}</section>`
       : card.legacy_profiles_file

@@ -130,7 +130,9 @@ export function utcText(isoTime: string): string {
  */
 export function when(isoTime: string | null | undefined): SafeHtml {
   if (!isoTime) return html`<span class="muted">—</span>`;
-  return html`<span class="when"><time datetime="${isoTime}">${utcText(isoTime)}</time></span>`;
+  // Date and clock each stay on one line; between them the line may break in a narrow column.
+  const [date, clock] = utcText(isoTime).split(', ');
+  return html`<span class="when"><time datetime="${isoTime}"><span>${date},</span> <span>${clock}</span></time></span>`;
 }
 
 /**

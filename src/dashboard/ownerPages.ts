@@ -360,8 +360,9 @@ ${top}
         details: unknown;
         created_at: Date;
         bot_name: string | null;
+        bot_id: string | null;
       }>(
-        `SELECT a.action, a.details, a.created_at, b.name AS bot_name
+        `SELECT a.action, a.details, a.created_at, b.name AS bot_name, b.id AS bot_id
          FROM audit_log a LEFT JOIN bots b ON b.id = a.bot_id AND b.owner_id = a.owner_id
         WHERE a.owner_id = $1 ORDER BY a.created_at DESC, a.id DESC LIMIT 100`,
         [session.ownerId],

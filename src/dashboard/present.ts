@@ -118,6 +118,10 @@ const FIELD_WORDS: Record<string, string> = {
   timezone: 'Time zone',
   label: 'Name',
   decoy_reserve_returned: 'Decoy reserve returned',
+  ip: 'From IP address',
+  category: 'Category',
+  item: 'Item',
+  address: 'Address',
 };
 
 /** Enum values in words (statuses, modes, rails, windows). */
@@ -138,7 +142,7 @@ const VALUE_WORDS: Record<string, string> = {
 /** Details that are references to other records: shown by name (resolved by auditNames). */
 const REFERENCE_FIELDS = new Set(['card_id', 'confirmation_id', 'schedule_id', 'delivery_id']);
 /** Details too internal for the owner's log. */
-const HIDDEN_FIELDS = new Set(['instructions', 'shadow_count']);
+const HIDDEN_FIELDS = new Set(['instructions', 'shadow_count', 'item_name', 'merchant_name', 'merchant_url']);
 
 /**
  * Names of the records that audit entries refer to (cards, purchases, schedules, webhook
@@ -213,7 +217,13 @@ export function auditDetails(details: unknown, names: Map<string, string> = new 
 }
 
 export function auditTable(
-  entries: Array<{ action: string; details: unknown; created_at: string; bot_name?: string | null }>,
+  entries: Array<{
+    action: string;
+    details: unknown;
+    created_at: string;
+    bot_name?: string | null;
+    bot_id?: string | null;
+  }>,
   options: { showBot?: boolean; names?: Map<string, string> } = {},
 ): SafeHtml {
   if (entries.length === 0) return html`<p class="muted">Nothing yet.</p>`;
@@ -227,7 +237,13 @@ export function auditTable(
     entries.map((e) => ({
       cells: [
         html`<strong>${auditWords(e.action)}</strong> ${auditDetails(e.details, options.names)}`,
-        ...(options.showBot ? [e.bot_name ?? html`<span class="muted">account</span>`] : []),
+        ...(options.showBot
+          ? [
+              e.bot_name && e.bot_id
+                ? html`<a href="/bots/${e.bot_id}">${e.bot_name}</a>`
+                : html`<span class="muted">account</span>`,
+            ]
+          : []),
         when(e.created_at),
       ],
     })),

@@ -81,7 +81,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
 
     scope.addHook('onRequest', async (request, reply) => {
       securityHeaders(reply);
-      if (request.url.startsWith('/assets/') || request.url.startsWith('/favicon.')) return; // static: no session lookup
+      if (isStatic(request.url)) return; // static: no session lookup
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) {
         request.dashboard = session;
@@ -96,7 +96,9 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     scope.addHook('preHandler', async (request, reply) => {
       const isPublic = request.routeOptions.config.public === true;
       if (SAFE_METHODS.has(request.method)) {
-        if (request.url.startsWith('/assets/')) return;
+        // Static files set no cookie: a stylesheet or icon fetched alongside a sign-in form must not
+        // replace the pre-sign-in cookie that form's CSRF token is bound to.
+        if (isStatic(request.url)) return;
         if (isPublic && !request.preSessionId) {
           request.preSessionId = randomHex(16);
           reply.setCookie(preCookie, request.preSessionId, {
@@ -205,6 +207,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerWebhookPages(scoped, ctx);
     registerSchedulePages(scoped, ctx);
   });
+}
+
+function isStatic(url: string): boolean {
+  return url.startsWith('/assets/') || url.startsWith('/favicon.');
 }
 
 function refuseForm(request: FastifyRequest, reply: FastifyReply) {

@@ -59,7 +59,7 @@ button.link{background:none;border:none;color:var(--brand);padding:0;min-height:
 .copy-row{display:flex;flex-wrap:wrap;gap:8px;align-items:center}
 .copy-row>.secret,.copy-row>.code-big{flex:1 1 220px;min-width:0}
 button.copy{min-height:36px;padding:6px 14px}
-.when time{white-space:nowrap}
+.when time>span{white-space:nowrap}
 .when .rel{color:var(--muted);font-size:.85em;white-space:nowrap}
 .when .rel::before{content:" · "}
 .secret{display:block;font:600 1.05rem/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;border:1px dashed #845ef7;border-radius:8px;padding:10px 12px;word-break:break-all;user-select:all}
@@ -71,6 +71,9 @@ th,td{text-align:left;padding:8px 10px;border-bottom:1px solid var(--line);verti
 th{color:var(--muted);font-weight:600;font-size:13px;text-transform:uppercase;letter-spacing:.03em}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.dense th,table.dense td{padding:6px 8px;font-size:14px}
+table.dense th{white-space:nowrap}
+table.dense td.nw{white-space:nowrap}
+table.dense button{min-height:32px;padding:4px 10px;white-space:nowrap;font-size:14px}
 tr.sub td{border-bottom:1px solid var(--line);padding-top:0}
 table.deliveries tbody tr:first-child td{border-bottom:0}
 .row details{flex:0 1 auto;min-width:0;max-width:100%}
@@ -125,17 +128,22 @@ footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);fon
   .rt tr{display:flex;flex-wrap:wrap;align-items:baseline;gap:2px 12px;padding:10px 0;border-bottom:1px solid var(--line)}
   .rt td{display:block;border:0;padding:0;flex:1 1 100%;min-width:0;text-align:left;overflow-wrap:anywhere}
   .rt td.num{text-align:left;white-space:normal}
-  .rt td.k{flex:1 1 auto;font-weight:600}
+  .rt td.k{flex:1 1 auto}
+  .rt td.k.num{font-weight:700}
   .rt td.k~td.k{flex:0 0 auto;text-align:right}
-  .rt td:not(.k)::before{content:attr(data-label);display:inline-block;min-width:7.5em;margin-right:6px;color:var(--muted);font-size:13px;font-weight:400}
+  .rt td:not(.k){position:relative;padding-left:7.5rem}
+  .rt td:not(.k)::before{content:attr(data-label);position:absolute;left:0;top:.15em;width:7rem;color:var(--muted);font-size:13px;font-weight:400;overflow-wrap:normal}
   .rt td:empty{display:none}
   .rt tr.sub{padding-top:0}
   .rt tr.sub td::before,.rt td[data-label=""]::before{display:none}
+  .rt tr.sub td,.rt td[data-label=""]{padding-left:0}
   .rt tbody[data-testid]{border-bottom:1px solid var(--line)}
   .rt tbody[data-testid] tr{border-bottom:0}
   .table-wrap{overflow-x:visible}
   table.dense td{font-size:14px}
-  .steps li{font-size:13px;padding:6px 8px}
+  .steps{gap:4px}
+  .steps li{font-size:12px;padding:6px;min-width:0;text-align:center}
+  .steps li::before{display:grid;margin:0 auto 2px}
 }
 @media (min-width:720px){
   nav.main{order:0;width:auto}

@@ -121,7 +121,7 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
           (d) => html`<tbody data-testid="delivery" data-delivery="${d.id}" data-status="${d.status}"><tr>
   <td class="k" data-label="Event"><strong>${d.event_type}</strong><br><span class="muted small">${when(iso(d.created_at))}</span></td>
   <td class="k" data-label="Status">${deliveryStatus(d)}</td>
-  <td data-label="Response">${d.response_status ?? html`<span class="muted">—</span>`}${d.duration_ms !== null ? html` <span class="muted small">${d.duration_ms} ms</span>` : ''}</td>
+  <td data-label="Response" class="nw">${d.response_status ?? html`<span class="muted">—</span>`}${d.duration_ms !== null ? html` <span class="muted small">${d.duration_ms} ms</span>` : ''}</td>
   <td data-label="Attempts" class="num">${d.attempts}</td>
   <td data-label="Last attempt">${when(d.last_attempt_at ? iso(d.last_attempt_at) : null)}</td>
   <td data-label="Next attempt">${d.status === 'pending' ? when(iso(d.next_attempt_at)) : html`<span class="muted">—</span>`}</td>

@@ -9,7 +9,7 @@ function relative(ms: number): string {
   const future = ms < 0;
   const s = Math.round(Math.abs(ms) / 1000);
   const say = (n: number, unit: string) => {
-    const text = `${n} ${unit}${n === 1 ? '' : 's'}`;
+    const text = `${n} ${unit}${n === 1 || unit === 'min' ? '' : 's'}`;
     return future ? `in ${text}` : `${text} ago`;
   };
   if (s < 45) return future ? 'in a moment' : 'just now';
