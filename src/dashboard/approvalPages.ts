@@ -25,6 +25,7 @@ import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMa
 import { notFoundPage } from './routes.ts';
 import { preSessionCsrfToken } from './sessions.ts';
 import { verifyLink } from './signedLinks.ts';
+import { registerTopupPages, topupSection } from './topupPages.ts';
 
 // The approvals inbox (held purchases of all the owner's bots, with a countdown to expiry) and the
 // one-click approve/deny pages reached from the e-mail. Deciding calls decideByOwner, which decides
@@ -41,6 +42,8 @@ const LinkFields = { s: Text(100), e: Text(20), sig: Text(200) };
 const NOTICE: Record<string, string> = {
   approved: 'Purchase approved. The bot receives the card details it needs.',
   denied: 'Purchase denied. The held amount is back in the wallet.',
+  topup_approved: 'Top-up approved. The amount is in the bot’s wallet.',
+  topup_declined: 'Top-up request declined. The bot is told.',
 };
 
 /** Countdown script: turns each `[data-left]` (seconds left when the page was rendered) into a live timer. */
@@ -114,14 +117,17 @@ interface LinkTarget {
 }
 
 /**
- * Purchases waiting for the owner's decision (the navigation badge). Counts what the inbox lists:
- * real, pending, not yet expired.
+ * What waits for the owner's decision in the inbox (the navigation badge): real purchases and
+ * top-up requests, pending and not yet expired — what the inbox lists.
  */
 export async function pendingApprovalCount(ctx: AppContext, ownerId: string): Promise<number> {
   const row = await maybeOne<{ n: number }>(
     ctx.db,
-    `SELECT count(*)::int AS n FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
-      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.is_real AND c.expires_at > $2`,
+    `SELECT (SELECT count(*) FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
+              WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.is_real
+                AND c.expires_at > $2)::int
+          + (SELECT count(*) FROM topup_requests t JOIN bots b ON b.id = t.bot_id
+              WHERE t.owner_id = $1 AND b.owner_id = $1 AND t.status = 'pending' AND t.expires_at > $2)::int AS n`,
     [ownerId, new Date(ctx.clock.now())],
   );
   return Number(row?.n ?? 0);
@@ -201,6 +207,7 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
     }</p>
 ${options.top ?? ''}
 ${pending}
+${await topupSection(ctx, session.ownerId, csrf)}
 <section class="card" aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>${history}</section>`;
     return sendHtml(
       reply,
@@ -417,4 +424,6 @@ ${pending}
       );
     },
   );
+
+  registerTopupPages(app, ctx, inbox);
 }

@@ -10,6 +10,7 @@ import { bundleAsset } from './assets/bundle.ts';
 import { registerAuthPages } from './authPages.ts';
 import { registerBotPages } from './botPages.ts';
 import { registerCardPages } from './cardPages.ts';
+import { html } from './html.ts';
 import { messagePage } from './layout.ts';
 import { registerOwnerPages } from './ownerPages.ts';
 import { registerSchedulePages } from './schedulePages.ts';
@@ -23,6 +24,7 @@ import {
   sessionCookieName,
 } from './sessions.ts';
 import { DASHBOARD_CSS } from './styles.ts';
+import { registerTokenPages } from './tokenPages.ts';
 import { registerWebhookPages } from './webhookPages.ts';
 
 // The owner dashboard: server-rendered pages in one encapsulated scope (form parsing, HTML error
@@ -58,6 +60,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
   const preCookie = preSessionCookieName(ctx.config);
   const secure = isSecureBaseUrl(ctx.config);
   const expectedOrigin = new URL(ctx.config.baseUrl).origin;
+  const aliases = loopbackAliases(ctx.config.baseUrl);
 
   // JSON owner API with the session cookie (a page's own script): state-changing calls must send
   // the page's CSRF token in X-CSRF-Token. A bearer token takes precedence and needs none.
@@ -82,6 +85,12 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     scope.addHook('onRequest', async (request, reply) => {
       securityHeaders(reply);
       if (isStatic(request.url)) return; // static: no session lookup
+      // Development on BASE_URL=http://localhost:PORT: the same page opened as 127.0.0.1 or [::1]
+      // would set its cookies on another host and post from another origin, so send it to BASE_URL.
+      if (aliases && SAFE_METHODS.has(request.method)) {
+        const host = request.headers.host?.toLowerCase();
+        if (host && aliases.has(host)) return reply.redirect(`${expectedOrigin}${request.url}`, 307);
+      }
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) {
         request.dashboard = session;
@@ -117,7 +126,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       }
       // State-changing: the form must come from our own pages.
       const origin = request.headers.origin;
-      if (typeof origin === 'string' && origin !== expectedOrigin) return refuseForm(request, reply);
+      if (typeof origin === 'string' && origin !== expectedOrigin && !aliases?.has(originHost(origin))) {
+        if (origin === 'null') return refuseForm(request, reply);
+        return refuseForeignOrigin(request, reply, origin, expectedOrigin);
+      }
       const given = (request.body as Record<string, unknown> | undefined)?._csrf;
       if (isPublic) {
         if (!request.preSessionId || !csrfMatches(preSessionCsrfToken(ctx, request.preSessionId), given))
@@ -206,6 +218,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerApprovalPages(scoped, ctx);
     registerWebhookPages(scoped, ctx);
     registerSchedulePages(scoped, ctx);
+    registerTokenPages(scoped, ctx);
   });
 }
 
@@ -250,6 +263,45 @@ export async function htmlNotFound(ctx: AppContext, request: FastifyRequest, rep
   );
   if (session) session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId).catch(() => 0);
   return notFoundPage(reply, session);
+}
+
+/**
+ * `host:port` spellings of the same loopback address as a development BASE_URL (localhost,
+ * 127.0.0.1, [::1], same port), other than BASE_URL's own; undefined when BASE_URL is not on loopback.
+ */
+export function loopbackAliases(baseUrl: string): Set<string> | undefined {
+  const url = new URL(baseUrl);
+  const names = ['localhost', '127.0.0.1', '[::1]'];
+  if (!names.includes(url.hostname)) return undefined;
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  const own = url.host;
+  const all = names.flatMap((n) => [`${n}:${port}`, ...(url.port ? [] : [n])]);
+  return new Set(all.filter((h) => h !== own));
+}
+
+function originHost(origin: string): string {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return '';
+  }
+}
+
+/** A form posted from another origin: say which address was used and which one is right. */
+function refuseForeignOrigin(request: FastifyRequest, reply: FastifyReply, origin: string, expected: string) {
+  return reply
+    .status(403)
+    .type('text/html; charset=utf-8')
+    .send(
+      messagePage(
+        'Wrong address for this service',
+        `This form was sent from ${origin}, but this service's address is ${expected} (its BASE_URL). For your safety forms are accepted only from that address. Open ${expected} and try again; if ${origin} is the right address, set BASE_URL to it and restart the service.`,
+        {
+          session: request.dashboard,
+          actions: html`<a class="button" href="${expected}/">Open ${expected}</a>`,
+        },
+      ),
+    );
 }
 
 /** The friendly 404 page (used for unknown paths and for bots that are not the owner's). */

@@ -139,7 +139,6 @@ footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);fon
   .rt tr.sub td,.rt td[data-label=""]{padding-left:0}
   .rt tbody[data-testid]{border-bottom:1px solid var(--line)}
   .rt tbody[data-testid] tr{border-bottom:0}
-  .table-wrap{overflow-x:visible}
   table.dense td{font-size:14px}
   .steps{gap:4px}
   .steps li{font-size:12px;padding:6px;min-width:0;text-align:center}
