@@ -14,7 +14,7 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
-import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
+import { htmlNotFound, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
@@ -149,7 +149,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.setNotFoundHandler((request, reply) => {
     // People in a browser get the friendly page; API clients the JSON error.
-    if (wantsHtml(request)) return notFoundPage(reply);
+    if (wantsHtml(request)) return htmlNotFound(ctx, request, reply);
     reply
       .status(404)
       .send({ error: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
