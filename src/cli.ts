@@ -15,8 +15,10 @@ Commands:
   owner token create --email E [--name N]
                                  Create the owner if needed and print a new owner API token
   card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
-  tunnel --server URL --token T --port N --path P
-                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
+  tunnel --server URL --port N --path P
+                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N;
+                                 the token from BOTPAY_TUNNEL_TOKEN or --token-file FILE)
+  mcp                            MCP server on stdio with the bot's tools (BOTPAY_API_KEY, BOTPAY_URL)
 
 Configuration comes from environment variables (see README.md).`;
 
@@ -174,6 +176,7 @@ async function loadLazyCommand(name: string): Promise<Command | undefined> {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
     card: async () => (await import('./cards/splitCli.ts')).cardCommand,
     tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
+    mcp: async () => (await import('./mcp/server.ts')).mcpCommand,
   };
   return lazy[name] ? lazy[name]() : undefined;
 }

@@ -28,9 +28,14 @@ export interface Config {
   roles: ReadonlySet<Role>;
   registrationRateLimitPerHour: number;
   checkoutRateLimitPerHour: number;
+  /** Top-up requests a bot may make in a rolling day, and how many may wait for the owner at once. */
+  topupRequestsPerDay: number;
+  topupRequestsOpenMax: number;
   approvalWindowSeconds: number;
   webhookTimeoutMs: number;
   webhookRetryDelaysSeconds: readonly number[];
+  /** After a webhook secret rotation, how long the previous secret still signs deliveries too. */
+  webhookSecretOverlapSeconds: number;
   allowPrivateWebhookTargets: boolean;
   logLevel: string;
   /**
@@ -38,6 +43,62 @@ export interface Config {
    * the copy at once through LISTEN/NOTIFY; this bounds staleness if a notification is lost.
    */
   statusCacheMs: number;
+  /** The partner_wallet rail (x402 USDC payments, docs/x402.md); undefined: the rail cannot be turned on. */
+  x402: X402Config | undefined;
+}
+
+export interface X402Config {
+  /** CAIP-2 network id as x402 v2 writes it, e.g. `eip155:8453`. */
+  network: `eip155:${number}`;
+  chainId: number;
+  rpcUrl: string;
+  /** The USDC (EIP-3009) contract, checksummed. */
+  usdcAddress: string;
+  /** Longest validity of a signed authorisation, whatever the resource server asks. */
+  maxValiditySeconds: number;
+  /** How often the reconciliation job reads the chain. */
+  reconcileSeconds: number;
+}
+
+/** Known networks: chain id, USDC contract and a public RPC endpoint (X402_RPC_URL overrides it). */
+const X402_NETWORKS: Record<string, { chainId: number; usdc: string; rpc: string }> = {
+  base: {
+    chainId: 8453,
+    usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+    rpc: 'https://mainnet.base.org',
+  },
+  'base-sepolia': {
+    chainId: 84532,
+    usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    rpc: 'https://sepolia.base.org',
+  },
+};
+
+/** X402_NETWORK (`base`, `base-sepolia` or `eip155:<chain id>`), X402_RPC_URL, X402_USDC_ADDRESS. */
+function x402Setting(env: Env): X402Config | undefined {
+  const raw = read(env, 'X402_NETWORK')?.toLowerCase();
+  if (raw === undefined || raw === 'off') return undefined;
+  const known = X402_NETWORKS[raw];
+  const custom = /^eip155:([1-9]\d{0,15})$/.exec(raw);
+  if (!known && !custom) {
+    throw new ConfigError('X402_NETWORK', `must be base, base-sepolia or eip155:<chain id>, got "${raw}"`);
+  }
+  const chainId = known ? known.chainId : Number(custom![1]);
+  const rpcRaw = read(env, 'X402_RPC_URL') ?? known?.rpc;
+  if (rpcRaw === undefined) throw new ConfigError('X402_RPC_URL', `is required for X402_NETWORK=${raw}`);
+  const usdc = read(env, 'X402_USDC_ADDRESS') ?? known?.usdc;
+  if (usdc === undefined) throw new ConfigError('X402_USDC_ADDRESS', `is required for X402_NETWORK=${raw}`);
+  if (!/^0x[0-9a-fA-F]{40}$/.test(usdc)) {
+    throw new ConfigError('X402_USDC_ADDRESS', `must be a 0x-prefixed 20-byte hex address, got "${usdc}"`);
+  }
+  return {
+    network: `eip155:${chainId}`,
+    chainId,
+    rpcUrl: url('X402_RPC_URL', rpcRaw, ['http:', 'https:']),
+    usdcAddress: usdc,
+    maxValiditySeconds: integer(env, 'X402_MAX_VALIDITY_SECONDS', 120, 10, 3600),
+    reconcileSeconds: integer(env, 'X402_RECONCILE_SECONDS', 30, 1, 3600),
+  };
 }
 
 export class ConfigError extends Error {
@@ -200,12 +261,16 @@ export function parseConfig(env: Env = process.env): Config {
     roles,
     registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
     checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),
+    topupRequestsPerDay: integer(env, 'TOPUP_REQUESTS_PER_DAY', 10, 1, 10_000),
+    topupRequestsOpenMax: integer(env, 'TOPUP_REQUESTS_OPEN_MAX', 3, 1, 1_000),
     approvalWindowSeconds: integer(env, 'APPROVAL_WINDOW_SECONDS', 900, 1, 7 * 86400),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 120_000),
+    webhookSecretOverlapSeconds: integer(env, 'WEBHOOK_SECRET_OVERLAP_SECONDS', 86_400, 0, 30 * 86_400),
     webhookRetryDelaysSeconds,
     allowPrivateWebhookTargets: boolean(env, 'ALLOW_PRIVATE_WEBHOOK_TARGETS', false),
     logLevel,
     statusCacheMs: integer(env, 'STATUS_CACHE_MS', 1000, 0, 60_000),
+    x402: x402Setting(env),
   };
 }
 

@@ -26,6 +26,9 @@ export const StatusResponse = Type.Object({
         balance_usd: Type.Number(),
         spending_limits: Type.Optional(SpendingLimits),
         address: Type.Optional(Type.String()),
+        /** partner_wallet: when balance_usd was read from the chain (null: not read yet). */
+        balance_read_at: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        network: Type.Optional(Type.String()),
       },
       { additionalProperties: true },
     ),
@@ -40,6 +43,8 @@ export const StatusResponse = Type.Object({
   ]),
   message: Type.Optional(Type.String()),
   pending_messages: Type.Optional(Type.Integer()),
+  /** Open top-up requests (asked, not yet decided, not expired); present for active bots. */
+  pending_topups: Type.Optional(Type.Integer()),
   webhook_status: Type.Optional(Type.String()),
   webhook_fail_count: Type.Optional(Type.Integer()),
 });

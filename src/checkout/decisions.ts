@@ -10,6 +10,7 @@ import { subtractFromCounters } from './counters.ts';
 import { counterSpecs } from './guardrails.ts';
 import { cardDetails, emitPurchaseEvent } from './service.ts';
 import { onCheckoutDecided } from './taskLink.ts';
+import { settleX402Hold } from '../x402/service.ts';
 
 // Deciding a pending confirmation: the owner approves (capture the hold) or denies (release it),
 // the window elapses (expire: release), or — for a decoy — the service decides at decide_at.
@@ -21,6 +22,8 @@ export interface ConfirmationRow {
   bot_id: string;
   owner_id: string;
   card_id: string;
+  /** partner_wallet: a held x402 payment (no card; src/x402/service.ts settles its money). */
+  rail: 'card_wallet' | 'partner_wallet';
   profile_index: number;
   is_real: boolean;
   profile_window: WindowKind;
@@ -43,24 +46,36 @@ export interface ConfirmationRow {
 type Outcome = 'approved' | 'denied' | 'expired';
 
 /** Moves a locked, pending confirmation to its outcome with its ledger rows, counters and event. */
-async function settle(tx: Queryable, c: ConfirmationRow, outcome: Outcome, decidedBy: string, now: number) {
+async function settle(
+  tx: Queryable,
+  c: ConfirmationRow,
+  outcome: Outcome,
+  decidedBy: string,
+  now: number,
+  ctx?: AppContext,
+) {
   const heldAt = new Date(c.created_at).getTime();
-  if (outcome !== 'approved') {
-    const specs = counterSpecs({
-      botId: c.bot_id,
-      ownerId: c.owner_id,
-      cardId: c.card_id,
-      profileIndex: c.profile_index,
-      isReal: c.is_real,
-      profileWindow: c.profile_window,
-    });
-    await subtractFromCounters(tx, specs, c.amount_cents, heldAt);
+  if (c.rail === 'partner_wallet') {
+    // A held x402 payment: its counters and partner-wallet ledger rows (and, approved, the signature).
+    await settleX402Hold(ctx, tx, c, outcome, now);
+  } else {
+    if (outcome !== 'approved') {
+      const specs = counterSpecs({
+        botId: c.bot_id,
+        ownerId: c.owner_id,
+        cardId: c.card_id,
+        profileIndex: c.profile_index,
+        isReal: c.is_real,
+        profileWindow: c.profile_window,
+      });
+      await subtractFromCounters(tx, specs, c.amount_cents, heldAt);
+    }
+    if (c.is_real) {
+      if (outcome === 'approved') await captureHold(tx, c.bot_id, c.amount_cents, now, c.id);
+      else await releaseHold(tx, c.bot_id, c.amount_cents, now, c.id);
+    } else if (outcome === 'approved') await captureDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
+    else await releaseDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
   }
-  if (c.is_real) {
-    if (outcome === 'approved') await captureHold(tx, c.bot_id, c.amount_cents, now, c.id);
-    else await releaseHold(tx, c.bot_id, c.amount_cents, now, c.id);
-  } else if (outcome === 'approved') await captureDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
-  else await releaseDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
   await tx.query(
     'UPDATE checkout_confirmations SET status = $2, decided_at = $3, decided_by = $4 WHERE id = $1',
     [c.id, outcome, new Date(now), decidedBy],
@@ -122,7 +137,7 @@ export async function decideByOwner(
       return { decided: false as const, status: 'expired' as const };
     }
     const result: Outcome = decision === 'approve' ? 'approved' : 'denied';
-    await settle(tx, c, result, 'owner', now);
+    await settle(tx, c, result, 'owner', now, ctx);
     await audit(tx, {
       ownerId,
       botId: c.bot_id,
@@ -177,7 +192,8 @@ export async function processDueConfirmations(ctx: AppContext, max = 500): Promi
 /** GET /api/v1/bot/merchant/checkout/status. A due confirmation is settled first, so a poll never reports a stale 'pending'. */
 export async function checkoutStatus(ctx: AppContext, botId: string, confirmationId: string) {
   const now = ctx.clock.now();
-  const query = 'SELECT * FROM checkout_confirmations WHERE id = $1 AND bot_id = $2';
+  // Held x402 payments are polled at /api/v1/bot/x402/payments/{id}.
+  const query = `SELECT * FROM checkout_confirmations WHERE id = $1 AND bot_id = $2 AND rail = 'card_wallet'`;
   let c = await maybeOne<ConfirmationRow>(ctx.db, query, [confirmationId, botId]);
   if (!c) throw new ApiError('not_found', 'Confirmation not found.');
   if (isDue(c, now)) {
@@ -212,6 +228,23 @@ export async function checkoutStatus(ctx: AppContext, botId: string, confirmatio
   }
   if (c.status === 'pending' && c.expires_at) body.expires_at = iso(c.expires_at);
   return body;
+}
+
+/** Settles one confirmation if its time has come (a poll never reports a stale 'pending'). */
+export async function settleIfDue(ctx: AppContext, confirmationId: string): Promise<void> {
+  const now = ctx.clock.now();
+  const c = await maybeOne<ConfirmationRow>(ctx.db, 'SELECT * FROM checkout_confirmations WHERE id = $1', [
+    confirmationId,
+  ]);
+  if (!c || !isDue(c, now)) return;
+  await ctx.db.transaction(async (tx) => {
+    const locked = await maybeOne<ConfirmationRow>(
+      tx,
+      'SELECT * FROM checkout_confirmations WHERE id = $1 FOR UPDATE',
+      [confirmationId],
+    );
+    if (locked && isDue(locked, now)) await settleDue(tx, locked, now);
+  });
 }
 
 const STATUS_MESSAGES: Record<ConfirmationRow['status'], string> = {

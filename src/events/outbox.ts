@@ -13,11 +13,19 @@ export type EventType =
   | 'wallet.frozen'
   | 'wallet.unfrozen'
   | 'wallet.balance_low'
+  | 'wallet.topup_requested'
+  | 'wallet.topup_approved'
+  | 'wallet.topup_declined'
+  | 'wallet.topup_expired'
   | 'purchase.approved'
   | 'purchase.denied'
   | 'purchase.expired'
   | 'task.available'
-  | 'rails.updated';
+  | 'rails.updated'
+  | 'x402.funded'
+  | 'x402.settled'
+  | 'x402.lapsed'
+  | 'x402.balance_mismatch';
 
 export interface EmittedEvent {
   id: string;

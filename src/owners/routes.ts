@@ -1,7 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { App } from '../app.ts';
 import type { AppContext } from '../platform/context.ts';
-import { authenticationRequired } from '../platform/errors.ts';
+import { authenticationRequired, validationError } from '../platform/errors.ts';
+import { setPartnerRail } from '../x402/wallet.ts';
 import { ErrorBody, IdParam } from '../platform/schemas.ts';
 import { authenticateOwnerToken, type OwnerAuthenticator } from './auth.ts';
 import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
@@ -149,7 +150,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
 
   app.put<{
     Params: BotParamsT & { rail_key: 'card_wallet' | 'partner_wallet' };
-    Body: { status: 'active' | 'inactive'; address?: string };
+    Body: { status: 'active' | 'inactive'; address?: string; private_key?: string };
   }>(
     '/api/v1/owner/bots/:bot_id/rails/:rail_key',
     {
@@ -157,6 +158,9 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         tags,
         security,
         summary: 'Activate or deactivate a payment rail (emits rails.updated)',
+        description:
+          "partner_wallet (docs/x402.md): turning it on creates the bot's USDC wallet (a new key pair, encrypted with SECRET_KEY) " +
+          "or imports the one in private_key; its address is in the response and in the bot's status. Needs X402_NETWORK (409 rail_not_configured otherwise).",
         params: Type.Object({
           bot_id: IdParam('bot'),
           rail_key: Type.Union([Type.Literal('card_wallet'), Type.Literal('partner_wallet')]),
@@ -164,19 +168,39 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         body: Type.Object({
           status: Type.Union([Type.Literal('active'), Type.Literal('inactive')]),
           address: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' })),
+          private_key: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
         }),
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: Loose, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request) =>
-      setRail(
+    async (request) => {
+      if (request.params.rail_key === 'partner_wallet') {
+        if (request.body.address !== undefined) {
+          throw validationError(
+            'The partner wallet address comes from its key: turn the rail on to create one, or import a key with private_key.',
+            { field: 'address' },
+          );
+        }
+        return setPartnerRail(
+          ctx,
+          request.owner!.id,
+          request.params.bot_id,
+          request.body.status,
+          request.body.private_key,
+        );
+      }
+      if (request.body.private_key !== undefined) {
+        throw validationError('private_key is only for the partner_wallet rail.', { field: 'private_key' });
+      }
+      return setRail(
         ctx,
         request.owner!.id,
         request.params.bot_id,
         request.params.rail_key,
         request.body.status,
         request.body.address,
-      ),
+      );
+    },
   );
 
   app.get(

@@ -23,6 +23,11 @@ const SECRET_FIELDS = [
   'missing_digits',
   'missingDigits',
   'owner_token',
+  'private_key',
+  'privateKey',
+  'key_enc',
+  'payment_header',
+  'signature',
 ];
 
 export const REDACT_PATHS = [

@@ -14,11 +14,19 @@ import {
   PROTOCOL_VERSION,
   sendFrame,
 } from './protocol.ts';
+import type { TunnelPolicy } from './service.ts';
 
 /** Why a relayed request failed; `status` is what an HTTP caller of the relay answers. */
 export class TunnelError extends Error {
   constructor(
-    readonly code: 'tunnel_not_connected' | 'tunnel_timeout' | 'tunnel_upstream_error' | 'payload_too_large',
+    readonly code:
+      | 'tunnel_not_connected'
+      | 'tunnel_timeout'
+      | 'tunnel_upstream_error'
+      | 'payload_too_large'
+      | 'not_found'
+      | 'method_not_allowed'
+      | 'service_unavailable',
     message: string,
   ) {
     super(message);
@@ -37,10 +45,19 @@ export interface TunnelRelayOptions {
   /** At most this many requests in flight per tunnel; more are refused at once (memory bound). */
   maxInFlight?: number;
   /**
-   * Returns the hostnames (of those given) whose tunnel token hash is no longer the one a
-   * connection authenticated with (rotated on another instance). Checked every `revalidateMs`.
+   * At most this many bytes wait for one tunnel: frames not yet written to its socket
+   * (bufferedAmount) plus the bodies being read for it. Above, requests are refused with 503 at
+   * once, so a client that stops reading cannot make the service queue without limit. 8 MiB.
    */
-  revalidate?: (connections: Array<{ hostname: string; tokenHash: string }>) => Promise<string[]>;
+  maxQueuedBytes?: number;
+  /**
+   * Returns the hostnames (of those given) whose tunnel token hash is no longer the one a
+   * connection authenticated with (rotated on another instance), and the current forwarding
+   * policy of the others (changed by the owner through any instance). Checked every `revalidateMs`.
+   */
+  revalidate?: (
+    connections: Array<{ hostname: string; tokenHash: string }>,
+  ) => Promise<{ revoked: string[]; policies: Map<string, TunnelPolicy> }>;
   revalidateMs?: number;
 }
 
@@ -59,6 +76,8 @@ interface Pending {
 
 class TunnelConnection {
   readonly pending = new Map<number, Pending>();
+  /** Bytes of request bodies being read for this tunnel (see TunnelRelay.reserve). */
+  reserved = 0;
   nextId = 1;
   alive = true;
   closed = false;
@@ -68,6 +87,7 @@ class TunnelConnection {
     readonly botId: string,
     readonly hostname: string,
     readonly tokenHash: string,
+    public policy: TunnelPolicy,
   ) {}
 
   failAll(error: TunnelError): void {
@@ -77,6 +97,14 @@ class TunnelConnection {
       p.reject(error);
     }
   }
+}
+
+function congested(conn: TunnelConnection): TunnelError {
+  const waiting = conn.socket.bufferedAmount + conn.reserved;
+  return new TunnelError(
+    'service_unavailable',
+    `The bot's tunnel client is not reading fast enough (${Math.round(waiting / 1024)} KiB are waiting for it); retry shortly.`,
+  );
 }
 
 /**
@@ -91,10 +119,12 @@ export class TunnelRelay implements LocalTunnelRelay {
   private closing = false;
   readonly heartbeatMs: number;
   readonly maxInFlight: number;
+  readonly maxQueuedBytes: number;
 
   constructor(private readonly options: TunnelRelayOptions) {
     this.heartbeatMs = options.heartbeatMs ?? 20_000;
     this.maxInFlight = options.maxInFlight ?? 256;
+    this.maxQueuedBytes = options.maxQueuedBytes ?? 8 * MAX_BODY_BYTES;
     // Network heartbeats run on real time, not ctx.clock: they measure a live socket.
     this.heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatMs);
     this.heartbeatTimer.unref();
@@ -112,18 +142,46 @@ export class TunnelRelay implements LocalTunnelRelay {
     return this.connections.has(hostname.toLowerCase());
   }
 
+  /**
+   * Bytes waiting for the hostname's tunnel: frames not yet written to its socket plus the bodies
+   * being read for it (0 when not connected).
+   */
+  queuedBytes(hostname: string): number {
+    const conn = this.connections.get(hostname.toLowerCase());
+    return conn ? conn.socket.bufferedAmount + conn.reserved : 0;
+  }
+
+  /**
+   * Reserves room for a request body of up to `bytes` about to be read for the hostname: a
+   * release function, or a TunnelError (503) when the tunnel already has too much waiting. Release
+   * before send(), which counts the frame itself.
+   */
+  reserve(hostname: string, bytes: number): (() => void) | TunnelError {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (!conn) return () => {};
+    if (conn.socket.bufferedAmount + conn.reserved + bytes > this.maxQueuedBytes) return congested(conn);
+    conn.reserved += bytes;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      conn.reserved -= bytes;
+    };
+  }
+
   connectionCount(): number {
     return this.connections.size;
   }
 
   /** Takes over an authenticated socket; an older connection for the hostname is closed. */
-  attach(socket: WebSocket, bot: { id: string; hostname: string; tokenHash: string }): void {
+  attach(socket: WebSocket, bot: { id: string; hostname: string; tokenHash: string } & TunnelPolicy): void {
     const hostname = bot.hostname.toLowerCase();
     if (this.closing) {
       socket.close(CLOSE_SERVICE_RESTART, 'service is shutting down');
       return;
     }
-    const conn = new TunnelConnection(socket, bot.id, hostname, bot.tokenHash);
+    const policy = { forward: bot.forward, webhookPath: bot.webhookPath };
+    const conn = new TunnelConnection(socket, bot.id, hostname, bot.tokenHash, policy);
     const previous = this.connections.get(hostname);
     this.connections.set(hostname, conn);
     if (previous) {
@@ -160,6 +218,29 @@ export class TunnelRelay implements LocalTunnelRelay {
     if (!conn) return false;
     this.drop(conn, code, reason);
     return true;
+  }
+
+  /** Applies a changed forwarding policy to the hostname's connection (if it is connected here). */
+  setPolicy(hostname: string, policy: TunnelPolicy): void {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (conn) conn.policy = { ...policy };
+  }
+
+  /**
+   * Whether a request arriving over HTTP may be forwarded: with 'webhook_only' (the default) only
+   * POST to the webhook path (any query string) reaches the bot's machine; another path is 404,
+   * another method on the webhook path 405. Undefined when allowed (or nobody is connected: the
+   * caller answers that). The worker's own deliveries (forward()) are always POSTs to that path.
+   */
+  refusal(hostname: string, method: string, url: string): TunnelError | undefined {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (!conn || conn.policy.forward === 'all') return undefined;
+    const query = url.indexOf('?');
+    const path = query >= 0 ? url.slice(0, query) : url;
+    const only = `The tunnel forwards only POST ${conn.policy.webhookPath} (the bot's owner can allow more).`;
+    if (path !== conn.policy.webhookPath) return new TunnelError('not_found', only);
+    if (method !== 'POST') return new TunnelError('method_not_allowed', only);
+    return undefined;
   }
 
   /** The worker's entry point (LocalTunnelRelay): headers in and out as plain records. */
@@ -210,6 +291,11 @@ export class TunnelRelay implements LocalTunnelRelay {
       },
       request.body,
     );
+    // Backpressure: a client that does not read leaves frames in its socket's buffer; above the
+    // bound nothing more is queued for it.
+    if (conn.socket.bufferedAmount + conn.reserved + frame.length > this.maxQueuedBytes) {
+      return Promise.reject(congested(conn));
+    }
     return new Promise<RawRelayedResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!conn.pending.delete(id)) return;
@@ -262,13 +348,14 @@ export class TunnelRelay implements LocalTunnelRelay {
       tokenHash: c.tokenHash,
     }));
     try {
-      const revoked = await this.options.revalidate(list);
+      const { revoked, policies } = await this.options.revalidate(list);
       for (const hostname of revoked) {
         const conn = this.connections.get(hostname);
         if (conn && list.some((l) => l.hostname === hostname && l.tokenHash === conn.tokenHash)) {
           this.drop(conn, CLOSE_AUTH_REJECTED, 'tunnel token revoked');
         }
       }
+      for (const [hostname, policy] of policies) this.setPolicy(hostname, policy);
     } catch (error) {
       this.options.logger.warn({ err: error }, 'tunnel token revalidation failed');
     }

@@ -19,7 +19,12 @@ export type Account =
   | 'merchant_settlement'
   | 'decoy_cover'
   | 'decoy_spent'
-  | 'decoy_held';
+  | 'decoy_held'
+  | 'x402_deposits'
+  | 'x402_available'
+  | 'x402_held'
+  | 'x402_authorized'
+  | 'x402_paid';
 
 export type LedgerKind =
   | 'funding'
@@ -31,7 +36,14 @@ export type LedgerKind =
   | 'decoy_hold'
   | 'decoy_capture'
   | 'decoy_release'
-  | 'decoy_return';
+  | 'decoy_return'
+  | 'x402_deposit'
+  | 'x402_payment'
+  | 'x402_hold'
+  | 'x402_approve'
+  | 'x402_release'
+  | 'x402_settle'
+  | 'x402_lapse';
 
 /** Ledger kinds that move the owner's money (the owner's transaction list); the others are decoy memos. */
 export const MONEY_KINDS: readonly LedgerKind[] = ['funding', 'purchase', 'hold', 'capture', 'release'];
@@ -98,6 +110,21 @@ const MOVEMENTS = {
     to: 'decoy_cover',
     description: 'Decoy reserve returned with a funding',
   },
+  /** The partner wallet (x402, src/x402/): USDC that arrived on chain, in whole cents. */
+  x402_deposit: { from: 'x402_deposits', to: 'x402_available', description: 'USDC received on chain' },
+  /** A payment authorised at once: the signed authorisation reserves the amount until it settles or lapses. */
+  x402_payment: { from: 'x402_available', to: 'x402_authorized', description: 'x402 payment authorised' },
+  x402_hold: { from: 'x402_available', to: 'x402_held', description: 'x402 payment held for owner approval' },
+  x402_approve: { from: 'x402_held', to: 'x402_authorized', description: 'Held x402 payment approved' },
+  x402_release: { from: 'x402_held', to: 'x402_available', description: 'x402 hold released' },
+  /** The authorisation was used on chain: the money left the wallet. */
+  x402_settle: { from: 'x402_authorized', to: 'x402_paid', description: 'x402 payment settled on chain' },
+  /** The authorisation expired unused: the amount is spendable again. */
+  x402_lapse: {
+    from: 'x402_authorized',
+    to: 'x402_available',
+    description: 'x402 authorisation lapsed unused',
+  },
 } as const satisfies Record<LedgerKind, { from: Account; to: Account; description: string }>;
 
 function move(kind: LedgerKind) {
@@ -130,6 +157,16 @@ export const releaseHold = move('release');
 export const captureDecoyHold = move('decoy_capture');
 /** Denial or expiry of a held decoy: decoy_held → decoy_cover. */
 export const releaseDecoyHold = move('decoy_release');
+/** Moves of the partner wallet (src/x402/): see MOVEMENTS for each. */
+export const x402Moves = {
+  deposit: move('x402_deposit'),
+  payment: move('x402_payment'),
+  hold: move('x402_hold'),
+  approve: move('x402_approve'),
+  release: move('x402_release'),
+  settle: move('x402_settle'),
+  lapse: move('x402_lapse'),
+};
 /** Part of the decoy reserve back to the visible balance: decoy_spent → decoy_cover. */
 export const returnDecoyReserve = move('decoy_return');
 
@@ -147,6 +184,11 @@ export async function ledgerBalances(q: Queryable, botId: string): Promise<Recor
     decoy_cover: 0,
     decoy_spent: 0,
     decoy_held: 0,
+    x402_deposits: 0,
+    x402_available: 0,
+    x402_held: 0,
+    x402_authorized: 0,
+    x402_paid: 0,
   };
   for (const r of rows) out[r.account] = Number(r.total);
   return out;

@@ -37,6 +37,8 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/api-key/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/webhook-secret/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
+  'GET /api/v1/owner/bots/{bot_id}/tunnel': {},
+  'PATCH /api/v1/owner/bots/{bot_id}/tunnel': { body: { forward: 'all' } },
   'POST /api/v1/bot/merchant/checkout': {
     body: {
       profile_index: 1,
@@ -89,6 +91,11 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/bot/messages/ack': { body: { event_ids: ['evt_aaaaaaaaaaaaaaaa'] } },
   'GET /api/v1/owner/bots/{bot_id}/webhook-deliveries': {},
   'POST /api/v1/owner/webhook-deliveries/{delivery_id}/retry': {},
+  'POST /api/v1/bot/wallet/topup-requests': { body: { amount_cents: 100, reason: 'test' } },
+  'GET /api/v1/bot/wallet/topup-requests': {},
+  'GET /api/v1/owner/topup-requests': {},
+  'POST /api/v1/owner/topup-requests/{topup_id}/approve': {},
+  'POST /api/v1/owner/topup-requests/{topup_id}/decline': {},
 };
 
 const PARAM_FALLBACK: Record<string, string> = {

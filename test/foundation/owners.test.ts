@@ -148,6 +148,11 @@ describe('owner API basics', () => {
         decoy_cover: 0,
         decoy_spent: 0,
         decoy_held: 0,
+        x402_deposits: 0,
+        x402_available: 0,
+        x402_held: 0,
+        x402_authorized: 0,
+        x402_paid: 0,
       });
     });
 
@@ -267,31 +272,27 @@ describe('owner API basics', () => {
       expect(inactive).toMatchObject({ status: 'inactive', default_rail: null, active_rails: [] });
       expect((await events(bot.bot_id)).at(-1)?.type).toBe('rails.updated');
 
+      // The partner wallet needs X402_NETWORK (test/x402/ turns it on with a configured chain).
       const partner = await svc.app.inject({
-        method: 'PUT',
-        url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
-        headers: owner.auth,
-        payload: { status: 'active', address: '0xabc123' },
-      });
-      expect(partner.statusCode).toBe(200);
-      const withPartner = await status();
-      expect(withPartner).toMatchObject({
-        status: 'active',
-        default_rail: 'partner_wallet',
-        active_rails: ['partner_wallet'],
-      });
-      expect(withPartner.rails.partner_wallet).toMatchObject({ status: 'active', address: '0xabc123' });
-    });
-
-    it('partner_wallet needs an address; unknown rails are 400', async () => {
-      const bot = await activeBot(svc, owner);
-      const noAddress = await svc.app.inject({
         method: 'PUT',
         url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
         headers: owner.auth,
         payload: { status: 'active' },
       });
-      expect(noAddress.statusCode).toBe(400);
+      expect(partner.statusCode).toBe(409);
+      expect(partner.json()).toMatchObject({ error: 'rail_not_configured' });
+      expect(await status()).toMatchObject({ status: 'inactive', active_rails: [] });
+    });
+
+    it('partner_wallet takes no typed address; unknown rails are 400', async () => {
+      const bot = await activeBot(svc, owner);
+      const typed = await svc.app.inject({
+        method: 'PUT',
+        url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
+        headers: owner.auth,
+        payload: { status: 'active', address: '0xabc123' },
+      });
+      expect(typed.statusCode).toBe(400);
       const unknown = await svc.app.inject({
         method: 'PUT',
         url: `/api/v1/owner/bots/${bot.bot_id}/rails/bitcoin`,

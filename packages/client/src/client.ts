@@ -10,6 +10,9 @@ import type {
   NextTaskResponse,
   RegistrationRequest,
   RegistrationResponse,
+  TopupListResponse,
+  TopupRequest,
+  TopupRequestResponse,
   WalletCheckResponse,
 } from './types.ts';
 import { type WaitForDecisionOptions, waitForDecision } from './waitForDecision.ts';
@@ -26,6 +29,8 @@ export const CLIENT_OPERATIONS = [
   'POST /api/v1/bot/tasks/next',
   'GET /api/v1/bot/messages',
   'POST /api/v1/bot/messages/ack',
+  'POST /api/v1/bot/wallet/topup-requests',
+  'GET /api/v1/bot/wallet/topup-requests',
 ] as const;
 
 export interface BotPayClientOptions {
@@ -143,6 +148,37 @@ export class BotPayClient {
   /** Wallet balance and spending limits (GET /api/v1/bot/wallet/check). */
   async walletCheck(options: CallOptions = {}): Promise<WalletCheckResponse> {
     return (await this.get<WalletCheckResponse>('/api/v1/bot/wallet/check', undefined, options)).body;
+  }
+
+  /**
+   * Asks the owner for funds (POST /api/v1/bot/wallet/topup-requests). Resolves with the request
+   * (`status: 'pending'`); the owner's answer arrives as `wallet.topup_approved` (with
+   * `wallet.funded`), `wallet.topup_declined` or `wallet.topup_expired`, or through `topupRequests`.
+   * Repeating the same amount and reason while that request is open returns it, so a retry after a
+   * lost answer never asks twice; a 429 (too many asks a day, or too many open) carries
+   * `retryAfterSeconds`. Refusals: `wallet_not_active`, `wallet_frozen`, `validation_error`.
+   */
+  async requestTopup(request: TopupRequest, options: CallOptions = {}): Promise<TopupRequestResponse> {
+    const res = await this.request<TopupRequestResponse>({
+      method: 'POST',
+      path: '/api/v1/bot/wallet/topup-requests',
+      body: request,
+      auth: true,
+      retry: 'idempotent',
+      signal: options.signal,
+    });
+    return res.body;
+  }
+
+  /**
+   * The bot's top-up requests and their status, newest first (GET /api/v1/bot/wallet/topup-requests).
+   * `limit` (1–200, default 50) and `before` (the `created_at` of the last one you have) page back.
+   */
+  async topupRequests(
+    query: { limit?: number; before?: string } = {},
+    options: CallOptions = {},
+  ): Promise<TopupListResponse> {
+    return (await this.get<TopupListResponse>('/api/v1/bot/wallet/topup-requests', query, options)).body;
   }
 
   /**

@@ -86,6 +86,7 @@ export type BotStatusResponse = ResponseOf<
     } | null;
     message?: string;
     pending_messages?: number;
+    pending_topups?: number;
     webhook_status?: string;
     webhook_fail_count?: number;
   }
@@ -193,6 +194,43 @@ export type NextTaskResponse = ResponseOf<
   }
 >;
 
+// ---- Top-up requests (asking the owner for funds) -----------------------------------------------
+
+export type TopupRequest = BodyOf<
+  'POST /api/v1/bot/wallet/topup-requests',
+  {
+    /** Amount asked for, in cents (1 to 1 000 000). */
+    amount_cents: number;
+    /** Why, shown to the owner (at most 500 characters; line breaks become spaces). */
+    reason: string;
+  }
+>;
+
+/** One top-up request as the bot sees it. */
+export interface Topup {
+  topup_id: string;
+  status: 'pending' | 'approved' | 'declined' | 'expired';
+  amount_usd: number;
+  reason: string;
+  approved_amount_usd?: number;
+  note?: string;
+  created_at: string;
+  expires_at: string;
+  decided_at: string | null;
+}
+
+export type TopupRequestResponse = ResponseOf<
+  'POST /api/v1/bot/wallet/topup-requests',
+  201,
+  Topup & { message: string }
+>;
+
+export type TopupListResponse = ResponseOf<
+  'GET /api/v1/bot/wallet/topup-requests',
+  200,
+  { topup_requests: Topup[] }
+>;
+
 // ---- Queued events (undelivered webhooks) ------------------------------------------------------
 
 /** The body of every webhook delivery, and of each queued message. */
@@ -213,6 +251,10 @@ export type KnownEventType =
   | 'wallet.frozen'
   | 'wallet.unfrozen'
   | 'wallet.balance_low'
+  | 'wallet.topup_requested'
+  | 'wallet.topup_approved'
+  | 'wallet.topup_declined'
+  | 'wallet.topup_expired'
   | 'purchase.approved'
   | 'purchase.denied'
   | 'purchase.expired'

@@ -1,0 +1,119 @@
+import { audit, lockOwnedBot } from '../owners/service.ts';
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne } from '../platform/db/port.ts';
+import { ApiError, notFound, validationError } from '../platform/errors.ts';
+import { checksummed } from './requirements.ts';
+import { presentPayment, type X402PaymentRow } from './service.ts';
+import { loadWallet, presentWallet } from './wallet.ts';
+
+// The owner's side of the partner wallet: its address, balance, limits and lists, and payments.
+
+export interface X402SettingsInput {
+  per_transaction_cents?: number;
+  daily_cents?: number;
+  monthly_cents?: number;
+  approval_mode?: 'ask_for_everything' | 'auto_approve_under_threshold';
+  approval_threshold_cents?: number;
+  allow_pay_to?: string[];
+  deny_pay_to?: string[];
+  allow_domains?: string[];
+  deny_domains?: string[];
+}
+
+async function ownedWallet(ctx: AppContext, ownerId: string, botId: string) {
+  const bot = await maybeOne<{ id: string }>(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [
+    botId,
+    ownerId,
+  ]);
+  if (!bot) throw notFound('Bot');
+  const wallet = await loadWallet(ctx.db, botId);
+  const rail = await maybeOne<{ status: string }>(
+    ctx.db,
+    `SELECT status FROM rails WHERE bot_id = $1 AND rail_key = 'partner_wallet'`,
+    [botId],
+  );
+  return { wallet, railStatus: rail?.status ?? 'inactive' };
+}
+
+/** GET /api/v1/owner/bots/{id}/x402: the wallet (404 when the rail was never turned on). */
+export async function getX402Wallet(ctx: AppContext, ownerId: string, botId: string) {
+  const { wallet, railStatus } = await ownedWallet(ctx, ownerId, botId);
+  if (!wallet) throw new ApiError('not_found', 'This bot has no partner wallet yet: turn the rail on first.');
+  return { bot_id: botId, ...presentWallet(wallet, railStatus) };
+}
+
+function domainEntry(value: string): string {
+  const v = value.trim().toLowerCase();
+  if (
+    !/^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(v) ||
+    v.length > 253
+  ) {
+    throw validationError(
+      `"${value.slice(0, 100)}" is not a host name (use api.example.com or *.example.com).`,
+      {
+        field: 'domains',
+      },
+    );
+  }
+  return v;
+}
+
+/** PATCH /api/v1/owner/bots/{id}/x402: limits, approval mode and lists. */
+export async function updateX402Settings(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  input: X402SettingsInput,
+) {
+  const now = ctx.clock.now();
+  const lists = {
+    allow_pay_to: input.allow_pay_to?.map((a, i) => checksummed(a, `allow_pay_to[${i}]`)),
+    deny_pay_to: input.deny_pay_to?.map((a, i) => checksummed(a, `deny_pay_to[${i}]`)),
+    allow_domains: input.allow_domains?.map(domainEntry),
+    deny_domains: input.deny_domains?.map(domainEntry),
+  };
+  await ctx.db.transaction(async (tx) => {
+    await lockOwnedBot(tx, ownerId, botId);
+    const wallet = await loadWallet(tx, botId, true);
+    if (!wallet)
+      throw new ApiError('not_found', 'This bot has no partner wallet yet: turn the rail on first.');
+    const sets: string[] = [];
+    const params: unknown[] = [botId];
+    const put = (column: string, value: unknown) => {
+      if (value === undefined) return;
+      params.push(value);
+      sets.push(`${column} = $${params.length}`);
+    };
+    put('per_transaction_cents', input.per_transaction_cents);
+    put('daily_cents', input.daily_cents);
+    put('monthly_cents', input.monthly_cents);
+    put('approval_mode', input.approval_mode);
+    put('approval_threshold_cents', input.approval_threshold_cents);
+    for (const [k, v] of Object.entries(lists))
+      put(k, v === undefined ? undefined : JSON.stringify([...new Set(v)]));
+    if (sets.length === 0) return;
+    params.push(new Date(now));
+    await tx.query(
+      `UPDATE x402_wallets SET ${sets.join(', ')}, updated_at = $${params.length} WHERE bot_id = $1`,
+      params,
+    );
+    await audit(tx, {
+      ownerId,
+      botId,
+      action: 'x402.settings_updated',
+      details: { ...input, ...Object.fromEntries(Object.entries(lists).filter(([, v]) => v !== undefined)) },
+      at: now,
+    });
+  });
+  return getX402Wallet(ctx, ownerId, botId);
+}
+
+/** GET /api/v1/owner/bots/{id}/x402/payments: newest first, with on-chain transaction hashes. */
+export async function listX402Payments(ctx: AppContext, ownerId: string, botId: string, limit = 50) {
+  await ownedWallet(ctx, ownerId, botId);
+  const rows = await ctx.db.query<X402PaymentRow>(
+    'SELECT * FROM x402_payments WHERE bot_id = $1 AND owner_id = $2 ORDER BY created_at DESC LIMIT $3',
+    [botId, ownerId, limit],
+  );
+  return { bot_id: botId, payments: rows.map(presentPayment) };
+}

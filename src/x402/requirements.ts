@@ -1,0 +1,166 @@
+import type { PaymentRequirements } from '@x402/core/types';
+import { getAddress } from 'viem';
+import type { X402Config } from '../config.ts';
+import { validationError } from '../platform/errors.ts';
+
+// What a bot hands over from a 402 response, checked before anything is signed. x402 v2 amounts
+// are strings of atomic units; USDC has 6 decimals, so 1 unit is one micro-USDC ($0.000001).
+//
+// Amounts and cents: the ledger, the limits and the owner's budgets count whole cents, so the
+// service pays only amounts that are whole cents (a multiple of 10 000 micro-USDC): $0.01 is
+// "10000". A smaller or in-between amount ($0.001, "1000", or "12345") is refused with a 400 that
+// says so, never rounded: rounding would make the ledger and the chain disagree. An amount with a
+// fraction of a micro-USDC ("1.5", "0.0000001") cannot exist on chain and is refused as well.
+
+export const MICRO_PER_CENT = 10_000n;
+/** The largest single payment the service will sign: $100 000, like a checkout's amount_cents limit. */
+export const MAX_AMOUNT_CENTS = 10_000_000;
+
+export interface CheckedRequirement {
+  requirements: PaymentRequirements;
+  amountMicro: bigint;
+  amountCents: number;
+  payTo: string;
+}
+
+/** A checksummed (EIP-55) address, exactly as written; anything else is a 400 naming the field. */
+export function checksummed(value: unknown, field: string): string {
+  if (typeof value !== 'string' || !/^0x[0-9a-fA-F]{40}$/.test(value)) {
+    throw validationError(`${field} must be a 0x-prefixed 20-byte hex address.`, { field });
+  }
+  const canonical = getAddress(value);
+  if (canonical !== value) {
+    throw validationError(`${field} must be written with its EIP-55 checksum (${canonical}).`, { field });
+  }
+  return canonical;
+}
+
+/** An x402 amount string in micro-USDC → micro and cents, or a 400 that says why not. */
+export function parseAmount(amount: unknown, field = 'amount'): { micro: bigint; cents: number } {
+  if (typeof amount !== 'string' || amount.length === 0 || amount.length > 40) {
+    throw validationError(`${field} must be a string of atomic units (micro-USDC), e.g. "10000" for $0.01.`, {
+      field,
+    });
+  }
+  if (/^\d*\.\d+$/.test(amount) || /^\d+\.\d*$/.test(amount)) {
+    throw validationError(
+      `${field} has a fraction of a micro-USDC: x402 amounts are whole atomic units (1 = $0.000001).`,
+      { field },
+    );
+  }
+  if (!/^\d+$/.test(amount)) {
+    throw validationError(`${field} must contain only digits (atomic units of USDC).`, { field });
+  }
+  const micro = BigInt(amount);
+  if (micro <= 0n) throw validationError(`${field} must be greater than zero.`, { field });
+  if (micro % MICRO_PER_CENT !== 0n) {
+    throw validationError(
+      `${field} is not a whole number of cents: the service pays multiples of 10000 micro-USDC ($0.01) only.`,
+      { field, amount_micro: amount },
+    );
+  }
+  const cents = micro / MICRO_PER_CENT;
+  if (cents > BigInt(MAX_AMOUNT_CENTS)) {
+    throw validationError(`${field} is above the largest payment the service signs ($100000).`, { field });
+  }
+  return { micro, cents: Number(cents) };
+}
+
+/**
+ * Chooses the requirement to pay among those the 402 response offered: the first `exact` one on
+ * the configured network and USDC contract. A list where none fits is refused with the reason of
+ * each entry; a fitting entry with a bad field is refused for that field.
+ */
+export function chooseRequirement(cfg: X402Config, offered: unknown[]): CheckedRequirement {
+  if (offered.length === 0)
+    throw validationError('payment_requirements is empty.', { field: 'payment_requirements' });
+  const reasons: string[] = [];
+  for (const [i, raw] of offered.entries()) {
+    const field = offered.length === 1 ? 'payment_requirements' : `payment_requirements[${i}]`;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      reasons.push(`${field} is not an object`);
+      continue;
+    }
+    const r = raw as Record<string, unknown>;
+    if (r.scheme !== 'exact') {
+      reasons.push(`${field}.scheme is ${JSON.stringify(r.scheme)}, only "exact" is supported`);
+      continue;
+    }
+    if (r.network !== cfg.network) {
+      reasons.push(`${field}.network is ${JSON.stringify(r.network)}, this service pays on ${cfg.network}`);
+      continue;
+    }
+    const asset = checksummed(r.asset, `${field}.asset`);
+    if (asset !== getAddress(cfg.usdcAddress)) {
+      reasons.push(`${field}.asset is ${asset}, this service pays in USDC ${getAddress(cfg.usdcAddress)}`);
+      continue;
+    }
+    return checkRequirement(r, field, asset);
+  }
+  throw validationError(`No payment requirement this wallet can pay: ${reasons.join('; ')}.`, {
+    field: 'payment_requirements',
+    reasons,
+  });
+}
+
+function checkRequirement(r: Record<string, unknown>, field: string, asset: string): CheckedRequirement {
+  const payTo = checksummed(r.payTo, `${field}.payTo`);
+  const { micro, cents } = parseAmount(r.amount, `${field}.amount`);
+  const timeout = r.maxTimeoutSeconds;
+  if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 10 || timeout > 86_400) {
+    throw validationError(`${field}.maxTimeoutSeconds must be a whole number of seconds from 10 to 86400.`, {
+      field: `${field}.maxTimeoutSeconds`,
+    });
+  }
+  const extra = r.extra;
+  if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) {
+    throw validationError(`${field}.extra must be an object with the token's EIP-712 name and version.`, {
+      field: `${field}.extra`,
+    });
+  }
+  const e = extra as Record<string, unknown>;
+  if (typeof e.name !== 'string' || typeof e.version !== 'string' || !e.name || !e.version) {
+    throw validationError(`${field}.extra.name and .version (the token's EIP-712 domain) are required.`, {
+      field: `${field}.extra`,
+    });
+  }
+  if (e.assetTransferMethod !== undefined && e.assetTransferMethod !== 'eip3009') {
+    throw validationError(`${field}.extra.assetTransferMethod must be eip3009 (transferWithAuthorization).`, {
+      field: `${field}.extra.assetTransferMethod`,
+    });
+  }
+  return {
+    requirements: {
+      scheme: 'exact',
+      network: r.network as PaymentRequirements['network'],
+      asset,
+      amount: r.amount as string,
+      payTo,
+      maxTimeoutSeconds: timeout,
+      extra: e,
+    },
+    amountMicro: micro,
+    amountCents: cents,
+    payTo,
+  };
+}
+
+/** The resource URL: absolute http(s); its host name (lower case) is what the domain lists match. */
+export function resourceDomain(resourceUrl: string): string {
+  let u: URL;
+  try {
+    u = new URL(resourceUrl);
+  } catch {
+    throw validationError('resource_url must be an absolute URL.', { field: 'resource_url' });
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') {
+    throw validationError('resource_url must use http or https.', { field: 'resource_url' });
+  }
+  return u.hostname.toLowerCase();
+}
+
+/** Whether a host matches a list entry: exact, or "*.example.com" for any subdomain (not the apex). */
+export function domainMatches(host: string, entry: string): boolean {
+  if (entry.startsWith('*.')) return host.endsWith(entry.slice(1));
+  return host === entry;
+}

@@ -1,0 +1,128 @@
+import { Type } from '@sinclair/typebox';
+
+// HTTP shapes of the x402 routes. Field-level rules that need a clear message of their own (network,
+// asset, checksums, amounts in whole cents) are checked in src/x402/requirements.ts.
+
+/** One entry of an x402 v2 402 response's `accepts` list; checked field by field in requirements.ts. */
+const PaymentRequirementsSchema = Type.Object(
+  {},
+  {
+    additionalProperties: true,
+    description:
+      'x402 v2 PaymentRequirements: scheme ("exact"), network (CAIP-2, e.g. eip155:8453), asset (USDC contract, EIP-55), ' +
+      'amount (atomic units, whole cents: a multiple of 10000), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
+  },
+);
+
+export const PayBody = Type.Object(
+  {
+    resource_url: Type.String({ minLength: 1, maxLength: 2000 }),
+    payment_requirements: Type.Union([
+      Type.Array(PaymentRequirementsSchema, { minItems: 1, maxItems: 20 }),
+      PaymentRequirementsSchema,
+    ]),
+    resource: Type.Optional(
+      Type.Object(
+        {
+          url: Type.Optional(Type.String({ maxLength: 2000 })),
+          description: Type.Optional(Type.String({ maxLength: 500 })),
+          mimeType: Type.Optional(Type.String({ maxLength: 200 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    description: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+
+export const PayHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+});
+
+const Common = {
+  payment_id: Type.String(),
+  confirmation_id: Type.String(),
+  amount_usd: Type.Number(),
+  amount_atomic: Type.String(),
+  network: Type.String(),
+  asset: Type.String(),
+  pay_to: Type.String(),
+  resource_url: Type.String(),
+  message: Type.String(),
+};
+
+const Signed = {
+  valid_before: Type.String({ description: 'When the signed authorisation stops being valid (ISO 8601).' }),
+  payment_header_name: Type.Literal('PAYMENT-SIGNATURE'),
+  payment_header: Type.String({ description: 'base64 of payment_payload: send it as PAYMENT-SIGNATURE.' }),
+  payment_payload: Type.Object(
+    {},
+    { additionalProperties: true, description: 'The x402 v2 PaymentPayload.' },
+  ),
+};
+
+export const PayApproved = Type.Object({
+  approved: Type.Literal(true),
+  status: Type.Literal('approved'),
+  ...Common,
+  ...Signed,
+});
+
+export const PayPending = Type.Object({
+  approved: Type.Literal(false),
+  status: Type.Literal('pending_confirmation'),
+  ...Common,
+  expires_at: Type.String(),
+});
+
+export const PaymentPoll = Type.Object({
+  payment_id: Type.String(),
+  confirmation_id: Type.String(),
+  status: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('approved'),
+    Type.Literal('denied'),
+    Type.Literal('expired'),
+  ]),
+  payment_status: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('authorized'),
+    Type.Literal('settled'),
+    Type.Literal('lapsed'),
+    Type.Literal('denied'),
+    Type.Literal('expired'),
+  ]),
+  amount_usd: Type.Number(),
+  amount_atomic: Type.String(),
+  pay_to: Type.String(),
+  resource_url: Type.String(),
+  tx_hash: Type.Union([Type.String(), Type.Null()]),
+  message: Type.String(),
+  expires_at: Type.Optional(Type.String()),
+  valid_before: Type.Optional(Type.String()),
+  payment_header_name: Type.Optional(Type.Literal('PAYMENT-SIGNATURE')),
+  payment_header: Type.Optional(Type.String()),
+  payment_payload: Type.Optional(Type.Object({}, { additionalProperties: true })),
+});
+
+const Address = Type.String({ maxLength: 42 });
+const Domain = Type.String({ minLength: 1, maxLength: 253 });
+const Cents = Type.Integer({ minimum: 1, maximum: 10_000_000 });
+
+export const OwnerSettingsBody = Type.Object(
+  {
+    per_transaction_cents: Type.Optional(Cents),
+    daily_cents: Type.Optional(Cents),
+    monthly_cents: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000_000 })),
+    approval_mode: Type.Optional(
+      Type.Union([Type.Literal('ask_for_everything'), Type.Literal('auto_approve_under_threshold')]),
+    ),
+    approval_threshold_cents: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
+    allow_pay_to: Type.Optional(Type.Array(Address, { maxItems: 100 })),
+    deny_pay_to: Type.Optional(Type.Array(Address, { maxItems: 100 })),
+    allow_domains: Type.Optional(Type.Array(Domain, { maxItems: 100 })),
+    deny_domains: Type.Optional(Type.Array(Domain, { maxItems: 100 })),
+  },
+  { additionalProperties: false },
+);

@@ -1,0 +1,503 @@
+import type { PaymentPayload, ResourceInfo } from '@x402/core/types';
+import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
+import { limitError, perTransactionError } from '../checkout/guardrails.ts';
+import type { CheckoutResult } from '../checkout/service.ts';
+import { emitPurchaseEvent } from '../checkout/service.ts';
+import { subtractFromCounters } from '../checkout/counters.ts';
+import type { ConfirmationRow } from '../checkout/decisions.ts';
+import { deliverOwnerMail } from '../notifications/job.ts';
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { sha256Hex } from '../platform/crypto.ts';
+import { ApiError, notFound } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { centsToUsd } from '../platform/money.ts';
+import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
+import { iso, type WindowKind, windowStart } from '../platform/time.ts';
+import { x402Moves } from '../wallet/ledger.ts';
+import { chooseRequirement, domainMatches, resourceDomain } from './requirements.ts';
+import { PAYMENT_HEADER, signPayment } from './sign.ts';
+import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
+
+// POST /api/v1/bot/x402/pay: the guardrail chain of a card checkout, for the partner wallet, in one
+// transaction: rate limit → idempotency → wallet status → rail status → pay-to and domain lists →
+// the rail's per-transaction / daily / monthly limits → the owner's master guardrails (the same
+// 'owner:<id>' counters card purchases count in, so one budget covers both rails) → the bot's
+// figures → funds (the x402 wallet row, locked last) → approval mode. Approved: the authorisation
+// is signed and the amount moves to x402_authorized; held: a checkout confirmation with rail
+// partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.* events as a
+// card purchase; src/checkout/decisions.ts calls settleX402Hold).
+//
+// Counter locks in one order: 'x402:<bot>' → 'owner:<id>' → 'bot:<id>', then the x402 wallet row.
+
+export interface PayRequest {
+  resource_url: string;
+  payment_requirements: unknown;
+  resource?: { description?: string; mimeType?: string } | undefined;
+  description?: string | undefined;
+}
+
+export interface X402PaymentRow {
+  id: string;
+  bot_id: string;
+  owner_id: string;
+  resource_url: string;
+  resource_domain: string;
+  description: string | null;
+  network: string;
+  asset: string;
+  pay_from: string;
+  pay_to: string;
+  amount_micro: string;
+  amount_cents: number;
+  requirements: unknown;
+  status: 'pending' | 'denied' | 'expired' | 'authorized' | 'settled' | 'lapsed';
+  nonce: string | null;
+  valid_before: number | null;
+  payload_enc: string | null;
+  tx_hash: string | null;
+  created_at: Date;
+  authorized_at: Date | null;
+  finished_at: Date | null;
+  [key: string]: unknown;
+}
+
+export const X402_APPROVED_MESSAGE =
+  'Payment authorised. Retry the resource request with the header PAYMENT-SIGNATURE set to payment_header (valid until valid_before).';
+export const X402_PENDING_MESSAGE =
+  'Payment held for owner approval. Poll /api/v1/bot/x402/payments/{payment_id} until it is decided or expires.';
+
+function payLimit(ctx: AppContext, botId: string, now: number) {
+  return { key: `x402:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
+}
+
+function requestHash(req: PayRequest): string {
+  return sha256Hex(
+    JSON.stringify([
+      'x402',
+      req.resource_url,
+      req.payment_requirements,
+      req.resource ?? null,
+      req.description ?? null,
+    ]),
+  );
+}
+
+export async function pay(
+  ctx: AppContext,
+  botId: string,
+  req: PayRequest,
+  idempotencyKey: string | undefined,
+): Promise<CheckoutResult> {
+  const cfg = ctx.config.x402;
+  if (!cfg) {
+    throw new ApiError('rail_not_active', 'The partner wallet rail is not available on this service.');
+  }
+  // Everything about the request itself is checked before any row is touched (400, nothing signed).
+  const domain = resourceDomain(req.resource_url);
+  const offered = Array.isArray(req.payment_requirements)
+    ? req.payment_requirements
+    : [req.payment_requirements];
+  const chosen = chooseRequirement(cfg, offered);
+  const now = ctx.clock.now();
+  const key = idempotencyKey === undefined ? undefined : `x402:${idempotencyKey}`;
+  const hash = key === undefined ? '' : requestHash(req);
+  let result: CheckoutResult & { replayed: boolean };
+  try {
+    result = await ctx.db.transaction(async (tx) => {
+      if (key !== undefined) {
+        const replay = await claimIdempotencyKey(ctx, tx, botId, key, hash, now);
+        if (replay) return { ...replay, replayed: true };
+      }
+      const fresh = await runChain(ctx, tx, botId, req, chosen, domain, now);
+      if (key !== undefined) await saveIdempotentResponse(ctx, tx, botId, key, fresh);
+      return { ...fresh, replayed: false };
+    });
+  } catch (error) {
+    // As for checkouts: a refused payment still counts toward the hourly limit.
+    if (error instanceof ApiError && error.code !== 'rate_limited' && error.status < 500) {
+      await ctx.db
+        .transaction((tx) => consumeRateLimit(tx, payLimit(ctx, botId, now)))
+        .catch((err) => ctx.logger.warn({ err }, 'could not count a refused x402 payment'));
+    }
+    throw error;
+  }
+  if (!result.replayed && result.heldForOwner) {
+    void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
+  }
+  return { statusCode: result.statusCode, body: result.body };
+}
+
+function railLimitError(
+  limit: 'per_transaction' | 'daily' | 'monthly',
+  limitCents: number,
+  spentCents: number,
+) {
+  const text = { per_transaction: 'per-transaction limit', daily: 'daily limit', monthly: 'monthly limit' }[
+    limit
+  ];
+  return new ApiError(
+    'rail_guardrail_violation',
+    limit === 'per_transaction'
+      ? `The amount is above the partner wallet's ${text}.`
+      : `The payment would exceed the partner wallet's ${text}.`,
+    {
+      limit,
+      limit_usd: centsToUsd(limitCents),
+      remaining_usd: centsToUsd(Math.max(0, limitCents - spentCents)),
+    },
+  );
+}
+
+async function addCounter(
+  tx: Queryable,
+  scope: string,
+  kind: WindowKind,
+  now: number,
+  amount: number,
+  limit: number | null,
+): Promise<number> {
+  const rows = await tx.query<{ spent: number }>('SELECT checkout_add_counter($1, $2, $3, $4, $5) AS spent', [
+    scope,
+    kind,
+    windowStart(kind, now),
+    amount,
+    limit,
+  ]);
+  return Number(rows[0]!.spent);
+}
+
+/** The counters an x402 payment counts in, in lock order (released on deny / expiry). */
+export function x402CounterSpecs(botId: string, ownerId: string) {
+  return [
+    { scope: `x402:${botId}`, kind: 'day' as const },
+    { scope: `x402:${botId}`, kind: 'month' as const },
+    { scope: `owner:${ownerId}`, kind: 'day' as const },
+    { scope: `owner:${ownerId}`, kind: 'month' as const },
+    { scope: `bot:${botId}`, kind: 'day' as const },
+    { scope: `bot:${botId}`, kind: 'month' as const },
+  ];
+}
+
+function listRefusal(what: string): ApiError {
+  return new ApiError('destination_not_allowed', `The owner does not allow payments to ${what}.`);
+}
+
+async function runChain(
+  ctx: AppContext,
+  tx: Queryable,
+  botId: string,
+  req: PayRequest,
+  chosen: ReturnType<typeof chooseRequirement>,
+  domain: string,
+  now: number,
+): Promise<CheckoutResult> {
+  const limited = await consumeRateLimit(tx, payLimit(ctx, botId, now));
+  if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'payment requests');
+  const cfg = requireX402Config(ctx);
+
+  // 1. Wallet and rail status.
+  const st = await maybeOne<{
+    owner_id: string | null;
+    status: string;
+    rail_status: string | null;
+    m_tx: number;
+    m_day: number;
+    m_month: number;
+  }>(
+    tx,
+    `SELECT b.owner_id, w.status, r.status AS rail_status, o.master_per_transaction_cents AS m_tx,
+            o.master_daily_cents AS m_day, o.master_monthly_cents AS m_month
+       FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
+       LEFT JOIN rails r ON r.bot_id = b.id AND r.rail_key = 'partner_wallet'
+      WHERE b.id = $1`,
+    [botId],
+  );
+  if (!st || st.owner_id === null || st.status === 'pending') {
+    throw new ApiError('wallet_not_active', 'The wallet is not active: your owner has not claimed you yet.');
+  }
+  if (st.status === 'frozen') throw new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
+  const ownerId = st.owner_id;
+  const wallet = await loadWallet(tx, botId);
+  if (st.rail_status !== 'active' || !wallet) {
+    throw new ApiError('rail_not_active', 'The partner wallet rail is not active for this bot.');
+  }
+  if (wallet.network !== cfg.network || wallet.asset !== chosen.requirements.asset) {
+    throw new ApiError('rail_not_active', `The partner wallet is on ${wallet.network}, not ${cfg.network}.`);
+  }
+
+  // 2. The owner's lists.
+  if (wallet.deny_pay_to.includes(chosen.payTo)) throw listRefusal(chosen.payTo);
+  if (wallet.allow_pay_to.length > 0 && !wallet.allow_pay_to.includes(chosen.payTo))
+    throw listRefusal(chosen.payTo);
+  if (wallet.deny_domains.some((d) => domainMatches(domain, d))) throw listRefusal(domain);
+  if (wallet.allow_domains.length > 0 && !wallet.allow_domains.some((d) => domainMatches(domain, d)))
+    throw listRefusal(domain);
+
+  // 3. The rail's limits.
+  const amount = chosen.amountCents;
+  if (amount > wallet.per_transaction_cents)
+    throw railLimitError('per_transaction', wallet.per_transaction_cents, 0);
+  let spent = await addCounter(tx, `x402:${botId}`, 'day', now, amount, wallet.daily_cents);
+  if (spent >= 0) throw railLimitError('daily', wallet.daily_cents, spent);
+  spent = await addCounter(tx, `x402:${botId}`, 'month', now, amount, wallet.monthly_cents);
+  if (spent >= 0) throw railLimitError('monthly', wallet.monthly_cents, spent);
+
+  // 4. Master guardrails: the owner's budget across all bots and both rails.
+  const mTx = Number(st.m_tx);
+  const mDay = Number(st.m_day);
+  const mMonth = Number(st.m_month);
+  if (amount > mTx) throw perTransactionError('master_budget_exceeded', mTx);
+  spent = await addCounter(tx, `owner:${ownerId}`, 'day', now, amount, mDay);
+  if (spent >= 0) throw limitError('master_daily', mDay, spent);
+  spent = await addCounter(tx, `owner:${ownerId}`, 'month', now, amount, mMonth);
+  if (spent >= 0) throw limitError('master_monthly', mMonth, spent);
+  await addCounter(tx, `bot:${botId}`, 'day', now, amount, null);
+  await addCounter(tx, `bot:${botId}`, 'month', now, amount, null);
+
+  // 5. Funds, from the ledger's view of the wallet (row locked last).
+  const locked = (await loadWallet(tx, botId, true))!;
+  if (locked.available_cents < amount) {
+    throw new ApiError('insufficient_funds', 'The partner wallet balance is too low for this payment.', {
+      balance_usd: centsToUsd(locked.available_cents),
+    });
+  }
+
+  // 6. Approval mode.
+  const automatic =
+    locked.approval_mode === 'auto_approve_under_threshold' && amount < locked.approval_threshold_cents;
+  const id = newId('chk');
+  const description = req.description ?? req.resource?.description ?? null;
+  const resource: ResourceInfo = {
+    url: req.resource_url,
+    ...(description ? { description } : {}),
+    ...(req.resource?.mimeType ? { mimeType: req.resource.mimeType } : {}),
+  };
+  await tx.query(
+    `INSERT INTO x402_payments (id, bot_id, owner_id, resource_url, resource_domain, description, network, asset,
+       pay_from, pay_to, amount_micro, amount_cents, requirements, status, created_at)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14)`,
+    [
+      id,
+      botId,
+      ownerId,
+      req.resource_url,
+      domain,
+      description,
+      wallet.network,
+      wallet.asset,
+      wallet.address,
+      chosen.payTo,
+      chosen.amountMicro.toString(),
+      amount,
+      JSON.stringify({ requirements: chosen.requirements, resource }),
+      new Date(now),
+    ],
+  );
+  const common = {
+    payment_id: id,
+    confirmation_id: id,
+    amount_usd: centsToUsd(amount),
+    amount_atomic: chosen.requirements.amount,
+    network: chosen.requirements.network,
+    asset: chosen.requirements.asset,
+    pay_to: chosen.payTo,
+    resource_url: req.resource_url,
+  };
+  if (!automatic) {
+    const expiresAt = now + ctx.config.approvalWindowSeconds * 1000;
+    await tx.query(
+      `INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
+         merchant_name, merchant_url, item_name, category, task_id, amount_cents, status, created_at, expires_at, rail)
+       VALUES ($1,$2,$3,NULL,0,true,'month',$4,$5,$6,'x402',NULL,$7,'pending',$8,$9,'partner_wallet')`,
+      [
+        id,
+        botId,
+        ownerId,
+        domain,
+        req.resource_url,
+        description ?? `x402 payment to ${chosen.payTo}`,
+        amount,
+        new Date(now),
+        new Date(expiresAt),
+      ],
+    );
+    await x402Moves.hold(tx, botId, amount, now, id);
+    return {
+      statusCode: 202,
+      body: {
+        approved: false,
+        status: 'pending_confirmation',
+        ...common,
+        expires_at: iso(expiresAt),
+        message: X402_PENDING_MESSAGE,
+      },
+      heldForOwner: id,
+    };
+  }
+  const signed = await authorise(ctx, tx, locked, id, now);
+  await x402Moves.payment(tx, botId, amount, now, id);
+  await emitPurchaseEvent(
+    tx,
+    'purchase.approved',
+    {
+      id,
+      botId,
+      amountCents: amount,
+      merchantName: domain,
+      itemName: description ?? `x402 payment to ${chosen.payTo}`,
+    },
+    now,
+  );
+  return {
+    statusCode: 200,
+    body: {
+      approved: true,
+      status: 'approved',
+      ...common,
+      ...signedFields(signed),
+      message: X402_APPROVED_MESSAGE,
+    },
+  };
+}
+
+function signedFields(s: { payload: PaymentPayload; header: string; validBefore: number }) {
+  return {
+    valid_before: iso(s.validBefore * 1000),
+    payment_header_name: PAYMENT_HEADER,
+    payment_header: s.header,
+    payment_payload: s.payload,
+  };
+}
+
+/** Signs the payment's authorisation and records it (status authorized, nonce, validity, payload encrypted). */
+async function authorise(ctx: AppContext, tx: Queryable, wallet: X402WalletRow, id: string, now: number) {
+  const row = (await tx.query<X402PaymentRow>('SELECT * FROM x402_payments WHERE id = $1', [id]))[0]!;
+  const stored = (typeof row.requirements === 'string' ? JSON.parse(row.requirements) : row.requirements) as {
+    requirements: Parameters<typeof signPayment>[2];
+    resource: ResourceInfo;
+  };
+  const signed = await signPayment(ctx, wallet.key_enc, stored.requirements, stored.resource);
+  await tx.query(
+    `UPDATE x402_payments SET status = 'authorized', nonce = $2, valid_before = $3, payload_enc = $4, authorized_at = $5
+      WHERE id = $1`,
+    [
+      id,
+      signed.nonce,
+      signed.validBefore,
+      ctx.secrets.encrypt(JSON.stringify(signed.payload)),
+      new Date(now),
+    ],
+  );
+  return signed;
+}
+
+/**
+ * Called by src/checkout/decisions.ts for a held partner_wallet confirmation, inside its
+ * transaction with the confirmation row locked: approve signs now (fresh validity) and moves the
+ * hold to x402_authorized; deny / expire give the counters and the hold back.
+ */
+export async function settleX402Hold(
+  ctx: AppContext | undefined,
+  tx: Queryable,
+  c: ConfirmationRow,
+  outcome: 'approved' | 'denied' | 'expired',
+  now: number,
+): Promise<void> {
+  const heldAt = new Date(c.created_at).getTime();
+  if (outcome === 'approved') {
+    if (!ctx) throw new Error('an x402 approval needs the context to sign');
+    const wallet = (await loadWallet(tx, c.bot_id, true))!;
+    await authorise(ctx, tx, wallet, c.id, now);
+    await x402Moves.approve(tx, c.bot_id, c.amount_cents, now, c.id);
+    return;
+  }
+  await subtractFromCounters(tx, x402CounterSpecs(c.bot_id, c.owner_id), c.amount_cents, heldAt);
+  await x402Moves.release(tx, c.bot_id, c.amount_cents, now, c.id);
+  await tx.query(
+    `UPDATE x402_payments SET status = $2, finished_at = $3 WHERE id = $1 AND status = 'pending'`,
+    [c.id, outcome, new Date(now)],
+  );
+}
+
+const POLL_MESSAGES: Record<string, string> = {
+  pending: 'Waiting for the owner to approve or deny the payment.',
+  authorized: X402_APPROVED_MESSAGE,
+  settled: 'The payment was settled on chain.',
+  lapsed: 'The authorisation expired unused; its amount is back in the wallet. Ask again to pay.',
+  denied: 'The owner denied this payment.',
+  expired: 'The owner did not decide in time; the payment expired.',
+};
+
+/** GET /api/v1/bot/x402/payments/{id}: the same states as a checkout poll, plus the on-chain outcome. */
+export async function paymentStatus(
+  ctx: AppContext,
+  botId: string,
+  id: string,
+  settleDue: (id: string) => Promise<void>,
+) {
+  let p = await maybeOne<X402PaymentRow>(
+    ctx.db,
+    'SELECT * FROM x402_payments WHERE id = $1 AND bot_id = $2',
+    [id, botId],
+  );
+  if (!p) throw notFound('Payment');
+  if (p.status === 'pending') {
+    await settleDue(id);
+    p = (await ctx.db.query<X402PaymentRow>('SELECT * FROM x402_payments WHERE id = $1', [id]))[0]!;
+  }
+  const status =
+    p.status === 'authorized' || p.status === 'settled' || p.status === 'lapsed'
+      ? 'approved'
+      : (p.status as 'pending' | 'denied' | 'expired');
+  const body: Record<string, unknown> = {
+    payment_id: p.id,
+    confirmation_id: p.id,
+    status,
+    payment_status: p.status,
+    amount_usd: centsToUsd(Number(p.amount_cents)),
+    amount_atomic: String(p.amount_micro),
+    pay_to: p.pay_to,
+    resource_url: p.resource_url,
+    tx_hash: p.tx_hash,
+    message: POLL_MESSAGES[p.status],
+  };
+  if (p.status === 'pending') {
+    const c = await maybeOne<{ expires_at: Date }>(
+      ctx.db,
+      'SELECT expires_at FROM checkout_confirmations WHERE id = $1',
+      [id],
+    );
+    if (c) body.expires_at = iso(c.expires_at);
+  }
+  if (p.status === 'authorized' && p.payload_enc) {
+    const payload = JSON.parse(ctx.secrets.decrypt(p.payload_enc)) as PaymentPayload;
+    const { encodePaymentSignatureHeader } = await import('@x402/core/http');
+    Object.assign(
+      body,
+      signedFields({
+        payload,
+        header: encodePaymentSignatureHeader(payload),
+        validBefore: Number(p.valid_before),
+      }),
+    );
+  }
+  return body;
+}
+
+export function presentPayment(p: X402PaymentRow) {
+  return {
+    payment_id: p.id,
+    status: p.status,
+    amount_usd: centsToUsd(Number(p.amount_cents)),
+    amount_atomic: String(p.amount_micro),
+    pay_to: p.pay_to,
+    resource_url: p.resource_url,
+    description: p.description,
+    network: p.network,
+    tx_hash: p.tx_hash,
+    valid_before: p.valid_before === null ? null : iso(Number(p.valid_before) * 1000),
+    created_at: iso(p.created_at),
+    finished_at: p.finished_at ? iso(p.finished_at) : null,
+  };
+}

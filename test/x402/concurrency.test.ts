@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { windowStart } from '../../src/platform/time.ts';
+import { ledgerBalances } from '../../src/wallet/ledger.ts';
+import { isPostgres } from '../support/db.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { creditDeposit, enableWallet, payRequest, requirement, walletRow, X402_ENV } from './helpers.ts';
+
+// Real parallelism needs PostgreSQL (PGlite runs one transaction at a time).
+describe.runIf(isPostgres)('x402 payments under concurrency (PostgreSQL)', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { ...X402_ENV, CHECKOUT_RATE_LIMIT_PER_HOUR: '100000' } });
+  });
+  afterAll(async () => svc?.close());
+
+  it('100 parallel payments against a $0.50 daily limit: exactly 10 of $0.05 pass, the rest are 403', async () => {
+    const owner = await createOwner(svc);
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: owner.auth,
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 1_000_000,
+        monthly_budget_cents: 10_000_000,
+      },
+    });
+    const bot = await activeBot(svc, owner);
+    await enableWallet(svc, owner, bot.bot_id, {
+      per_transaction_cents: 100,
+      daily_cents: 50,
+      monthly_cents: 100_000,
+      approval_threshold_cents: 1000,
+    });
+    await creditDeposit(svc, bot.bot_id, 10_000);
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        payRequest(svc, bot, {
+          resource_url: `https://api.example.com/item/${i}`,
+          payment_requirements: [requirement({ amount: '50000' })],
+        }),
+      ),
+    );
+    const codes = new Map<number, number>();
+    for (const r of results) {
+      expect(r.statusCode, r.body).toBeLessThan(500);
+      codes.set(r.statusCode, (codes.get(r.statusCode) ?? 0) + 1);
+      if (r.statusCode === 403)
+        expect(r.json()).toMatchObject({ error: 'rail_guardrail_violation', limit: 'daily' });
+    }
+    expect(codes.get(200)).toBe(10);
+    expect(codes.get(403)).toBe(90);
+    const nonces = new Set(
+      results
+        .filter((r) => r.statusCode === 200)
+        .map((r) => r.json().payment_payload.payload.authorization.nonce),
+    );
+    expect(nonces.size).toBe(10);
+    const w = await walletRow(svc, bot.bot_id);
+    expect([Number(w.available_cents), Number(w.authorized_cents)]).toEqual([10_000 - 50, 50]);
+    const ledger = await ledgerBalances(svc.ctx.db, bot.bot_id);
+    expect(ledger).toMatchObject({ x402_available: 9950, x402_authorized: 50, x402_deposits: -10_000 });
+    const day = await svc.ctx.db.query<{ spent_cents: string }>(
+      `SELECT spent_cents FROM spend_counters WHERE scope = $1 AND window_kind = 'day' AND window_start = $2`,
+      [`x402:${bot.bot_id}`, windowStart('day', svc.clock.now())],
+    );
+    expect(Number(day[0]!.spent_cents)).toBe(50);
+    const n = await svc.ctx.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM x402_payments WHERE bot_id = $1 AND status = 'authorized'`,
+      [bot.bot_id],
+    );
+    expect(n[0]!.n).toBe(10);
+  });
+});
