@@ -14,7 +14,7 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
-import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
+import { htmlNotFound, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
@@ -25,6 +25,7 @@ import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
+import { ErrorBody } from './platform/schemas.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
@@ -148,7 +149,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.setNotFoundHandler((request, reply) => {
     // People in a browser get the friendly page; API clients the JSON error.
-    if (wantsHtml(request)) return notFoundPage(reply);
+    if (wantsHtml(request)) return htmlNotFound(ctx, request, reply);
     reply
       .status(404)
       .send({ error: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
@@ -160,6 +161,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       info: {
         title: 'Bot Payment Service',
         version: '1.0.0',
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
         description:
           'Bot-facing API (/api/v1/bot, registration) and owner API (/api/v1/owner); guides in the docs/ folder of the repository.',
       },
@@ -168,9 +170,11 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         securitySchemes: {
           botKey: { type: 'http', scheme: 'bearer', description: 'svc_live_<48 hex>' },
           ownerToken: { type: 'http', scheme: 'bearer', description: 'svc_owner_<48 hex>' },
+          tunnelToken: { type: 'http', scheme: 'bearer', description: 'svc_tun_<48 hex>' },
         },
       },
     },
+    transform: openapiTransform,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
@@ -216,6 +220,45 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerX402Routes(app, ctx);
   await registerSkillRoutes(app, ctx);
   return app;
+}
+
+/**
+ * The OpenAPI document as `redocly lint` (recommended rules, .ci/run) wants it, for every route
+ * without each route repeating it: an operationId from method and path, and the error answers
+ * every such route gives whether it declares them or not (400 when it validates input, 401 when
+ * it needs credentials). The dashboard's HTML pages (tag `dashboard`) are for a browser, not part
+ * of the API, and are left out (docs/owners.md describes them).
+ */
+function openapiTransform({
+  schema,
+  url,
+  route,
+}: {
+  schema: unknown;
+  url: string;
+  route: { method: string | string[] };
+}) {
+  const s = { ...((schema ?? {}) as Record<string, unknown>) };
+  if ((s.tags as string[] | undefined)?.includes('dashboard')) return { schema: { ...s, hide: true }, url };
+  if (s.operationId === undefined && typeof route.method === 'string') {
+    const words = url
+      .replace(/^\/api\/v1\//, '/')
+      .split(/[/_.-]+/)
+      .filter(Boolean)
+      .map((w) => (w.startsWith(':') ? `by_${w.slice(1)}` : w))
+      .flatMap((w) => w.split('_'));
+    s.operationId = [route.method.toLowerCase(), ...words.map((w) => w[0]!.toUpperCase() + w.slice(1))].join(
+      '',
+    );
+  }
+  const response = { ...((s.response ?? {}) as Record<string, unknown>) };
+  const has4xx = Object.keys(response).some((code) => /^4/.test(code));
+  const validates = s.body !== undefined || s.querystring !== undefined || s.params !== undefined;
+  if (!has4xx && validates) response[400] = ErrorBody;
+  const secured = Array.isArray(s.security) && s.security.length > 0;
+  if (secured && response[401] === undefined) response[401] = ErrorBody;
+  s.response = response;
+  return { schema: s, url };
 }
 
 /**

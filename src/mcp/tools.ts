@@ -191,7 +191,7 @@ export const BOT_TOOLS: readonly BotTool[] = [
       'Your requests for funds and their status (pending, approved, declined, expired), newest first.',
     input: NoInput,
     annotations: { readOnlyHint: true },
-    run: (_args, { client, signal }) => client.topupRequests(signal ? { signal } : {}),
+    run: (_args, { client, signal }) => client.topupRequests({}, signal ? { signal } : {}),
   }),
   // x402: the partner_wallet payment tool goes here once the SDK has the x402 pay method (another
   // branch adds it to packages/client/src). Same shape: its input schema is the x402 route's

@@ -332,7 +332,7 @@ describe('approvals inbox and e-mail', () => {
     expect(inbox.body).toMatch(/data-left="(8\d\d|900)"/);
     // Without JavaScript the absolute expiry time is shown (UTC).
     expect(inbox.body).toMatch(
-      /data-left="\d+">Expires <time datetime="[^"]+">\d+ \w{3} \d{4}, \d\d:\d\d UTC<\/time>/,
+      /data-left="\d+">Expires <span class="when"><time datetime="[^"]+"><span>\d+ \w{3} \d{4},<\/span> <span>\d\d:\d\d UTC<\/span><\/time>/,
     );
     expect(inbox.body).toContain('<script src="/assets/countdown.js" defer></script>');
     const js = await alice.get('/assets/countdown.js');

@@ -170,9 +170,15 @@ export class BotPayClient {
     return res.body;
   }
 
-  /** The bot's top-up requests and their status, newest first (GET /api/v1/bot/wallet/topup-requests). */
-  async topupRequests(options: CallOptions = {}): Promise<TopupListResponse> {
-    return (await this.get<TopupListResponse>('/api/v1/bot/wallet/topup-requests', undefined, options)).body;
+  /**
+   * The bot's top-up requests and their status, newest first (GET /api/v1/bot/wallet/topup-requests).
+   * `limit` (1–200, default 50) and `before` (the `created_at` of the last one you have) page back.
+   */
+  async topupRequests(
+    query: { limit?: number; before?: string } = {},
+    options: CallOptions = {},
+  ): Promise<TopupListResponse> {
+    return (await this.get<TopupListResponse>('/api/v1/bot/wallet/topup-requests', query, options)).body;
   }
 
   /**
