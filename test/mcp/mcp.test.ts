@@ -222,5 +222,15 @@ describe('botpay mcp over stdio against a real service', () => {
     stderr = '';
     await expect(connect({ BOTPAY_URL: baseUrl })).rejects.toThrow();
     expect(stderr).toContain('BOTPAY_API_KEY');
+    expect(stderr).not.toContain('warning');
+    // Plain http to another host: it starts (nothing is sent yet) but says the key would be exposed.
+    stderr = '';
+    const remote = await connect({ BOTPAY_API_KEY: bot.api_key, BOTPAY_URL: 'http://pay.example.com' });
+    // stderr is its own pipe: give the line a moment to arrive.
+    for (let i = 0; i < 50 && !stderr.includes('plain http'); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    await remote.close();
+    expect(stderr).toContain('BOTPAY_URL is plain http to pay.example.com');
+    expect(stderr).not.toContain(bot.api_key);
   });
 });
