@@ -330,15 +330,31 @@ export class BotPayClient {
     body: string | undefined,
     signal: AbortSignal | undefined,
   ): Promise<{ res: Response; text: string }> {
-    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
-    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    // One controller per attempt, tied to the caller's signal by a listener that is removed when the
+    // attempt ends: a bot passes one long-lived signal to hundreds of polls, and nothing may pile
+    // up on it (AbortSignal.any keeps a reference per composite on the source until GC).
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException('The request timed out.', 'TimeoutError'));
+    }, this.options.timeoutMs ?? 30_000);
+    const onAbort = () => controller.abort(signal?.reason);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const res = await this.fetchImpl(url, { method, headers, body, signal: combined, redirect: 'error' });
+      const res = await this.fetchImpl(url, {
+        method,
+        headers,
+        body,
+        signal: controller.signal,
+        redirect: 'error',
+      });
       // Read the body under the same timeout: a connection can also die half-way through it.
       return { res, text: await res.text() };
     } catch (cause) {
       if (signal?.aborted) throw signal.reason;
-      if (timeout.aborted) {
+      if (timedOut) {
         throw new BotPayError({
           status: 0,
           code: 'timeout',
@@ -352,6 +368,9 @@ export class BotPayClient {
         message: `Could not reach ${url.origin}: ${describeCause(cause)}`,
         cause,
       });
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 
