@@ -711,6 +711,28 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     ]) {
       await expect(page.getByText(words).first().isVisible(), words).resolves.toBe(true);
     }
+
+    // Every page of the signed-in dashboard once more, at both widths: none scrolls sideways.
+    const everyPage: Array<[string, string]> = [
+      ['40-overview', '/'],
+      ['41-bot', `/bots/${bot.bot_id}`],
+      ['42-cards', `/bots/${bot.bot_id}/cards`],
+      ['43-card', `/bots/${bot.bot_id}/cards/${cardId}`],
+      ['44-webhooks', `/bots/${bot.bot_id}/webhooks`],
+      ['45-webhooks-retrying', `/bots/${bot.bot_id}/webhooks?status=retrying`],
+      ['46-schedules', `/bots/${bot.bot_id}/schedules`],
+      ['47-approvals', '/approvals'],
+      ['48-pairing', '/pairing'],
+      ['49-guardrails', '/guardrails'],
+      ['50-activity', '/activity'],
+      ['51-claim-form', '/claim'],
+      ['52-settings', '/settings'],
+      ['53-not-found', '/nothing-here'],
+    ];
+    for (const [name, path] of everyPage) {
+      await page.goto(`${base}${path}`);
+      await shoot(name);
+    }
     expect(cspViolations).toEqual([]);
     expect(overflows).toEqual([]);
   });
