@@ -109,7 +109,7 @@ details[open]>summary{margin-bottom:10px}
 .card-caption{display:block;font-size:11px;text-transform:uppercase;letter-spacing:.08em;opacity:.8;margin-bottom:4px}
 .profile-list{list-style:none;margin:0;padding:0;display:grid;gap:12px}
 .profile-item{border:1px solid var(--line);border-radius:10px;padding:12px}
-.profile-form{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px;align-items:end}
+.profile-form{display:grid;grid-template-columns:repeat(auto-fit,minmax(230px,1fr));gap:10px;align-items:end}
 .profile-form .field{margin:0;min-width:0}
 .profile-form select,.profile-form input{max-width:none}
 .steps{list-style:none;margin:0 0 16px;padding:0;display:flex;gap:6px;flex-wrap:wrap;counter-reset:step}

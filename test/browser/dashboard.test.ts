@@ -518,13 +518,31 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await expect(page.locator('.limit-warning').isVisible()).resolves.toBe(true);
     await page.getByLabel('Per purchase, $').fill('20');
     await expect(page.locator('.limit-warning').isHidden()).resolves.toBe(true);
-    // The profiles' selects show their whole text (not cut off).
-    const cut = await page.evaluate(() =>
-      Array.from(document.querySelectorAll<HTMLSelectElement>('.profile-form select'))
-        .filter((el) => el.scrollWidth > el.clientWidth + 1)
-        .map((el) => el.id),
-    );
-    expect(cut).toEqual([]);
+    // Every select is wide enough for its longest option (nothing cut off), at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      const cut = await page.evaluate(() => {
+        const probe = document.createElement('span');
+        probe.style.position = 'absolute';
+        probe.style.visibility = 'hidden';
+        probe.style.whiteSpace = 'nowrap';
+        document.body.append(probe);
+        const out: string[] = [];
+        for (const el of Array.from(document.querySelectorAll<HTMLSelectElement>('select'))) {
+          probe.style.font = getComputedStyle(el).font;
+          for (const option of Array.from(el.options)) {
+            probe.textContent = option.text;
+            // Text plus the select's padding and its arrow (about 36px).
+            if (probe.getBoundingClientRect().width + 36 > el.clientWidth)
+              out.push(`${el.id}: ${option.text}`);
+          }
+        }
+        probe.remove();
+        return out;
+      });
+      expect(cut, `selects cut at ${width}px`).toEqual([]);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
 
     // The bot buys three things over HTTP on its real profile: each is held for the owner.
     const buy = async (item: string, cents: number) => {
