@@ -145,11 +145,12 @@ footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);fon
   .steps li::before{display:grid;margin:0 auto 2px}
 }
 @media (min-width:720px){
-  nav.main{order:0;width:auto}
+  td .when time{white-space:nowrap}
   .grid.two{grid-template-columns:1fr 1fr}
   .grid.three{grid-template-columns:repeat(3,1fr)}
   .facts{grid-template-columns:repeat(4,minmax(0,1fr))}
   h1{font-size:1.9rem}
   .center .facts{grid-template-columns:repeat(2,minmax(0,1fr))}
 }
+
 `;

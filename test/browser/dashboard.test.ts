@@ -569,6 +569,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     // The overview's "3 purchases waiting" links to the inbox; the menu entry shows the count.
     await page.goto(`${base}/`);
     expect(await page.getByTestId('nav-count').textContent()).toBe('3');
+    await shoot('22c-overview-waiting');
     await page.getByTestId('waiting-link').click();
     await arrive(`${base}/approvals`);
     const firstCard = page.locator(`[data-confirmation="${first}"]`);
