@@ -30,8 +30,8 @@ export const NOTICES: Record<string, string> = {
 /** Approval modes of a card in words (card pages and the bot page's cards table). */
 export const APPROVAL_WORDS: Record<string, string> = {
   ask_for_everything: 'Ask me for every purchase',
-  auto_approve_under_threshold: 'Approve automatically below a threshold',
-  auto_approve_by_category: 'Approve automatically in chosen categories',
+  auto_approve_under_threshold: 'Auto-approve below a threshold',
+  auto_approve_by_category: 'Auto-approve chosen categories',
   follow_card: 'Follow the card',
 };
 
