@@ -68,6 +68,7 @@ async function main(): Promise<void> {
     if (registration.status !== 201) throw new Error(`registration failed: ${registration.status}`);
     const bot = (await registration.json()) as {
       webhook_url: string;
+      tunnel_token: string;
       tunnel_setup: { tunnel_client_command: string };
     };
     const host = new URL(bot.webhook_url).host;
@@ -75,7 +76,7 @@ async function main(): Promise<void> {
     // The client logs one line per request; like under systemd, that goes to a file, not to a
     // pipe this (busy) process would have to drain.
     const clientLog = openSync(join(dataDir, 'client.log'), 'w');
-    children.push(start(['bin/botpay.mjs', ...args], {}, clientLog));
+    children.push(start(['bin/botpay.mjs', ...args], { BOTPAY_TUNNEL_TOKEN: bot.tunnel_token }, clientLog));
     await waitFor(async () => {
       const res = await undiciRequest(`${base}/webhook`, { method: 'POST', headers: { host } });
       await res.body.dump();

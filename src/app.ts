@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -6,6 +8,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   type RawReplyDefaultExpression,
   type RawRequestDefaultExpression,
   type RawServerDefault,
@@ -20,8 +23,9 @@ import type { AppContext } from './platform/context.ts';
 import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
-import { ApiError } from './platform/errors.ts';
+import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
+import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
 import { registerX402Routes } from './x402/routes.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
@@ -49,6 +53,18 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     connectionTimeout: 30_000,
     keepAliveTimeout: 72_000,
     routerOptions: { maxParamLength: 200 },
+    // Errors raised before routing (an over-long path parameter, a malformed escape) and those
+    // Node's HTTP parser raises (oversized or unparsable request) use the one error envelope too.
+    frameworkErrors: (error, request, reply) => {
+      const code = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'uri_too_long' : 'validation_error';
+      const message =
+        code === 'uri_too_long'
+          ? 'A path segment is longer than any identifier of this API.'
+          : 'The request path is malformed.';
+      reply.header('x-request-id', request.id);
+      return (reply as unknown as FastifyReply).status(ERROR_STATUS[code]).send({ error: code, message });
+    },
+    clientErrorHandler,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID();
@@ -194,9 +210,32 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerCardRoutes(app, ctx);
   await registerCheckoutRoutes(app, ctx);
   await registerTaskRoutes(app, ctx);
+  await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
   await registerX402Routes(app, ctx);
   return app;
+}
+
+/**
+ * What Node's HTTP parser refuses before a request exists (Fastify's default answers
+ * {"error":"Bad Request","statusCode":400}): the one envelope, written on the socket, then closed.
+ */
+function clientErrorHandler(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [code, message] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? (['request_timeout', 'The request did not arrive in time.'] as const)
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? (['headers_too_large', 'The request line and headers exceed 16 KB.'] as const)
+        : (['validation_error', 'The request is malformed.'] as const);
+  const status = ERROR_STATUS[code];
+  const body = JSON.stringify({ error: code, message });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }
 
 function isDatabaseUnavailable(error: unknown, code: string | undefined): boolean {

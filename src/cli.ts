@@ -14,8 +14,9 @@ Commands:
   doctor                         Check configuration, database, migrations, secret key and ledger
   owner token create --email E   Create the owner if needed and print a new owner API token
   card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
-  tunnel --server URL --token T --port N --path P
-                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N)
+  tunnel --server URL --port N --path P
+                                 Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N;
+                                 the token from BOTPAY_TUNNEL_TOKEN or --token-file FILE)
 
 Configuration comes from environment variables (see README.md).`;
 
@@ -30,6 +31,12 @@ const commands: Record<string, Command> = {
       { url: config.baseUrl, port: config.port, roles: [...config.roles], database: service.ctx.db.kind },
       'service started',
     );
+    // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
+    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+    process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
+    if (!config.smtpUrl) {
+      process.stderr.write('SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n');
+    }
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {
         log.info({ signal }, 'shutting down');

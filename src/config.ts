@@ -1,5 +1,5 @@
 import proxyaddr from 'proxy-addr';
-// One configuration schema, parsed once at start-up. Every variable of DESIGN.md §4 is here with
+// One configuration schema, parsed once at start-up. Every variable of the README table is here with
 // its default; a wrong value stops start-up with a message that names the variable.
 
 export const ALL_ROLES = ['api', 'worker', 'scheduler', 'tunnel'] as const;
@@ -28,9 +28,14 @@ export interface Config {
   roles: ReadonlySet<Role>;
   registrationRateLimitPerHour: number;
   checkoutRateLimitPerHour: number;
+  /** Top-up requests a bot may make in a rolling day, and how many may wait for the owner at once. */
+  topupRequestsPerDay: number;
+  topupRequestsOpenMax: number;
   approvalWindowSeconds: number;
   webhookTimeoutMs: number;
   webhookRetryDelaysSeconds: readonly number[];
+  /** After a webhook secret rotation, how long the previous secret still signs deliveries too. */
+  webhookSecretOverlapSeconds: number;
   allowPrivateWebhookTargets: boolean;
   logLevel: string;
   /**
@@ -256,8 +261,11 @@ export function parseConfig(env: Env = process.env): Config {
     roles,
     registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
     checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),
+    topupRequestsPerDay: integer(env, 'TOPUP_REQUESTS_PER_DAY', 10, 1, 10_000),
+    topupRequestsOpenMax: integer(env, 'TOPUP_REQUESTS_OPEN_MAX', 3, 1, 1_000),
     approvalWindowSeconds: integer(env, 'APPROVAL_WINDOW_SECONDS', 900, 1, 7 * 86400),
     webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 120_000),
+    webhookSecretOverlapSeconds: integer(env, 'WEBHOOK_SECRET_OVERLAP_SECONDS', 86_400, 0, 30 * 86_400),
     webhookRetryDelaysSeconds,
     allowPrivateWebhookTargets: boolean(env, 'ALLOW_PRIVATE_WEBHOOK_TARGETS', false),
     logLevel,

@@ -52,7 +52,15 @@ export async function startService(config: Config, options: StartOptions = {}): 
     metrics: createMetrics(db),
   };
   const app = await buildApp(ctx);
-  if (options.listen ?? true) await app.listen({ port: config.port, host: config.host });
+  if (options.listen ?? true) {
+    await app.listen({
+      port: config.port,
+      host: config.host,
+      // Fastify would log only the socket address (http://127.0.0.1:PORT), which is not where the
+      // dashboard works: its forms and cookies belong to BASE_URL.
+      listenTextResolver: (address) => `listening on ${address}; public address (BASE_URL) ${config.baseUrl}`,
+    });
+  }
   const jobs = await startJobs(ctx, options.jobs ?? ALL_JOBS);
   let closing: Promise<void> | undefined;
   return {

@@ -48,6 +48,8 @@ export interface SavedState {
   receiver: 'direct' | 'tunnel';
   receiver_port: number;
   tunnel_client_command?: string;
+  /** The client reads it from BOTPAY_TUNNEL_TOKEN; it is not part of the command. */
+  tunnel_token?: string;
 }
 
 export interface RunningBot {
@@ -81,12 +83,13 @@ export function runBot(options: BotOptions): RunningBot {
     receiver.setSecret(state.webhook_secret);
     const bot = service.withApiKey(state.api_key);
     if (state.receiver === 'tunnel' && state.tunnel_client_command) {
-      if (options.spawnTunnel) tunnel = startTunnelClient(state.tunnel_client_command, log);
-      else {
-        // The command holds the tunnel token: print it masked, the full one is in the state file.
+      if (options.spawnTunnel) {
+        tunnel = startTunnelClient(state.tunnel_client_command, state.tunnel_token ?? '', log);
+      } else {
+        // The command holds no token; the client reads it from BOTPAY_TUNNEL_TOKEN.
         log(
           `tunnel: run the tunnel client and keep it running: ${maskTunnelToken(state.tunnel_client_command)} ` +
-            `(full command: tunnel_client_command in ${options.stateFile})`,
+            `with BOTPAY_TUNNEL_TOKEN set to tunnel_token from ${options.stateFile}`,
         );
       }
     }
@@ -162,7 +165,12 @@ async function loadOrRegister(
     ...(reg.owner_verification_url ? { owner_verification_url: reg.owner_verification_url } : {}),
     receiver: options.receiver,
     receiver_port: port,
-    ...(reg.tunnel_setup ? { tunnel_client_command: String(reg.tunnel_setup.tunnel_client_command) } : {}),
+    ...(reg.tunnel_setup
+      ? {
+          tunnel_client_command: String(reg.tunnel_setup.tunnel_client_command),
+          tunnel_token: String(reg.tunnel_setup.tunnel_token),
+        }
+      : {}),
   };
   // Written before anything else: the api_key and webhook_secret are shown only once.
   await writeState(options.stateFile, state);
@@ -259,10 +267,13 @@ export function maskTunnelToken(command: string): string {
  * Runs `tunnel_client_command` with this repository's CLI (`botpay` → `node bin/botpay.mjs`), and
  * logs what the client prints, with the token masked.
  */
-function startTunnelClient(command: string, log: (line: string) => void): ChildProcess {
+function startTunnelClient(command: string, token: string, log: (line: string) => void): ChildProcess {
   const [program, ...args] = command.split(' ');
   if (program !== 'botpay') throw new Error(`unexpected tunnel client command: ${maskTunnelToken(command)}`);
-  const child = spawn(process.execPath, [BOTPAY_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BOTPAY_BIN, ...args], {
+    env: { ...process.env, BOTPAY_TUNNEL_TOKEN: token },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   log(`tunnel: started the tunnel client (pid ${child.pid})`);
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (line) => log(`tunnel: ${maskTunnelToken(line)}`));

@@ -6,7 +6,14 @@ import { maybeOne, pgErrorCode, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { idSuffix, newId } from '../platform/ids.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
-import { buildTunnelSetup, type TunnelSetup, tunnelHostname, tunnelWebhookUrl } from './tunnelSetup.ts';
+import {
+  buildTunnelSetup,
+  isValidWebhookPath,
+  type TunnelSetup,
+  tunnelHostname,
+  tunnelWebhookUrl,
+  WEBHOOK_PATH_RULE,
+} from './tunnelSetup.ts';
 
 export const PRIMARY_BOT_TYPE = 'primary';
 const EMAIL_PATTERN = /^[^\s@<>()[\]\\,;:"]+@[^\s@<>()[\]\\,;:"]+\.[^\s@<>()[\]\\,;:"]+$/;
@@ -113,11 +120,9 @@ function validate(ctx: AppContext, body: RegistrationRequest): Validated {
     throw validationError('bot_type must be 1 to 50 characters', { field: 'bot_type' });
   const isPrimary = botType === PRIMARY_BOT_TYPE;
   const webhookPath = body.webhook_path ?? (isPrimary ? '/hooks/service' : '/webhook');
-  // The path goes into a URL and onto a command line: printable ASCII without spaces only.
-  if (!/^\/(?!\/)[\x21-\x7e]*$/.test(webhookPath) || webhookPath.length > 200) {
-    throw validationError('webhook_path must start with / and be at most 200 characters without spaces', {
-      field: 'webhook_path',
-    });
+  // The path goes into a URL and onto a command line: path characters only, nothing a shell reads.
+  if (!isValidWebhookPath(webhookPath)) {
+    throw validationError(WEBHOOK_PATH_RULE, { field: 'webhook_path' });
   }
   return {
     name,

@@ -43,6 +43,8 @@ export const StatusResponse = Type.Object({
   ]),
   message: Type.Optional(Type.String()),
   pending_messages: Type.Optional(Type.Integer()),
+  /** Open top-up requests (asked, not yet decided, not expired); present for active bots. */
+  pending_topups: Type.Optional(Type.Integer()),
   webhook_status: Type.Optional(Type.String()),
   webhook_fail_count: Type.Optional(Type.Integer()),
 });

@@ -3,6 +3,7 @@ import { maybeOne } from '../platform/db/port.ts';
 import { notFound } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { windowStart } from '../platform/time.ts';
+import { openTopupsSql } from '../topups/service.ts';
 import type { StatusResponseT, WalletCheckResponseT } from './schemas.ts';
 import type { BotStateCache } from './stateCache.ts';
 
@@ -24,6 +25,7 @@ interface BotStateRow {
   rails: Array<{ rail_key: string; status: string; address: string | null }> | null;
   pending_messages: number;
   active_cards: number;
+  pending_topups: number;
   /** The partner wallet (src/x402/): its address and the last balance read from the chain. */
   x402_address: string | null;
   x402_network: string | null;
@@ -44,6 +46,7 @@ SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
        (SELECT count(*)::int FROM events e
          WHERE e.bot_id = b.id AND e.delivered_at IS NULL AND e.acked_at IS NULL) AS pending_messages,
        ${activeCardsSql('b.id')} AS active_cards,
+       ${openTopupsSql('b.id', '$3')} AS pending_topups,
        xw.address AS x402_address, xw.network AS x402_network, xw.chain_balance_micro AS x402_balance_micro,
        xw.balance_read_at AS x402_balance_read_at
   FROM bots b
@@ -57,7 +60,11 @@ function activeCardsSql(botIdExpr: string): string {
 }
 
 async function loadState(ctx: AppContext, botId: string): Promise<BotStateRow> {
-  const row = await maybeOne<BotStateRow>(ctx.db, STATE_SQL, [botId, windowStart('month', ctx.clock.now())]);
+  const row = await maybeOne<BotStateRow>(ctx.db, STATE_SQL, [
+    botId,
+    windowStart('month', ctx.clock.now()),
+    new Date(ctx.clock.now()),
+  ]);
   if (!row) throw notFound('Bot');
   return row;
 }
@@ -156,6 +163,7 @@ function presentStatus(row: BotStateRow): StatusResponseT {
       monthly_budget_usd: centsToUsd(row.master_monthly_cents ?? 0),
     },
     pending_messages: row.pending_messages,
+    pending_topups: row.pending_topups,
     webhook_status: row.webhook_status,
     webhook_fail_count: row.webhook_fail_count,
   };
@@ -180,7 +188,7 @@ function presentWallet(row: BotStateRow): WalletCheckResponseT {
     balance_usd: centsToUsd(row.visible_cents),
     card_status: row.active_cards > 0 ? 'active' : 'none',
     spending_limits: spendingLimits(row),
-    // Top-up requests are not a feature of this service yet: owners fund wallets directly.
-    pending_topups: 0,
+    // Open top-up requests (src/topups/): asked, not yet decided, not expired.
+    pending_topups: row.pending_topups,
   };
 }

@@ -1,4 +1,4 @@
-// What a bot without a public address needs to run the managed tunnel (SPEC §2.3, §6.4).
+// What a bot without a public address needs to run the managed tunnel.
 
 export interface TunnelSetup {
   webhook_url: string;
@@ -36,7 +36,7 @@ export function tunnelHostname(idSuffix: string, tunnelDomain: string): string {
 /**
  * The public webhook URL. It follows BASE_URL's scheme and port, so a development service on
  * http://localhost:8080 hands out http://bot-x.tunnel.localhost:8080/... that really works; in
- * production (https BASE_URL on 443) it is exactly SPEC's https://bot-<id>.{tunnel_domain}<path>.
+ * production (https BASE_URL on 443) it is exactly the documented https://bot-<id>.{tunnel_domain}<path>.
  */
 export function tunnelWebhookUrl(baseUrl: string, hostname: string, webhookPath: string): string {
   const base = new URL(baseUrl);
@@ -44,13 +44,39 @@ export function tunnelWebhookUrl(baseUrl: string, hostname: string, webhookPath:
   return `${base.protocol}//${hostname}${port}${webhookPath}`;
 }
 
-export function tunnelClientCommand(
-  baseUrl: string,
-  token: string,
-  localPort: number,
-  webhookPath: string,
-): string {
-  return `${CLI_NAME} tunnel --server ${baseUrl} --token ${token} --port ${localPort} --path ${webhookPath}`;
+/** The environment variable the tunnel client reads its token from (never the command line). */
+export const TUNNEL_TOKEN_ENV = 'BOTPAY_TUNNEL_TOKEN';
+
+/**
+ * A webhook path is a URL path and lands on a command line: `/`-separated segments of RFC 3986
+ * unreserved characters and `%XX` escapes, with `:@+,=` (no `..` or `.` segment, no `//`, no query,
+ * nothing a shell would interpret: `; $ ( ) | & ' " \` < > * ? !` and spaces are refused).
+ */
+export function isValidWebhookPath(path: string): boolean {
+  if (path.length < 1 || path.length > 200) return false;
+  if (!/^(?:\/(?:[A-Za-z0-9\-._~:@+,=]|%[0-9A-Fa-f]{2})*)+$/.test(path)) return false;
+  const segments = path.split('/').slice(1);
+  return !segments.some((s, i) => s === '.' || s === '..' || (s === '' && i < segments.length - 1));
+}
+
+export const WEBHOOK_PATH_RULE =
+  'webhook_path must start with /, be at most 200 characters, and use only letters, digits, - . _ ~ : @ + , = and %XX escapes between slashes (no // and no . or .. segments)';
+
+/** One word for POSIX sh: as is when it has no special characters, else single-quoted. */
+export function shellQuote(word: string): string {
+  if (/^[A-Za-z0-9_\-.,/:@%+=]+$/.test(word)) return word;
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The command that runs the tunnel client, as one POSIX sh line with every argument quoted. The
+ * token is not in it (a command line is visible to every user in `ps`): the client reads it from
+ * the environment variable BOTPAY_TUNNEL_TOKEN (or a file with --token-file).
+ */
+export function tunnelClientCommand(baseUrl: string, localPort: number, webhookPath: string): string {
+  return [CLI_NAME, 'tunnel', '--server', baseUrl, '--port', String(localPort), '--path', webhookPath]
+    .map(shellQuote)
+    .join(' ');
 }
 
 export function primaryGatewayConfig(webhookPath: string): PrimaryGatewayConfig {
@@ -82,15 +108,11 @@ export function buildTunnelSetup(options: {
   webhookPath: string;
   primary: boolean;
 }): TunnelSetup {
-  const command = tunnelClientCommand(
-    options.baseUrl,
-    options.tunnelToken,
-    options.localPort,
-    options.webhookPath,
-  );
+  const command = tunnelClientCommand(options.baseUrl, options.localPort, options.webhookPath);
   const steps = [
     `Install the client: npm install -g bot-payment-service (provides the ${CLI_NAME} command).`,
     `Run your webhook receiver on http://127.0.0.1:${options.localPort}${options.webhookPath}.`,
+    `Put tunnel_token in the environment variable ${TUNNEL_TOKEN_ENV} of the tunnel client (or in a file only you can read, passed with --token-file FILE); it is never on the command line, where ps would show it.`,
     `Start the tunnel and keep it running: ${command}`,
     'Verify the X-Service-Signature header of every delivery with your webhook_secret (HMAC-SHA256 of the raw body).',
   ];

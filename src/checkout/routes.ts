@@ -9,7 +9,7 @@ import { checkoutStatus, decideByOwner, listApprovals } from './decisions.ts';
 import { checkout } from './service.ts';
 
 // Unknown fields are refused (a `currency` the service does not read must not be taken for USD).
-// profile_index outside 1–6 is the chain's invalid_profile (SPEC §7.2), not a validation error.
+// profile_index outside 1–6 is the chain's invalid_profile, not a validation error.
 export const CheckoutBody = Type.Object(
   {
     profile_index: Type.Integer({ minimum: -2_147_483_648, maximum: 2_147_483_647 }),

@@ -16,7 +16,7 @@ import { limitError, perTransactionError } from './guardrails.ts';
 import { claimIdempotencyKey, saveIdempotentResponse } from './idempotency.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
-// POST /api/v1/bot/merchant/checkout: rate limit, idempotency, the guardrail chain (SPEC §4.4) and
+// POST /api/v1/bot/merchant/checkout: rate limit, idempotency, the guardrail chain and
 // the hold or debit, all in one transaction. The chain itself — wallet status → card resolution and
 // card guardrails (per transaction, daily, monthly) → profile allowance → master guardrails (real
 // profile only) → funds → approval mode — and its writes run in one database call,
@@ -109,7 +109,7 @@ export async function checkout(
     });
   } catch (error) {
     // A refused checkout rolled back with its transaction, rate-limit hit included; it still counts
-    // toward the hourly limit (SPEC §4.4), or a bot could probe its guardrails without end.
+    // toward the hourly limit, or a bot could probe its guardrails without end.
     if (error instanceof ApiError) ctx.metrics.checkoutDecisions.inc({ outcome: error.code });
     if (error instanceof ApiError && error.code !== 'rate_limited' && error.status < 500) {
       await ctx.db
@@ -127,7 +127,7 @@ export async function checkout(
   return { statusCode: result.statusCode, body: result.body };
 }
 
-/** The bot's hourly checkout limit (SPEC §4.4): approved, held and refused requests all count. */
+/** The bot's hourly checkout limit: approved, held and refused requests all count. */
 function checkoutLimit(ctx: AppContext, botId: string, now: number) {
   return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
@@ -383,7 +383,7 @@ function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: nu
   return { id, body };
 }
 
-/** purchase.* events: data per SPEC §6.1 (checkout_id, amount, vendor, description) plus status. No card digits. */
+/** purchase.* events: data as docs/webhooks.md lists it (checkout_id, amount, vendor, description) plus status. No card digits. */
 export async function emitPurchaseEvent(
   tx: Queryable,
   type: PurchaseEventType,

@@ -14,6 +14,7 @@ import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMa
 import { notFoundPage } from './routes.ts';
 import { preSessionCsrfToken } from './sessions.ts';
 import { verifyLink } from './signedLinks.ts';
+import { registerTopupPages, topupSection } from './topupPages.ts';
 
 // The approvals inbox (held purchases of all the owner's bots, with a countdown to expiry) and the
 // one-click approve/deny pages reached from the e-mail. Deciding calls decideByOwner, which decides
@@ -30,6 +31,8 @@ const LinkFields = { s: Text(100), e: Text(20), sig: Text(200) };
 const NOTICE: Record<string, string> = {
   approved: 'Purchase approved. The bot receives the card details it needs.',
   denied: 'Purchase denied. The held amount is back in the wallet.',
+  topup_approved: 'Top-up approved. The amount is in the bot’s wallet.',
+  topup_declined: 'Top-up request declined. The bot is told.',
 };
 
 /** Countdown script: turns each `[data-left]` (seconds left when the page was rendered) into a live timer. */
@@ -154,6 +157,7 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
     }</p>
 ${options.top ?? ''}
 ${pending}
+${await topupSection(ctx, session.ownerId, csrf)}
 <section class="card" aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>${history}</section>`;
     return sendHtml(
       reply,
@@ -370,4 +374,6 @@ ${pending}
       );
     },
   );
+
+  registerTopupPages(app, ctx, inbox);
 }

@@ -62,7 +62,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     <div><dt>Balance</dt><dd>${usd(b.wallet.balance_usd)}</dd></div>
     <div><dt>On hold</dt><dd>${usd(b.wallet.held_usd)}</dd></div>
     <div><dt>Webhook</dt><dd>${webhookHealth(b.webhook)}</dd></div>
-    <div><dt>Waiting for you</dt><dd>${b.pending_approvals > 0 ? html`<a href="/approvals">${pill('pending', `${b.pending_approvals} approval${b.pending_approvals === 1 ? '' : 's'}`)}</a>` : html`<span class="muted">nothing</span>`}</dd></div>
+    <div><dt>Waiting for you</dt><dd>${b.pending_approvals > 0 ? html`<a href="/approvals">${pill('pending', `${b.pending_approvals} approval${b.pending_approvals === 1 ? '' : 's'}`)}</a>` : ''}${b.pending_topups > 0 ? html` <a href="/approvals">${pill('pending', `${b.pending_topups} top-up request${b.pending_topups === 1 ? '' : 's'}`)}</a>` : ''}${b.pending_approvals + b.pending_topups === 0 ? html`<span class="muted">nothing</span>` : ''}</dd></div>
   </dl></li>`,
         )}</ul>`
       : html`<div class="card empty stack"><h2>No bots yet</h2>

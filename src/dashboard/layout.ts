@@ -19,6 +19,7 @@ export const MAIN_NAV: NavItem[] = [
   { key: 'pairing', href: '/pairing', label: 'Pairing codes' },
   { key: 'guardrails', href: '/guardrails', label: 'Guardrails' },
   { key: 'activity', href: '/activity', label: 'Activity' },
+  { key: 'settings', href: '/settings', label: 'Settings' },
 ];
 
 /** Tabs of a bot's pages: `/bots/<id><path>`. Cards, webhook log and schedules slot in here. */

@@ -9,6 +9,7 @@ import { registerApprovalPages } from './approvalPages.ts';
 import { registerAuthPages } from './authPages.ts';
 import { registerBotPages } from './botPages.ts';
 import { registerCardPages } from './cardPages.ts';
+import { html } from './html.ts';
 import { messagePage } from './layout.ts';
 import { registerOwnerPages } from './ownerPages.ts';
 import { registerSchedulePages } from './schedulePages.ts';
@@ -22,6 +23,7 @@ import {
   sessionCookieName,
 } from './sessions.ts';
 import { DASHBOARD_CSS } from './styles.ts';
+import { registerTokenPages } from './tokenPages.ts';
 import { registerWebhookPages } from './webhookPages.ts';
 
 // The owner dashboard: server-rendered pages in one encapsulated scope (form parsing, HTML error
@@ -56,6 +58,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
   const preCookie = preSessionCookieName(ctx.config);
   const secure = isSecureBaseUrl(ctx.config);
   const expectedOrigin = new URL(ctx.config.baseUrl).origin;
+  const aliases = loopbackAliases(ctx.config.baseUrl);
 
   // JSON owner API with the session cookie (a page's own script): state-changing calls must send
   // the page's CSRF token in X-CSRF-Token. A bearer token takes precedence and needs none.
@@ -85,6 +88,12 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       reply.header('referrer-policy', 'same-origin');
       reply.header('cache-control', 'no-store');
       if (request.url.startsWith('/assets/')) return; // static: no session lookup
+      // Development on BASE_URL=http://localhost:PORT: the same page opened as 127.0.0.1 or [::1]
+      // would set its cookies on another host and post from another origin, so send it to BASE_URL.
+      if (aliases && SAFE_METHODS.has(request.method)) {
+        const host = request.headers.host?.toLowerCase();
+        if (host && aliases.has(host)) return reply.redirect(`${expectedOrigin}${request.url}`, 307);
+      }
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) request.dashboard = session;
       const pre = request.cookies[preCookie];
@@ -113,7 +122,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       }
       // State-changing: the form must come from our own pages.
       const origin = request.headers.origin;
-      if (typeof origin === 'string' && origin !== expectedOrigin) return refuseForm(request, reply);
+      if (typeof origin === 'string' && origin !== expectedOrigin && !aliases?.has(originHost(origin))) {
+        if (origin === 'null') return refuseForm(request, reply);
+        return refuseForeignOrigin(request, reply, origin, expectedOrigin);
+      }
       const given = (request.body as Record<string, unknown> | undefined)?._csrf;
       if (isPublic) {
         if (!request.preSessionId || !csrfMatches(preSessionCsrfToken(ctx, request.preSessionId), given))
@@ -183,6 +195,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerApprovalPages(scoped, ctx);
     registerWebhookPages(scoped, ctx);
     registerSchedulePages(scoped, ctx);
+    registerTokenPages(scoped, ctx);
   });
 }
 
@@ -195,6 +208,45 @@ function refuseForm(request: FastifyRequest, reply: FastifyReply) {
         'This form has expired',
         'For your safety the form was refused: it is too old or did not come from this site. Go back, reload the page and try again.',
         { session: request.dashboard },
+      ),
+    );
+}
+
+/**
+ * `host:port` spellings of the same loopback address as a development BASE_URL (localhost,
+ * 127.0.0.1, [::1], same port), other than BASE_URL's own; undefined when BASE_URL is not on loopback.
+ */
+export function loopbackAliases(baseUrl: string): Set<string> | undefined {
+  const url = new URL(baseUrl);
+  const names = ['localhost', '127.0.0.1', '[::1]'];
+  if (!names.includes(url.hostname)) return undefined;
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  const own = url.host;
+  const all = names.flatMap((n) => [`${n}:${port}`, ...(url.port ? [] : [n])]);
+  return new Set(all.filter((h) => h !== own));
+}
+
+function originHost(origin: string): string {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return '';
+  }
+}
+
+/** A form posted from another origin: say which address was used and which one is right. */
+function refuseForeignOrigin(request: FastifyRequest, reply: FastifyReply, origin: string, expected: string) {
+  return reply
+    .status(403)
+    .type('text/html; charset=utf-8')
+    .send(
+      messagePage(
+        'Wrong address for this service',
+        `This form was sent from ${origin}, but this service's address is ${expected} (its BASE_URL). For your safety forms are accepted only from that address. Open ${expected} and try again; if ${origin} is the right address, set BASE_URL to it and restart the service.`,
+        {
+          session: request.dashboard,
+          actions: html`<a class="button" href="${expected}/">Open ${expected}</a>`,
+        },
       ),
     );
 }

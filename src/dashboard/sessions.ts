@@ -109,6 +109,7 @@ export async function requestMagicLink(
       text:
         `Open this link to sign in to your Bot Payment Service dashboard:\n\n${link}\n\n` +
         'It works once, for 15 minutes. If you did not ask for it, ignore this message: nobody can sign in without the link.',
+      devNotice: `Sign-in link for ${email} (works once, for 15 minutes): ${link}`,
     });
   } catch (error) {
     ctx.logger.error({ err: error }, 'could not send the sign-in mail');

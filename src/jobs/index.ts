@@ -2,6 +2,7 @@ import { checkoutDecisions } from '../checkout/job.ts';
 import { pruneSignInRecords } from '../dashboard/sessions.ts';
 import { ownerMailJob } from '../notifications/job.ts';
 import { tasksEngine } from '../tasks/job.ts';
+import { topupExpiry } from '../topups/job.ts';
 import { webhookDeliveryJob } from '../webhooks/job.ts';
 import { x402Reconcile } from '../x402/job.ts';
 import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
@@ -18,5 +19,6 @@ export const ALL_JOBS: readonly BackgroundJob[] = [
   checkoutDecisions,
   tasksEngine,
   ownerMailJob,
+  topupExpiry,
   x402Reconcile,
 ];

@@ -1,4 +1,4 @@
-// The shops the service serves itself at /merchant/<slug> (DESIGN.md §2, "Decoys and tasks"). Decoy
+// The shops the service serves itself at /merchant/<slug> (docs/security.md, decoys and tasks). Decoy
 // purchase tasks send the bot here, so a decoy checkout has a real page to visit and a real form
 // to submit. Nothing on these pages or in their URLs says what they are for.
 

@@ -1,10 +1,10 @@
 import { intervalJob } from '../jobs/runner.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Mail } from '../platform/mailer.ts';
-import { balanceLowMail, heldPurchaseMail } from './ownerMail.ts';
+import { balanceLowMail, heldPurchaseMail, topupRequestMail } from './ownerMail.ts';
 
-// The owner-mail job: mails owners about real purchases held for approval and wallet.balance_low
-// events, from the rows the checkout wrote in its own transaction. Rows are claimed with FOR UPDATE
+// The owner-mail job: mails owners about real purchases held for approval, wallet.balance_low
+// events and top-up requests, from the rows the checkout wrote in its own transaction. Rows are claimed with FOR UPDATE
 // SKIP LOCKED and a lease (owner_mail_at), so instances never send the same mail at once; a mail
 // is marked sent (owner_mailed_at) only after the SMTP server took it, so a crash or a failed send
 // is retried — at least once, with a stable Message-ID for the receiving server to drop a copy.
@@ -16,7 +16,7 @@ const RETRY_MS = 5_000;
 const BATCH = 20;
 
 interface Source {
-  table: 'checkout_confirmations' | 'events';
+  table: 'checkout_confirmations' | 'events' | 'topup_requests';
   where: string;
   build: (ctx: AppContext, id: string) => Promise<Mail | null>;
 }
@@ -32,6 +32,12 @@ const SOURCES: Source[] = [
     table: 'events',
     where: `type = 'wallet.balance_low' AND owner_mailed_at IS NULL AND created_at > $2::timestamptz - interval '1 day'`,
     build: balanceLowMail,
+  },
+  {
+    // A bot asking for funds (src/topups/); a request decided or expired before the mail went out is not mailed.
+    table: 'topup_requests',
+    where: `status = 'pending' AND owner_mailed_at IS NULL`,
+    build: topupRequestMail,
   },
 ];
 

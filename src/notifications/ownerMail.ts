@@ -4,7 +4,8 @@ import type { Mail } from '../platform/mailer.ts';
 import { signLink } from '../dashboard/signedLinks.ts';
 
 // E-mails to owners about their bots (sent by the owner-mail job, src/notifications/job.ts): a
-// purchase held for approval, with one-click approve and deny links, and a low balance. The links are signed (signedLinks.ts) for one confirmation and one owner, expire with
+// purchase held for approval, with one-click approve and deny links, a low balance, and a top-up
+// request (decided in the approvals inbox). The links are signed (signedLinks.ts) for one confirmation and one owner, expire with
 // the approval window and are single use because a confirmation is decided once. Opening a link
 // only shows a confirmation page; the decision is its POST button (mail scanners open links).
 
@@ -117,5 +118,48 @@ export async function balanceLowMail(ctx: AppContext, eventId: string): Promise<
       `Add funds on the bot's page: ${page}`,
     ].join('\n'),
     messageId: `low.${eventId}@${new URL(ctx.config.baseUrl).hostname}`,
+  };
+}
+
+/** The mail about a bot's top-up request, or null when it is no longer open. */
+export async function topupRequestMail(ctx: AppContext, topupId: string): Promise<Mail | null> {
+  const t = await maybeOne<{
+    id: string;
+    email: string;
+    bot_id: string;
+    bot_name: string;
+    amount_cents: number;
+    reason: string;
+    expires_at: Date;
+  }>(
+    ctx.db,
+    `SELECT t.id, o.email, b.id AS bot_id, b.name AS bot_name, t.amount_cents, t.reason, t.expires_at
+       FROM topup_requests t
+       JOIN bots b ON b.id = t.bot_id AND b.owner_id = t.owner_id
+       JOIN owners o ON o.id = t.owner_id
+      WHERE t.id = $1 AND t.status = 'pending' AND t.expires_at > $2`,
+    [topupId, new Date(ctx.clock.now())],
+  );
+  if (!t) return null;
+  const amount = dollars(Number(t.amount_cents));
+  const inbox = new URL('/approvals', ctx.config.baseUrl).toString();
+  const until = new Date(t.expires_at).toISOString().replace('T', ' ').slice(0, 16);
+  return {
+    to: t.email,
+    subject: `${t.bot_name} asks you for ${amount}`,
+    text: [
+      `${t.bot_name} asks you to add ${amount} to its wallet.`,
+      '',
+      // The reason is the bot's own text (one line, control characters removed): quoted, not trusted.
+      `  The bot's reason: "${t.reason}"`,
+      `  Amount:           ${amount}`,
+      `  Open until:       ${until} UTC; unanswered, it expires and nothing is paid.`,
+      '',
+      `Approve or decline in your approvals inbox: ${inbox}`,
+      'Approving adds the amount to the wallet at once. You can also decline with a note for the bot.',
+      '',
+      'If you did not expect this, decline it and freeze the bot’s wallet on its page.',
+    ].join('\n'),
+    messageId: `topup.${t.id}@${new URL(ctx.config.baseUrl).hostname}`,
   };
 }

@@ -12,7 +12,12 @@ export interface AuthenticatedOwner {
   email: string;
   /** How the request authenticated: browser sessions need CSRF checks, bearer tokens do not. */
   via: 'token' | 'session';
+  /** The owner API token the request used (bearer only). */
+  tokenId?: string;
 }
+
+/** last_used_at of an owner token is written at most this often (one write per request would be waste). */
+export const TOKEN_TOUCH_INTERVAL_MS = 60_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -36,14 +41,22 @@ export async function authenticateOwnerToken(
   if (!/^bearer /i.test(header)) throw authenticationRequired();
   const token = header.slice(7).trim();
   if (!OWNER_TOKEN_PATTERN.test(token)) throw authenticationRequired();
-  const rows = await ctx.db.query<{ id: string; email: string }>(
-    `SELECT o.id, o.email FROM owner_tokens t JOIN owners o ON o.id = t.owner_id
+  const rows = await ctx.db.query<{ id: string; email: string; token_id: string; last_used_at: Date | null }>(
+    `SELECT o.id, o.email, t.id AS token_id, t.last_used_at FROM owner_tokens t JOIN owners o ON o.id = t.owner_id
       WHERE t.token_hash = $1 AND t.revoked_at IS NULL`,
     [sha256Hex(token)],
   );
   const row = rows[0];
   if (!row) throw authenticationRequired();
-  return { id: row.id, email: row.email, via: 'token' };
+  // "Last used" for the owner's token list, written at most once a minute per token.
+  const now = ctx.clock.now();
+  if (!row.last_used_at || now - new Date(row.last_used_at).getTime() >= TOKEN_TOUCH_INTERVAL_MS) {
+    await ctx.db.query(
+      'UPDATE owner_tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)',
+      [row.token_id, new Date(now), new Date(now - TOKEN_TOUCH_INTERVAL_MS)],
+    );
+  }
+  return { id: row.id, email: row.email, via: 'token', tokenId: row.token_id };
 }
 
 /** Finds the owner with this e-mail, creating it (with default master guardrails) if needed. */

@@ -5,6 +5,7 @@ import { authenticationRequired, validationError } from '../platform/errors.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
 import { ErrorBody, IdParam } from '../platform/schemas.ts';
 import { authenticateOwnerToken, type OwnerAuthenticator } from './auth.ts';
+import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
 import {
   claimBot,
   createPairingCode,
@@ -300,6 +301,8 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
     },
     async (request) => rotateWebhookSecret(ctx, request.owner!.id, request.params.bot_id),
   );
+
+  registerOwnerTokenRoutes(app, ctx, security);
 }
 
 declare module 'fastify' {

@@ -139,16 +139,20 @@ interface OwnerBotRow {
   decoy_held_cents: number;
   active_rail_count: number;
   pending_approvals: number;
+  pending_topups: number;
   [key: string]: unknown;
 }
 
-const OWNER_BOT_SQL = `
+/** The owner's view of bots; `nowParam` is the placeholder of the current time (for open top-ups). */
+const ownerBotSql = (nowParam: string) => `
 SELECT b.id, b.name, b.description, b.bot_type, b.owner_email, b.callback_url, b.tunnel_hostname,
        b.webhook_status, b.webhook_fail_count, b.created_at, b.claimed_at, b.owner_id,
        w.status AS wallet_status, w.available_cents, w.held_cents, w.decoy_spent_cents, w.decoy_held_cents,
        (SELECT count(*)::int FROM rails r WHERE r.bot_id = b.id AND r.status = 'active') AS active_rail_count,
        (SELECT count(*)::int FROM checkout_confirmations c
-         WHERE c.bot_id = b.id AND c.status = 'pending' AND c.is_real) AS pending_approvals
+         WHERE c.bot_id = b.id AND c.status = 'pending' AND c.is_real) AS pending_approvals,
+       (SELECT count(*)::int FROM topup_requests t
+         WHERE t.bot_id = b.id AND t.status = 'pending' AND t.expires_at > ${nowParam}) AS pending_topups
   FROM bots b JOIN wallets w ON w.bot_id = b.id`;
 
 function presentBot(row: OwnerBotRow) {
@@ -182,6 +186,7 @@ function presentBot(row: OwnerBotRow) {
       fail_count: row.webhook_fail_count,
     },
     pending_approvals: row.pending_approvals,
+    pending_topups: row.pending_topups,
     created_at: iso(row.created_at),
     claimed_at: row.claimed_at ? iso(row.claimed_at) : null,
   };
@@ -189,17 +194,18 @@ function presentBot(row: OwnerBotRow) {
 
 export async function listBots(ctx: AppContext, ownerId: string) {
   const rows = await ctx.db.query<OwnerBotRow>(
-    `${OWNER_BOT_SQL} WHERE b.owner_id = $1 ORDER BY b.created_at`,
-    [ownerId],
+    `${ownerBotSql('$2')} WHERE b.owner_id = $1 ORDER BY b.created_at`,
+    [ownerId, new Date(ctx.clock.now())],
   );
   return { bots: rows.map(presentBot) };
 }
 
 export async function getBot(ctx: AppContext, ownerId: string, botId: string) {
-  const row = await maybeOne<OwnerBotRow>(ctx.db, `${OWNER_BOT_SQL} WHERE b.id = $1 AND b.owner_id = $2`, [
-    botId,
-    ownerId,
-  ]);
+  const row = await maybeOne<OwnerBotRow>(
+    ctx.db,
+    `${ownerBotSql('$3')} WHERE b.id = $1 AND b.owner_id = $2`,
+    [botId, ownerId, new Date(ctx.clock.now())],
+  );
   if (!row) throw notFound('Bot');
   const cards = await ctx.db.query<Record<string, unknown>>(
     `SELECT id, label, status, real_profile_index, per_transaction_cents, daily_cents, monthly_cents,
@@ -242,53 +248,74 @@ export async function fundBot(ctx: AppContext, ownerId: string, botId: string, a
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
-    const reference = newId('fund');
-    await fundWallet(tx, botId, amountCents, now, reference);
-    const reserve = (
-      await tx.query<{ decoy_spent_cents: number }>(
-        'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
-        [botId],
-      )
-    )[0]!;
-    const spent = Number(reserve.decoy_spent_cents);
-    const returned = spent > 0 ? randomInt(spent + 1) : 0;
-    if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
-    const wallet = (
-      await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
-        `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
-           FROM wallets WHERE bot_id = $1`,
-        [botId],
-      )
-    )[0]!;
-    const visibleAmount = amountCents + returned;
-    await emitEvent(tx, {
-      botId,
-      type: 'wallet.funded',
-      data: {
-        funding_id: reference,
-        amount: centsToUsd(visibleAmount),
-        balance: centsToUsd(Number(wallet.visible_cents)),
-        description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
-      },
-      at: now,
-    });
-    await audit(tx, {
-      ownerId,
-      botId,
-      action: 'wallet.funded',
-      details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned },
-      at: now,
-    });
-    return {
-      bot_id: botId,
-      funding_id: reference,
-      amount_usd: centsToUsd(amountCents),
-      decoy_reserve_returned_usd: centsToUsd(returned),
-      balance_usd: centsToUsd(Number(wallet.available_cents)),
-      bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
-      wallet_status: wallet.status,
-    };
+    return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
   });
+}
+
+/**
+ * The funding path, inside the caller's transaction (the bot row already locked by the caller):
+ * ledger rows, the decoy-reserve share, `wallet.funded` and the audit row. `returnReserve: false`
+ * is for fundings whose amount the bot already knows (an approved top-up request it asked for):
+ * a returned share would be readable there as the difference, so none is returned.
+ */
+export async function fundLockedBot(
+  tx: Queryable,
+  input: {
+    ownerId: string;
+    botId: string;
+    amountCents: number;
+    now: number;
+    returnReserve: boolean;
+    details?: Record<string, unknown>;
+  },
+) {
+  const { ownerId, botId, amountCents, now } = input;
+  const reference = newId('fund');
+  await fundWallet(tx, botId, amountCents, now, reference);
+  const reserve = (
+    await tx.query<{ decoy_spent_cents: number }>(
+      'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
+      [botId],
+    )
+  )[0]!;
+  const spent = Number(reserve.decoy_spent_cents);
+  const returned = input.returnReserve && spent > 0 ? randomInt(spent + 1) : 0;
+  if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
+  const wallet = (
+    await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
+      `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+         FROM wallets WHERE bot_id = $1`,
+      [botId],
+    )
+  )[0]!;
+  const visibleAmount = amountCents + returned;
+  await emitEvent(tx, {
+    botId,
+    type: 'wallet.funded',
+    data: {
+      funding_id: reference,
+      amount: centsToUsd(visibleAmount),
+      balance: centsToUsd(Number(wallet.visible_cents)),
+      description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
+    },
+    at: now,
+  });
+  await audit(tx, {
+    ownerId,
+    botId,
+    action: 'wallet.funded',
+    details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned, ...input.details },
+    at: now,
+  });
+  return {
+    bot_id: botId,
+    funding_id: reference,
+    amount_usd: centsToUsd(amountCents),
+    decoy_reserve_returned_usd: centsToUsd(returned),
+    balance_usd: centsToUsd(Number(wallet.available_cents)),
+    bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
+    wallet_status: wallet.status,
+  };
 }
 
 export async function setWalletFrozen(ctx: AppContext, ownerId: string, botId: string, frozen: boolean) {
@@ -501,17 +528,25 @@ export async function rotateApiKey(ctx: AppContext, ownerId: string, botId: stri
 export async function rotateWebhookSecret(ctx: AppContext, ownerId: string, botId: string) {
   const now = ctx.clock.now();
   const secret = `whsec_${randomHex(24)}`;
-  await ctx.db.transaction(async (tx) => {
+  const previousValidUntil = await ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
-    await tx.query('UPDATE bots SET webhook_secret_enc = $2 WHERE id = $1', [
-      botId,
-      ctx.secrets.encrypt(secret),
-    ]);
+    // The secret being replaced keeps signing (Standard Webhooks header) until the overlap ends,
+    // so the bot can switch without missing a delivery. A second rotation inside the window
+    // replaces the previous secret: only the last two secrets ever sign.
+    const overlapUntil = new Date(now + ctx.config.webhookSecretOverlapSeconds * 1000);
+    await tx.query(
+      `UPDATE bots SET webhook_secret_prev_enc = webhook_secret_enc, webhook_secret_prev_until = $3,
+              webhook_secret_enc = $2
+        WHERE id = $1`,
+      [botId, ctx.secrets.encrypt(secret), overlapUntil],
+    );
     await audit(tx, { ownerId, botId, action: 'webhook_secret.rotated', at: now });
+    return overlapUntil;
   });
   return {
     bot_id: botId,
     webhook_secret: secret,
-    note: 'Shown once. Give it to your bot to verify signatures.',
+    previous_secret_valid_until: previousValidUntil.toISOString(),
+    note: 'Shown once. Give it to your bot to verify signatures; deliveries are signed with the previous secret too (webhook-signature) until previous_secret_valid_until.',
   };
 }

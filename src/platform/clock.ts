@@ -1,4 +1,4 @@
-// Time comes from one injectable clock (DESIGN.md §6.7). Tests use FakeClock instead of sleeping.
+// Time comes from one injectable clock. Tests use FakeClock instead of sleeping.
 
 export interface Clock {
   /** Milliseconds since the epoch. */

@@ -11,6 +11,11 @@ export interface Mail {
    * already holds, so the log copy hides it; a development sign-in link is left readable on purpose.
    */
   redactInLog?: string[];
+  /**
+   * Without SMTP_URL, this line is also printed on its own (stderr), apart from the JSON logs: the
+   * development sign-in link, which a person has to find and open.
+   */
+  devNotice?: string;
   /** Message-ID (without angle brackets): the same ID for a resent mail lets servers drop the copy. */
   messageId?: string;
 }
@@ -25,6 +30,8 @@ export function createMailer(options: {
   smtpUrl: string | undefined;
   from: string;
   logger: FastifyBaseLogger;
+  /** Where development notices go without SMTP_URL (default: standard error). */
+  noticeStream?: NodeJS.WritableStream;
 }): Mailer {
   if (!options.smtpUrl) {
     return {
@@ -36,6 +43,14 @@ export function createMailer(options: {
           { mail: { to: mail.to, subject: mail.subject, body, message_id: mail.messageId } },
           'mail (no SMTP_URL set)',
         );
+        if (mail.devNotice) {
+          const out = options.noticeStream ?? process.stderr;
+          const tty = (out as { isTTY?: boolean }).isTTY === true;
+          // The address comes from whoever asked for the link: no control characters reach a terminal.
+          // biome-ignore lint/suspicious/noControlCharactersInRegex: that is the point
+          const line = mail.devNotice.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+          out.write(`${tty ? `\x1b[1;7m${line}\x1b[0m` : line}\n`);
+        }
       },
       async close() {},
     };
@@ -43,7 +58,7 @@ export function createMailer(options: {
   const transport = nodemailer.createTransport(options.smtpUrl);
   return {
     async send(mail) {
-      const { messageId, redactInLog: _redact, ...rest } = mail;
+      const { messageId, redactInLog: _redact, devNotice: _notice, ...rest } = mail;
       await transport.sendMail({
         from: options.from,
         ...rest,

@@ -32,7 +32,7 @@ export async function pruneRateLimitHits(
   await db.query('DELETE FROM rate_limit_hits WHERE at < $1', [new Date(now - maxWindowSeconds * 1000)]);
 }
 
-/** The 429 of every rate limit: `rate_limited` with `retry_after_seconds` (SPEC §7). */
+/** The 429 of every rate limit: `rate_limited` with `retry_after_seconds`. */
 export function rateLimited(retryAfterSeconds: number, message: string): ApiError {
   return new ApiError('rate_limited', message, { retry_after_seconds: retryAfterSeconds });
 }

@@ -9,7 +9,7 @@ import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { createShadows, followSchedule } from './shadows.ts';
 
-// Owner schedules: recurring real purchase tasks (DESIGN.md §5). The cron expression (5 fields or
+// Owner schedules: recurring real purchase tasks. The cron expression (5 fields or
 // a nickname such as @daily, no seconds) is read in the schedule's IANA time zone. Instructions are
 // checked like a checkout request when the schedule is created, against the bot's cards.
 
@@ -51,7 +51,7 @@ export interface ScheduleRow {
   [key: string]: unknown;
 }
 
-/** The category a task gets when the owner names none (tasks always carry one, SPEC §2.8). */
+/** The category a task gets when the owner names none (tasks always carry one). */
 export const DEFAULT_CATEGORY = 'general';
 /** Active and paused schedules a bot may have at once. */
 export const MAX_SCHEDULES_PER_BOT = 50;

@@ -3,7 +3,7 @@ import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { centsToUsd } from '../platform/money.ts';
 
-// Purchase tasks as the bot sees them (SPEC §2.8, §4.6). A real task (from an owner schedule) and
+// Purchase tasks as the bot sees them. A real task (from an owner schedule) and
 // a decoy (planned by the engine) are rows of one table with one shape; nothing here branches on
 // is_decoy, so the answer, its timing and the checkout that follows are alike for both.
 

@@ -1,6 +1,8 @@
+import { readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
+import { TUNNEL_TOKEN_ENV } from '../bots/tunnelSetup.ts';
 import {
   CLOSE_AUTH_REJECTED,
   CLOSE_REPLACED,
@@ -178,7 +180,7 @@ export class TunnelClient {
       if (this.stopped) return;
       const reason = reasonBuffer.toString();
       if (failure instanceof AuthRejected || code === CLOSE_AUTH_REJECTED) {
-        const message = `The service rejected the tunnel token (${failure instanceof AuthRejected ? failure.message : `closed: ${reason || 'token revoked'}`}). Check --token; if the owner rotated it, use the new token.`;
+        const message = `The service rejected the tunnel token (${failure instanceof AuthRejected ? failure.message : `closed: ${reason || 'token revoked'}`}). Check the token (BOTPAY_TUNNEL_TOKEN, --token-file or --token); if the owner rotated it, use the new one.`;
         this.log(`${stamp()} tunnel: ${message}`);
         this.end({ code: EXIT_TOKEN_REJECTED, message });
         return;
@@ -426,17 +428,61 @@ export function connectUrl(server: string): string {
   return url.toString();
 }
 
-const USAGE = `Usage: botpay tunnel --server URL --token T --port N [--path P]
+const USAGE = `Usage: BOTPAY_TUNNEL_TOKEN=svc_tun_… botpay tunnel --server URL --port N [--path P]
+       botpay tunnel --token-file FILE --server URL --port N [--path P]
 
 Connects this machine to the Bot Payment Service so that webhooks sent to your bot's tunnel
 hostname reach http://127.0.0.1:N (at the path they were sent to; P is your webhook path).
 
-  --server URL   the service's address (BASE_URL), e.g. https://pay.example.com
-  --token T      the tunnel token from registration (svc_tun_…)
-  --port N       local port of your webhook receiver (1-65535)
-  --path P       your webhook path, e.g. /hooks/service (shown in logs)
+  --server URL       the service's address (BASE_URL), e.g. https://pay.example.com
+                     (BOTPAY_SERVER if omitted)
+  --port N           local port of your webhook receiver (1-65535)
+  --path P           your webhook path, e.g. /hooks/service (shown in logs)
+  --token-file FILE  a file holding the tunnel token (svc_tun_…); make it readable only by you
+  --token T          the tunnel token itself: works, but every user of this machine can read
+                     it in ps; prefer BOTPAY_TUNNEL_TOKEN or --token-file
 
+The token comes from --token-file, else --token, else BOTPAY_TUNNEL_TOKEN.
 Exit codes: 0 stopped, 2 bad arguments, 3 token rejected, 4 replaced by another client.`;
+
+/**
+ * The tunnel token from --token-file, --token or the environment (in that order), with warnings
+ * for the ways it can leak: a token on the command line, a token file others can read.
+ */
+export function resolveTunnelToken(
+  values: { token?: string; tokenFile?: string },
+  env: NodeJS.ProcessEnv,
+  warn: (line: string) => void,
+): { token: string } | { problem: string } {
+  if (values.tokenFile !== undefined) {
+    let text: string;
+    try {
+      const mode = statSync(values.tokenFile).mode;
+      if ((mode & 0o077) !== 0) {
+        warn(
+          `botpay tunnel: warning: ${values.tokenFile} can be read by other users (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
+        );
+      }
+      text = readFileSync(values.tokenFile, 'utf8');
+    } catch (error) {
+      return { problem: `--token-file ${values.tokenFile} cannot be read (${describeError(error)})` };
+    }
+    const token = text.trim();
+    if (!token) return { problem: `--token-file ${values.tokenFile} is empty` };
+    return { token };
+  }
+  if (values.token !== undefined) {
+    warn(
+      `botpay tunnel: warning: --token puts the token on the command line, where every user of this machine can read it (ps); set ${TUNNEL_TOKEN_ENV} or use --token-file instead`,
+    );
+    if (values.token) return { token: values.token };
+  }
+  const fromEnv = env[TUNNEL_TOKEN_ENV]?.trim();
+  if (fromEnv) return { token: fromEnv };
+  return {
+    problem: `the tunnel token is missing: set ${TUNNEL_TOKEN_ENV} to the tunnel_token from registration (or pass --token-file FILE)`,
+  };
+}
 
 /** `botpay tunnel …`: runs until SIGINT/SIGTERM, a rejected token or a replacement. */
 export async function tunnelCommand(args: string[]): Promise<number> {
@@ -447,6 +493,7 @@ export async function tunnelCommand(args: string[]): Promise<number> {
       options: {
         server: { type: 'string' },
         token: { type: 'string' },
+        'token-file': { type: 'string' },
         port: { type: 'string' },
         path: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -461,7 +508,12 @@ export async function tunnelCommand(args: string[]): Promise<number> {
     return EXIT_OK;
   }
   const server = (values.server as string | undefined) ?? process.env.BOTPAY_SERVER ?? process.env.BASE_URL;
-  const token = (values.token as string | undefined) ?? process.env.BOTPAY_TUNNEL_TOKEN;
+  const resolved = resolveTunnelToken(
+    { token: values.token as string | undefined, tokenFile: values['token-file'] as string | undefined },
+    process.env,
+    (line) => console.error(line),
+  );
+  const token = 'token' in resolved ? resolved.token : undefined;
   const portText = values.port as string | undefined;
   const problems: string[] = [];
   if (!server) problems.push('--server is required (the service address, e.g. https://pay.example.com)');
@@ -472,7 +524,7 @@ export async function tunnelCommand(args: string[]): Promise<number> {
       problems.push((error as Error).message);
     }
   }
-  if (!token) problems.push('--token is required (the tunnel token from registration, svc_tun_…)');
+  if ('problem' in resolved) problems.push(resolved.problem);
   const port = Number(portText);
   if (!portText || !/^\d+$/.test(portText) || port < 1 || port > 65535) {
     problems.push('--port must be a port number between 1 and 65535');

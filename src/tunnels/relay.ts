@@ -14,11 +14,18 @@ import {
   PROTOCOL_VERSION,
   sendFrame,
 } from './protocol.ts';
+import type { TunnelPolicy } from './service.ts';
 
 /** Why a relayed request failed; `status` is what an HTTP caller of the relay answers. */
 export class TunnelError extends Error {
   constructor(
-    readonly code: 'tunnel_not_connected' | 'tunnel_timeout' | 'tunnel_upstream_error' | 'payload_too_large',
+    readonly code:
+      | 'tunnel_not_connected'
+      | 'tunnel_timeout'
+      | 'tunnel_upstream_error'
+      | 'payload_too_large'
+      | 'not_found'
+      | 'method_not_allowed',
     message: string,
   ) {
     super(message);
@@ -38,9 +45,12 @@ export interface TunnelRelayOptions {
   maxInFlight?: number;
   /**
    * Returns the hostnames (of those given) whose tunnel token hash is no longer the one a
-   * connection authenticated with (rotated on another instance). Checked every `revalidateMs`.
+   * connection authenticated with (rotated on another instance), and the current forwarding
+   * policy of the others (changed by the owner through any instance). Checked every `revalidateMs`.
    */
-  revalidate?: (connections: Array<{ hostname: string; tokenHash: string }>) => Promise<string[]>;
+  revalidate?: (
+    connections: Array<{ hostname: string; tokenHash: string }>,
+  ) => Promise<{ revoked: string[]; policies: Map<string, TunnelPolicy> }>;
   revalidateMs?: number;
 }
 
@@ -68,6 +78,7 @@ class TunnelConnection {
     readonly botId: string,
     readonly hostname: string,
     readonly tokenHash: string,
+    public policy: TunnelPolicy,
   ) {}
 
   failAll(error: TunnelError): void {
@@ -117,13 +128,14 @@ export class TunnelRelay implements LocalTunnelRelay {
   }
 
   /** Takes over an authenticated socket; an older connection for the hostname is closed. */
-  attach(socket: WebSocket, bot: { id: string; hostname: string; tokenHash: string }): void {
+  attach(socket: WebSocket, bot: { id: string; hostname: string; tokenHash: string } & TunnelPolicy): void {
     const hostname = bot.hostname.toLowerCase();
     if (this.closing) {
       socket.close(CLOSE_SERVICE_RESTART, 'service is shutting down');
       return;
     }
-    const conn = new TunnelConnection(socket, bot.id, hostname, bot.tokenHash);
+    const policy = { forward: bot.forward, webhookPath: bot.webhookPath };
+    const conn = new TunnelConnection(socket, bot.id, hostname, bot.tokenHash, policy);
     const previous = this.connections.get(hostname);
     this.connections.set(hostname, conn);
     if (previous) {
@@ -160,6 +172,29 @@ export class TunnelRelay implements LocalTunnelRelay {
     if (!conn) return false;
     this.drop(conn, code, reason);
     return true;
+  }
+
+  /** Applies a changed forwarding policy to the hostname's connection (if it is connected here). */
+  setPolicy(hostname: string, policy: TunnelPolicy): void {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (conn) conn.policy = { ...policy };
+  }
+
+  /**
+   * Whether a request arriving over HTTP may be forwarded: with 'webhook_only' (the default) only
+   * POST to the webhook path (any query string) reaches the bot's machine; another path is 404,
+   * another method on the webhook path 405. Undefined when allowed (or nobody is connected: the
+   * caller answers that). The worker's own deliveries (forward()) are always POSTs to that path.
+   */
+  refusal(hostname: string, method: string, url: string): TunnelError | undefined {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (!conn || conn.policy.forward === 'all') return undefined;
+    const query = url.indexOf('?');
+    const path = query >= 0 ? url.slice(0, query) : url;
+    const only = `The tunnel forwards only POST ${conn.policy.webhookPath} (the bot's owner can allow more).`;
+    if (path !== conn.policy.webhookPath) return new TunnelError('not_found', only);
+    if (method !== 'POST') return new TunnelError('method_not_allowed', only);
+    return undefined;
   }
 
   /** The worker's entry point (LocalTunnelRelay): headers in and out as plain records. */
@@ -262,13 +297,14 @@ export class TunnelRelay implements LocalTunnelRelay {
       tokenHash: c.tokenHash,
     }));
     try {
-      const revoked = await this.options.revalidate(list);
+      const { revoked, policies } = await this.options.revalidate(list);
       for (const hostname of revoked) {
         const conn = this.connections.get(hostname);
         if (conn && list.some((l) => l.hostname === hostname && l.tokenHash === conn.tokenHash)) {
           this.drop(conn, CLOSE_AUTH_REJECTED, 'tunnel token revoked');
         }
       }
+      for (const [hostname, policy] of policies) this.setPolicy(hostname, policy);
     } catch (error) {
       this.options.logger.warn({ err: error }, 'tunnel token revalidation failed');
     }

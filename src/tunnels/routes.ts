@@ -20,8 +20,10 @@ import {
 import { TunnelError, TunnelRelay } from './relay.ts';
 import {
   authenticateTunnelToken,
-  revokedTunnelHostnames,
+  getTunnelSettings,
+  revalidateTunnels,
   rotateTunnelToken,
+  setTunnelForward,
   type TunnelBot,
 } from './service.ts';
 import { trustFunction } from '../platform/trustProxy.ts';
@@ -40,7 +42,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         logger: ctx.logger,
         publicUrl: (hostname) => tunnelWebhookUrl(ctx.config.baseUrl, hostname, ''),
         requestTimeoutMs: ctx.config.webhookTimeoutMs,
-        revalidate: (connections) => revokedTunnelHostnames(ctx.db, connections),
+        revalidate: (connections) => revalidateTunnels(ctx.db, connections),
       })
     : undefined;
   if (relay) ctx.tunnelRelay = relay;
@@ -200,6 +202,57 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       return result;
     },
   );
+
+  const TunnelSettingsBody = Type.Object({
+    bot_id: Type.String(),
+    webhook_url: Type.String(),
+    webhook_path: Type.String(),
+    local_port: Type.Integer(),
+    forward: Type.Union([Type.Literal('webhook_only'), Type.Literal('all')], {
+      description:
+        '`webhook_only` (default): the tunnel forwards only POST requests to webhook_path; other paths are 404, other methods 405, and never reach the bot. `all`: any method and path.',
+    }),
+  });
+  app.get<{ Params: { bot_id: string } }>(
+    '/api/v1/owner/bots/:bot_id/tunnel',
+    {
+      schema: {
+        tags: ['owner'],
+        security: OWNER_SECURITY,
+        summary: "The bot's managed tunnel: webhook URL and what the tunnel forwards",
+        params: BotParams,
+        response: { 200: TunnelSettingsBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (request) => getTunnelSettings(ctx, request.owner!.id, request.params.bot_id),
+  );
+  app.patch<{ Params: { bot_id: string }; Body: { forward: 'webhook_only' | 'all' } }>(
+    '/api/v1/owner/bots/:bot_id/tunnel',
+    {
+      schema: {
+        tags: ['owner'],
+        security: OWNER_SECURITY,
+        summary: 'Choose what the tunnel forwards to the bot (only POST to the webhook path, or everything)',
+        params: BotParams,
+        body: Type.Object(
+          { forward: Type.Union([Type.Literal('webhook_only'), Type.Literal('all')]) },
+          { additionalProperties: false },
+        ),
+        response: { 200: TunnelSettingsBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (request) => {
+      const { hostname, policy, result } = await setTunnelForward(
+        ctx,
+        request.owner!.id,
+        request.params.bot_id,
+        request.body.forward,
+      );
+      // At once on this instance; other relay instances pick it up at their next revalidation.
+      relay?.setPolicy(hostname, policy);
+      return result;
+    },
+  );
 }
 
 interface ClientInfo {
@@ -225,6 +278,12 @@ async function relayHttp(
   if (!relay?.hasConnection(hostname)) {
     req.resume(); // the body (if any) is not wanted
     sendError(req, res, 'tunnel_not_connected', notConnectedMessage(hostname));
+    return;
+  }
+  const refused = relay.refusal(hostname, req.method ?? 'GET', req.url ?? '/');
+  if (refused) {
+    req.resume();
+    sendError(req, res, refused.code, refused.message, false, refused.code === 'method_not_allowed');
     return;
   }
   const declared = Number(req.headers['content-length'] ?? 0);
@@ -312,6 +371,8 @@ const TITLES: Record<string, string> = {
   tunnel_timeout: 'Tunnel timeout',
   tunnel_upstream_error: 'Bad gateway',
   payload_too_large: 'Payload too large',
+  not_found: 'Not found',
+  method_not_allowed: 'Method not allowed',
   internal_error: 'Internal error',
 };
 
@@ -319,14 +380,10 @@ const TITLES: Record<string, string> = {
 function sendError(
   req: IncomingMessage,
   res: ServerResponse,
-  code:
-    | 'tunnel_not_connected'
-    | 'tunnel_timeout'
-    | 'tunnel_upstream_error'
-    | 'payload_too_large'
-    | 'internal_error',
+  code: TunnelError['code'] | 'internal_error',
   message: string,
   closeConnection = false,
+  allowPost = false,
 ): void {
   if (res.headersSent) {
     res.destroy();
@@ -343,6 +400,7 @@ function sendError(
     'cache-control': 'no-store',
   };
   if (closeConnection) headers.connection = 'close';
+  if (allowPost) headers.allow = 'POST';
   res.writeHead(error.status, headers);
   res.end(req.method === 'HEAD' ? undefined : body);
 }

@@ -1,4 +1,4 @@
-// Webhook health of a bot (SPEC §3.3). webhook_fail_count is the number of consecutive failed
+// Webhook health of a bot. webhook_fail_count is the number of consecutive failed
 // attempts (over all of the bot's deliveries, in the order they were recorded); any success sets
 // it to 0 and the status to `active`.
 //

@@ -16,9 +16,47 @@ import {
 export const EXCERPT_BYTES = 1024;
 export const USER_AGENT = 'botpay-webhooks/1';
 
-/** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret> (SPEC §6.3). */
+/** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret>. */
 export function signBody(secret: string, body: string | Buffer): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+/**
+ * The Standard Webhooks signature (standardwebhooks.com): `v1,` + base64 HMAC-SHA256 of
+ * `${msgId}.${timestampSeconds}.${body}`, keyed with the base64-decoded part of `whsec_…`.
+ * `webhook-signature` carries one of these per secret that currently signs, separated by spaces.
+ */
+export function standardSignature(
+  secret: string,
+  msgId: string,
+  timestampSeconds: number,
+  body: string | Buffer,
+): string {
+  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
+  const mac = createHmac('sha256', key).update(`${msgId}.${timestampSeconds}.`).update(body);
+  return `v1,${mac.digest('base64')}`;
+}
+
+/**
+ * Every signature header of one attempt: SPEC's X-Service-Signature with the current secret, and
+ * the Standard Webhooks trio (`webhook-id` is the event id, stable across retries, so receivers can
+ * deduplicate; `webhook-timestamp` is the attempt's time, for replay protection) signed with the
+ * current secret and, during a rotation's overlap window, the previous one.
+ */
+export function signatureHeaders(
+  secrets: { current: string; previous: string | null },
+  eventId: string,
+  timestampSeconds: number,
+  body: Buffer,
+): Record<string, string> {
+  const signatures = [standardSignature(secrets.current, eventId, timestampSeconds, body)];
+  if (secrets.previous) signatures.push(standardSignature(secrets.previous, eventId, timestampSeconds, body));
+  return {
+    'x-service-signature': signBody(secrets.current, body),
+    'webhook-id': eventId,
+    'webhook-timestamp': String(timestampSeconds),
+    'webhook-signature': signatures.join(' '),
+  };
 }
 
 export type DeliveryTarget =

@@ -1,7 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 
-// Server-side request forgery guard (DESIGN.md §6.8). A callback URL is chosen by whoever registers
+// Server-side request forgery guard. A callback URL is chosen by whoever registers
 // a bot, so without this check a delivery could reach the service's own network: loopback, private
 // ranges, link-local cloud metadata (169.254.169.254) and so on. The check runs at delivery time on
 // the addresses DNS returns *now*, inside the socket's own lookup, so the connection goes to exactly

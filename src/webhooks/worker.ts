@@ -7,7 +7,7 @@ import {
   type AttemptResult,
   createWebhookSender,
   type DeliveryTarget,
-  signBody,
+  signatureHeaders,
   USER_AGENT,
   type WebhookSender,
 } from './sender.ts';
@@ -46,6 +46,8 @@ interface ClaimedRow {
   webhook_path: string | null;
   hooks_token_enc: string | null;
   webhook_secret_enc: string;
+  /** The previous secret while its rotation overlap lasts, else null. */
+  webhook_secret_prev_enc: string | null;
   [key: string]: unknown;
 }
 
@@ -88,7 +90,8 @@ UPDATE webhook_deliveries d
   FROM picked, events e, bots b
  WHERE d.id = picked.id AND e.id = d.event_id AND b.id = d.bot_id
 RETURNING d.id, d.event_id, d.bot_id, d.event_type, d.attempts, e.body, b.callback_url, b.tunnel_hostname,
-          b.webhook_path, b.hooks_token_enc, b.webhook_secret_enc`;
+          b.webhook_path, b.hooks_token_enc, b.webhook_secret_enc,
+          CASE WHEN b.webhook_secret_prev_until > $1 THEN b.webhook_secret_prev_enc END AS webhook_secret_prev_enc`;
 
 // One statement (atomic on its own, one round trip) records a batch: the deliveries, the events'
 // delivered_at and the bots' health. $10: retry delays in seconds. After the n-th failed attempt (d.attempts = n - 1 before it) the next
@@ -301,14 +304,17 @@ export class DeliveryWorker {
   private async attempt(row: ClaimedRow): Promise<AttemptResult> {
     try {
       const body = Buffer.from(row.body, 'utf8');
-      const secret = this.ctx.secrets.decrypt(row.webhook_secret_enc);
+      const secrets = {
+        current: this.ctx.secrets.decrypt(row.webhook_secret_enc),
+        previous: row.webhook_secret_prev_enc ? this.ctx.secrets.decrypt(row.webhook_secret_prev_enc) : null,
+      };
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         'user-agent': USER_AGENT,
         'x-service-event': row.event_type,
         'x-service-event-id': row.event_id,
         'x-service-delivery-id': row.id,
-        'x-service-signature': signBody(secret, body),
+        ...signatureHeaders(secrets, row.event_id, Math.floor(this.ctx.clock.now() / 1000), body),
       };
       let target: DeliveryTarget;
       if (row.callback_url) {
@@ -320,7 +326,7 @@ export class DeliveryWorker {
           path: row.webhook_path,
           publicUrl: tunnelWebhookUrl(this.ctx.config.baseUrl, row.tunnel_hostname, row.webhook_path),
         };
-        // Primary bots' gateways check this bearer token (SPEC §6.2, §6.4); other bots get none.
+        // Primary bots' gateways check this bearer token; other bots get none.
         if (row.hooks_token_enc)
           headers.authorization = `Bearer ${this.ctx.secrets.decrypt(row.hooks_token_enc)}`;
       } else {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBot } from '../../examples/bot/bot.ts';
-import { signPayload } from '../../packages/client/src/webhooks/verify.ts';
+import { signPayload, signStandard } from '../../packages/client/src/webhooks/verify.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { realCardNumber, splitCard } from '../support/cards.ts';
 import type { CardStart } from '../../src/cards/split.ts';
@@ -105,13 +105,21 @@ describe('example bot', () => {
         data: { amount_usd: 25 },
       });
       const url = `http://127.0.0.1:${bot.receiverPort()}/webhook`;
+      const at = Math.floor(Date.now() / 1000);
       const headers = {
         'content-type': 'application/json',
         'x-service-signature': signPayload(body, state.webhook_secret),
+        'webhook-id': 'evt_example1',
+        'webhook-timestamp': String(at),
+        'webhook-signature': signStandard(body, state.webhook_secret, 'evt_example1', at),
       };
       expect((await fetch(url, { method: 'POST', body, headers })).status).toBe(200);
       expect((await fetch(url, { method: 'POST', body, headers })).status).toBe(200);
-      const forged = { ...headers, 'x-service-signature': signPayload(body, 'whsec_wrong') };
+      const forged = {
+        ...headers,
+        'x-service-signature': signPayload(body, 'whsec_wrong'),
+        'webhook-signature': signStandard(body, 'whsec_wrong', 'evt_example1', at),
+      };
       expect((await fetch(url, { method: 'POST', body, headers: forged })).status).toBe(401);
       await output.waitFor(/^webhook wallet\.funded evt_example1 /);
       expect(output.out.filter((l) => l.startsWith('webhook wallet.funded evt_example1'))).toHaveLength(1);
@@ -156,10 +164,11 @@ describe('example bot', () => {
     });
     try {
       const line = await output.waitFor(/^tunnel: /);
-      // The token is masked on screen; the full command is in the state file.
-      expect(line).toMatch(/botpay tunnel --server \S+ --token svc_tun_… --port \d+ --path \/webhook /);
+      // The command holds no token (the client reads BOTPAY_TUNNEL_TOKEN); the token is in the state file.
+      expect(line).toMatch(/botpay tunnel --server \S+ --port \d+ --path \/webhook with BOTPAY_TUNNEL_TOKEN/);
       const state = JSON.parse(await readFile(join(dir, 'tunnel.json'), 'utf8'));
-      expect(state.tunnel_client_command).toMatch(/--token svc_tun_[0-9a-f]{48} /);
+      expect(state.tunnel_client_command).not.toMatch(/svc_tun_/);
+      expect(state.tunnel_token).toMatch(/^svc_tun_[0-9a-f]{48}$/);
       await output.waitFor(/^claim link: /);
       expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
     } finally {

@@ -28,12 +28,37 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/wallet/unfreeze': {},
   'PUT /api/v1/owner/bots/{bot_id}/rails/{rail_key}': { body: { status: 'inactive' } },
   'GET /api/v1/owner/guardrails': {},
+  'GET /api/v1/owner/tokens': {},
+  'POST /api/v1/owner/tokens': { body: { name: 'sample' } },
+  'DELETE /api/v1/owner/tokens/{token_id}': {},
   'PUT /api/v1/owner/guardrails': { body: { per_transaction_cents: 500 } },
   'GET /api/v1/owner/bots/{bot_id}/transactions': {},
   'GET /api/v1/owner/bots/{bot_id}/audit-log': {},
   'POST /api/v1/owner/bots/{bot_id}/api-key/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/webhook-secret/rotate': {},
   'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
+  'GET /api/v1/owner/bots/{bot_id}/tunnel': {},
+  'PATCH /api/v1/owner/bots/{bot_id}/tunnel': { body: { forward: 'all' } },
+  'POST /api/v1/bot/x402/pay': {
+    body: {
+      resource_url: 'https://api.example.com/data',
+      payment_requirements: [
+        {
+          scheme: 'exact',
+          network: 'eip155:8453',
+          asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+          amount: '10000',
+          payTo: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+          maxTimeoutSeconds: 60,
+          extra: { name: 'USD Coin', version: '2' },
+        },
+      ],
+    },
+  },
+  'GET /api/v1/bot/x402/payments/{payment_id}': {},
+  'GET /api/v1/owner/bots/{bot_id}/x402': {},
+  'PATCH /api/v1/owner/bots/{bot_id}/x402': { body: { daily_cents: 100 } },
+  'GET /api/v1/owner/bots/{bot_id}/x402/payments': {},
   'POST /api/v1/bot/merchant/checkout': {
     body: {
       profile_index: 1,
@@ -86,6 +111,11 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/bot/messages/ack': { body: { event_ids: ['evt_aaaaaaaaaaaaaaaa'] } },
   'GET /api/v1/owner/bots/{bot_id}/webhook-deliveries': {},
   'POST /api/v1/owner/webhook-deliveries/{delivery_id}/retry': {},
+  'POST /api/v1/bot/wallet/topup-requests': { body: { amount_cents: 100, reason: 'test' } },
+  'GET /api/v1/bot/wallet/topup-requests': {},
+  'GET /api/v1/owner/topup-requests': {},
+  'POST /api/v1/owner/topup-requests/{topup_id}/approve': {},
+  'POST /api/v1/owner/topup-requests/{topup_id}/decline': {},
 };
 
 const PARAM_FALLBACK: Record<string, string> = {
@@ -93,6 +123,7 @@ const PARAM_FALLBACK: Record<string, string> = {
   delivery_id: 'whd_aaaaaaaaaaaaaaaa',
   profile_index: '1',
   confirmation_id: 'chk_aaaaaaaaaaaaaaaa',
+  token_id: 'otk_aaaaaaaaaaaaaaaa',
 };
 
 function protectedRoutes(svc: TestService): string[] {

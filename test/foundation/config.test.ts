@@ -17,6 +17,7 @@ describe('configuration', () => {
       approvalWindowSeconds: 900,
       webhookTimeoutMs: 10_000,
       webhookRetryDelaysSeconds: [60, 300, 900, 3600, 21600],
+      webhookSecretOverlapSeconds: 86_400,
       allowPrivateWebhookTargets: false,
     });
     expect([...c.roles].sort()).toEqual(['api', 'scheduler', 'tunnel', 'worker']);
@@ -35,6 +36,7 @@ describe('configuration', () => {
     ['ROLES', { ROLES: 'api,cook' }],
     ['WEBHOOK_RETRY_DELAYS', { WEBHOOK_RETRY_DELAYS: '60,five' }],
     ['APPROVAL_WINDOW_SECONDS', { APPROVAL_WINDOW_SECONDS: '0' }],
+    ['WEBHOOK_SECRET_OVERLAP_SECONDS', { WEBHOOK_SECRET_OVERLAP_SECONDS: '-1' }],
     ['TUNNEL_DOMAIN', { TUNNEL_DOMAIN: 'bad domain!' }],
     ['SMTP_URL', { SMTP_URL: 'http://mail' }],
     ['ALLOW_PRIVATE_WEBHOOK_TARGETS', { ALLOW_PRIVATE_WEBHOOK_TARGETS: 'sure' }],

@@ -107,7 +107,7 @@ describe('POST /api/v1/bot/tasks/next', () => {
     expect((await nextTask(svc, w.bot)).has_task).toBe(true);
   });
 
-  it('hands out a produced task in the SPEC shape and emits task.available', async () => {
+  it('hands out a produced task in the documented shape and emits task.available', async () => {
     const { w, task } = await worldWithTask();
     expect(Object.keys(task).sort()).toEqual(['has_task', 'instructions', 'message', 'task_id', 'task_type']);
     expect(task.task_type).toBe('purchase');

@@ -87,15 +87,24 @@ export interface TunnelBot {
   webhook_path: string;
 }
 
+/**
+ * Registers a tunnel bot. The relay-mechanics tests send any method to any path, so by default the
+ * bot's tunnel forwards everything (what an owner allows with `forward: "all"`); pass
+ * `{ forward: 'webhook_only' }` for the registration default (test/tunnels/policy.test.ts).
+ */
 export async function registerTunnelBot(
   svc: TestService,
   localPort: number,
   body: Record<string, unknown> = {},
+  options: { forward?: 'all' | 'webhook_only' } = {},
 ): Promise<TunnelBot> {
   const bot = (await registerBot(svc, { callback_url: undefined, local_port: localPort, ...body })) as Record<
     string,
     unknown
   >;
+  if ((options.forward ?? 'all') === 'all') {
+    await svc.ctx.db.query("UPDATE bots SET tunnel_forward = 'all' WHERE id = $1", [bot.bot_id]);
+  }
   const webhookUrl = new URL(bot.webhook_url as string);
   return {
     ...(bot as unknown as TunnelBot),

@@ -13,9 +13,13 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function runCli(args: string[]): { child: ChildProcess; output: () => string; exit: Promise<number | null> } {
+function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+): { child: ChildProcess; output: () => string; exit: Promise<number | null> } {
   const child = spawn(process.execPath, ['bin/botpay.mjs', ...args], {
     cwd: process.cwd(),
+    env: { ...process.env, BOTPAY_TUNNEL_TOKEN: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -89,7 +93,9 @@ describe('tunnel client across service restarts and as a command', () => {
       };
       const [cli, ...args] = bot.tunnel_setup.tunnel_client_command.split(' ');
       expect(cli).toBe('botpay');
-      const run = runCli(args);
+      const run = runCli(args, {
+        BOTPAY_TUNNEL_TOKEN: (bot as unknown as { tunnel_token: string }).tunnel_token,
+      });
       await until(() => run.output().includes('tunnel: connected'), 20_000);
       const res = await hostRequest(port, bot.hostname, {
         method: 'POST',
@@ -125,7 +131,7 @@ describe('tunnel client across service restarts and as a command', () => {
       expect(rejected.output()).toContain('The service rejected the tunnel token (HTTP 401)');
       const usage = runCli(['tunnel', '--server', 'ftp://x', '--port', '99999']);
       expect(await usage.exit).toBe(2);
-      expect(usage.output()).toContain('--token is required');
+      expect(usage.output()).toContain('the tunnel token is missing: set BOTPAY_TUNNEL_TOKEN');
       expect(usage.output()).toContain('--port must be a port number');
     } finally {
       await svc.close();

@@ -388,7 +388,7 @@ describe('managed tunnel relay', () => {
     });
     expect(freeze.statusCode).toBe(200);
     expect(relay().hasConnection(hostname)).toBe(true);
-    expect((await hostRequest(port, hostname, { path: '/webhook' })).status).toBe(200);
+    expect((await hostRequest(port, hostname, { method: 'POST', path: '/hooks/service' })).status).toBe(200);
   });
 
   describe('tunnel token rotation', () => {
@@ -407,8 +407,9 @@ describe('managed tunnel relay', () => {
       const body = res.json();
       expect(body.tunnel_token).toMatch(/^svc_tun_[0-9a-f]{48}$/);
       expect(body.tunnel_token).not.toBe(bot.tunnel_token);
+      // The token is not on the command line: the client reads BOTPAY_TUNNEL_TOKEN.
       expect(body.tunnel_client_command).toBe(
-        `botpay tunnel --server http://localhost:8080 --token ${body.tunnel_token} --port ${receiver.port} --path /hooks/service`,
+        `botpay tunnel --server http://localhost:8080 --port ${receiver.port} --path /hooks/service`,
       );
       const oldExit = await old.exit;
       expect(oldExit.code).toBe(EXIT_TOKEN_REJECTED);
@@ -422,7 +423,9 @@ describe('managed tunnel relay', () => {
         webhook_path: '/hooks/service',
       } as TunnelBot);
       expect(fresh.client.hostname).toBe(hostname);
-      expect((await hostRequest(port, hostname, { path: '/hooks/service' })).status).toBe(200);
+      expect((await hostRequest(port, hostname, { method: 'POST', path: '/hooks/service' })).status).toBe(
+        200,
+      );
 
       const audit = await svc.app.inject({
         url: `/api/v1/owner/bots/${bot.bot_id}/audit-log`,

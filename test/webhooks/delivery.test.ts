@@ -33,7 +33,7 @@ describe('webhook delivery', () => {
     return { owner, bot };
   }
 
-  it('signs the exact body; an independent implementation verifies it; headers per SPEC §6.2', async () => {
+  it('signs the exact body; an independent implementation verifies it; headers as documented', async () => {
     const owner = await createOwner(svc);
     const bot = await activeBot(svc, owner, { body: { callback_url: receiver.url('/signed') } });
     const fund = await svc.app.inject({

@@ -11,7 +11,7 @@ import {
 } from '../support/service.ts';
 import { emit, healthOf, LoopbackRelay, Receiver } from './helpers.ts';
 
-describe('webhook health (SPEC §3.3)', () => {
+describe('webhook health', () => {
   let svc: TestService;
   let receiver: Receiver;
   let relay: LoopbackRelay;

@@ -4,7 +4,7 @@ import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { deliveryOf, emit, Receiver } from './helpers.ts';
 
-describe('SSRF guard with ALLOW_PRIVATE_WEBHOOK_TARGETS off (DESIGN.md §6.8)', () => {
+describe('SSRF guard with ALLOW_PRIVATE_WEBHOOK_TARGETS off', () => {
   let svc: TestService;
   let receiver: Receiver;
   let worker: DeliveryWorker;

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { BotPayClient, isBotPayError } from '@botpay/client';
+import { BotPayClient, isBotPayError } from '../../packages/client/src/index.ts';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { HTTPFacilitatorClient } from '@x402/core/server';
 import { ExactEvmScheme as FacilitatorScheme } from '@x402/evm/exact/facilitator';

@@ -10,6 +10,9 @@ import type {
   NextTaskResponse,
   RegistrationRequest,
   RegistrationResponse,
+  TopupListResponse,
+  TopupRequest,
+  TopupRequestResponse,
   WalletCheckResponse,
 } from './types.ts';
 import { type WaitForDecisionOptions, waitForDecision } from './waitForDecision.ts';
@@ -33,6 +36,8 @@ export const CLIENT_OPERATIONS = [
   'POST /api/v1/bot/tasks/next',
   'GET /api/v1/bot/messages',
   'POST /api/v1/bot/messages/ack',
+  'POST /api/v1/bot/wallet/topup-requests',
+  'GET /api/v1/bot/wallet/topup-requests',
   'POST /api/v1/bot/x402/pay',
   'GET /api/v1/bot/x402/payments/{payment_id}',
 ] as const;
@@ -155,6 +160,31 @@ export class BotPayClient {
   }
 
   /**
+   * Asks the owner for funds (POST /api/v1/bot/wallet/topup-requests). Resolves with the request
+   * (`status: 'pending'`); the owner's answer arrives as `wallet.topup_approved` (with
+   * `wallet.funded`), `wallet.topup_declined` or `wallet.topup_expired`, or through `topupRequests`.
+   * Repeating the same amount and reason while that request is open returns it, so a retry after a
+   * lost answer never asks twice; a 429 (too many asks a day, or too many open) carries
+   * `retryAfterSeconds`. Refusals: `wallet_not_active`, `wallet_frozen`, `validation_error`.
+   */
+  async requestTopup(request: TopupRequest, options: CallOptions = {}): Promise<TopupRequestResponse> {
+    const res = await this.request<TopupRequestResponse>({
+      method: 'POST',
+      path: '/api/v1/bot/wallet/topup-requests',
+      body: request,
+      auth: true,
+      retry: 'idempotent',
+      signal: options.signal,
+    });
+    return res.body;
+  }
+
+  /** The bot's top-up requests and their status, newest first (GET /api/v1/bot/wallet/topup-requests). */
+  async topupRequests(options: CallOptions = {}): Promise<TopupListResponse> {
+    return (await this.get<TopupListResponse>('/api/v1/bot/wallet/topup-requests', undefined, options)).body;
+  }
+
+  /**
    * Requests a purchase (POST /api/v1/bot/merchant/checkout). Resolves with the approved result
    * (`approved: true`, card details) or the pending one (`approved: false`, then call
    * `waitForDecision(confirmation_id)`); rejects with a BotPayError for a refusal
@@ -186,7 +216,7 @@ export class BotPayClient {
   }
 
   /**
-   * Polls a pending purchase until the owner approves or denies it or it expires (SPEC §4.5: every
+   * Polls a pending purchase until the owner approves or denies it or it expires (docs/api.md: every
    * 5 s for the first minute, then every 15 s). Resolves with the final status body (card details
    * when approved). Transient failures between polls are ridden out; cancel with `signal`.
    */

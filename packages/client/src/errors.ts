@@ -1,7 +1,7 @@
 // Every failure the client reports is a BotPayError: an HTTP error answer of the service (with the
 // spec's error code and its details), or a transport failure after the retries ran out.
 
-/** The error codes of SPEC.md §7 and the service's error table, plus the client's own transport codes. */
+/** The error codes of docs/errors.md and the service's error table, plus the client's own transport codes. */
 export type BotPayErrorCode =
   | 'validation_error'
   | 'invalid_pairing_code'

@@ -97,6 +97,7 @@ export interface BotOperations {
         } | null;
         message?: string;
         pending_messages?: number;
+        pending_topups?: number;
         webhook_status?: string;
         webhook_fail_count?: number;
       };
@@ -120,6 +121,28 @@ export interface BotOperations {
           monthly_remaining_usd: number;
         };
         pending_topups: number;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'GET /api/v1/bot/wallet/topup-requests': {
+    responses: {
+      200: {
+        topup_requests: Array<{
+          topup_id: string;
+          status: 'pending' | 'approved' | 'declined' | 'expired';
+          amount_usd: number;
+          reason: string;
+          approved_amount_usd?: number;
+          note?: string;
+          created_at: string;
+          expires_at: string;
+          decided_at: string | null;
+        }>;
       };
       401: {
         error: string;
@@ -276,6 +299,59 @@ export interface BotOperations {
       401: {
         error: string;
         message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'POST /api/v1/bot/wallet/topup-requests': {
+    body: {
+      amount_cents: number;
+      reason: string;
+    };
+    responses: {
+      200: {
+        topup_id: string;
+        status: 'pending' | 'approved' | 'declined' | 'expired';
+        amount_usd: number;
+        reason: string;
+        approved_amount_usd?: number;
+        note?: string;
+        created_at: string;
+        expires_at: string;
+        decided_at: string | null;
+        message: string;
+      };
+      201: {
+        topup_id: string;
+        status: 'pending' | 'approved' | 'declined' | 'expired';
+        amount_usd: number;
+        reason: string;
+        approved_amount_usd?: number;
+        note?: string;
+        created_at: string;
+        expires_at: string;
+        decided_at: string | null;
+        message: string;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      403: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      429: {
+        error: 'rate_limited';
+        message: string;
+        retry_after_seconds: number;
         [key: string]: unknown;
       };
     };

@@ -16,7 +16,15 @@ export {
   SLOW_POLL_MS,
   type WaitForDecisionOptions,
 } from './waitForDecision.ts';
-export { signPayload, verifySignature } from './webhooks/verify.ts';
+export {
+  DEFAULT_TIMESTAMP_TOLERANCE_SECONDS,
+  type StandardVerifyFailure,
+  type StandardVerifyOptions,
+  signPayload,
+  signStandard,
+  verifySignature,
+  verifyStandardWebhook,
+} from './webhooks/verify.ts';
 export {
   type FetchWithX402Options,
   fetchWithX402,

@@ -1,5 +1,5 @@
 // Public types of the client. Where the service's OpenAPI document describes an endpoint, the type
-// comes from src/generated.ts (regenerated from the route schemas, checked in CI); the SPEC-based
+// comes from src/generated.ts (regenerated from the route schemas, checked in CI); the documented
 // definitions below are used only for endpoints the connected build does not describe yet.
 import type { BotOperations } from './generated.ts';
 
@@ -19,7 +19,7 @@ export type BodyOf<Op extends string, Fallback> = Op extends Known
     : Fallback
   : Fallback;
 
-// ---- Registration (SPEC §2.1–2.3) ----------------------------------------------------------------
+// ---- Registration ----------------------------------------------------------------
 
 export type RegistrationRequest = BodyOf<
   'POST /api/v1/bots/register',
@@ -57,7 +57,7 @@ export type RegistrationResponse = ResponseOf<
   }
 >;
 
-// ---- Status and wallet (SPEC §2.4–2.5) ---------------------------------------------------------
+// ---- Status and wallet ---------------------------------------------------------
 
 interface SpendingLimits {
   per_transaction_usd: number;
@@ -86,6 +86,7 @@ export type BotStatusResponse = ResponseOf<
     } | null;
     message?: string;
     pending_messages?: number;
+    pending_topups?: number;
     webhook_status?: string;
     webhook_fail_count?: number;
   }
@@ -103,7 +104,7 @@ export type WalletCheckResponse = ResponseOf<
   }
 >;
 
-// ---- Checkout (SPEC §2.6–2.7, §4.4–4.5) --------------------------------------------------------
+// ---- Checkout --------------------------------------------------------
 
 export type CheckoutRequest = BodyOf<
   'POST /api/v1/bot/merchant/checkout',
@@ -170,7 +171,7 @@ export type CheckoutStatusResponse = ResponseOf<
   }
 >;
 
-// ---- Tasks (SPEC §2.8, §4.6) -------------------------------------------------------------------
+// ---- Tasks -------------------------------------------------------------------
 
 export interface TaskInstructions {
   profile_index: number;
@@ -193,6 +194,43 @@ export type NextTaskResponse = ResponseOf<
   }
 >;
 
+// ---- Top-up requests (asking the owner for funds) -----------------------------------------------
+
+export type TopupRequest = BodyOf<
+  'POST /api/v1/bot/wallet/topup-requests',
+  {
+    /** Amount asked for, in cents (1 to 1 000 000). */
+    amount_cents: number;
+    /** Why, shown to the owner (at most 500 characters; line breaks become spaces). */
+    reason: string;
+  }
+>;
+
+/** One top-up request as the bot sees it. */
+export interface Topup {
+  topup_id: string;
+  status: 'pending' | 'approved' | 'declined' | 'expired';
+  amount_usd: number;
+  reason: string;
+  approved_amount_usd?: number;
+  note?: string;
+  created_at: string;
+  expires_at: string;
+  decided_at: string | null;
+}
+
+export type TopupRequestResponse = ResponseOf<
+  'POST /api/v1/bot/wallet/topup-requests',
+  201,
+  Topup & { message: string }
+>;
+
+export type TopupListResponse = ResponseOf<
+  'GET /api/v1/bot/wallet/topup-requests',
+  200,
+  { topup_requests: Topup[] }
+>;
+
 // ---- Queued events (undelivered webhooks) ------------------------------------------------------
 
 /** The body of every webhook delivery, and of each queued message. */
@@ -213,13 +251,17 @@ export type KnownEventType =
   | 'wallet.frozen'
   | 'wallet.unfrozen'
   | 'wallet.balance_low'
+  | 'wallet.topup_requested'
+  | 'wallet.topup_approved'
+  | 'wallet.topup_declined'
+  | 'wallet.topup_expired'
   | 'purchase.approved'
   | 'purchase.denied'
   | 'purchase.expired'
   | 'task.available'
   | 'rails.updated';
 
-/** Data of `purchase.approved` (SPEC §6.1). */
+/** Data of `purchase.approved`. */
 export interface PurchaseApprovedData {
   checkout_id: string;
   amount: number;

@@ -24,7 +24,7 @@ export interface StatusPoller {
   now(): number;
 }
 
-/** SPEC §4.5: every 5 seconds for the first minute, then every 15 seconds. */
+/** The polling schedule of docs/api.md: every 5 seconds for the first minute, then every 15 seconds. */
 export const FAST_POLL_MS = 5_000;
 export const SLOW_POLL_MS = 15_000;
 export const FAST_PHASE_MS = 60_000;

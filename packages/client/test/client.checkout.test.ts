@@ -13,7 +13,7 @@ import { realCardNumber, splitCard } from '../../../test/support/cards.ts';
 
 // The SDK's checkout, tasks and messages calls against the real service. These endpoints are built
 // on other branches (checkout, tasks, webhooks); each test runs as soon as its route exists in the
-// app and is skipped until then. The owner-side setup follows DESIGN.md §5.
+// app and is skipped until then. The owner-side setup is the owner API of docs/api.md.
 
 function has(svc: TestService, method: 'GET' | 'POST', url: string): boolean {
   return svc.app.hasRoute({ method, url });

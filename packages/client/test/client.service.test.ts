@@ -149,6 +149,54 @@ describe('client against the real service', () => {
   });
 });
 
+describe('top-up requests through the client', () => {
+  it('asks the owner for funds, sees the request, then the approval and the funded balance', async () => {
+    const { svc, baseUrl } = await listening({ TOPUP_REQUESTS_OPEN_MAX: '1' });
+    try {
+      const owner = await createOwner(svc);
+      const reg = await new BotPayClient({ baseUrl }).register({
+        bot_name: unique(),
+        owner_email: owner.email,
+        callback_url: 'http://127.0.0.1:9/hook',
+      });
+      const bot = new BotPayClient({ baseUrl, apiKey: reg.api_key, retry: { maxAttempts: 1 } });
+      const refused = await bot.requestTopup({ amount_cents: 500, reason: 'hello' }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(BotPayError);
+      expect((refused as BotPayError).code).toBe('wallet_not_active');
+      await claim(svc, owner, reg.claim_token);
+
+      const asked = await bot.requestTopup({ amount_cents: 1500, reason: 'API credits' });
+      expect(asked).toMatchObject({ status: 'pending', amount_usd: 15, reason: 'API credits' });
+      expect((await bot.walletCheck()).pending_topups).toBe(1);
+      const tooMany = await bot
+        .requestTopup({ amount_cents: 100, reason: 'another' })
+        .catch((e: unknown) => e);
+      expect((tooMany as BotPayError).status).toBe(429);
+      expect((tooMany as BotPayError).retryAfterSeconds).toBeGreaterThan(0);
+
+      const approve = await svc.app.inject({
+        method: 'POST',
+        url: `/api/v1/owner/topup-requests/${asked.topup_id}/approve`,
+        headers: owner.auth,
+      });
+      expect(approve.statusCode).toBe(200);
+      const list = await bot.topupRequests();
+      expect(list.topup_requests[0]).toMatchObject({
+        topup_id: asked.topup_id,
+        status: 'approved',
+        approved_amount_usd: 15,
+      });
+      expect((await bot.walletCheck()).balance_usd).toBe(15);
+      const events = (await bot.messages()).messages.map((m) => m.event);
+      expect(events).toEqual(
+        expect.arrayContaining(['wallet.topup_requested', 'wallet.funded', 'wallet.topup_approved']),
+      );
+    } finally {
+      await svc.close();
+    }
+  });
+});
+
 describe('registration rate limit through the client', () => {
   let svc: TestService;
   let baseUrl: string;

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BotPayClient } from '../src/client.ts';
 import { API_KEY, json, scriptedServer } from './helpers.ts';
 
-// SPEC §4.5 polling schedule, driven by a fake clock: the injected sleep advances it instead of
+// The documented polling schedule, driven by a fake clock: the injected sleep advances it instead of
 // waiting. The status endpoint is a scripted local server (the real one is exercised in
 // client.service.test.ts once the checkout module is present).
 

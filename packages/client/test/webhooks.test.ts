@@ -12,12 +12,22 @@ import {
   MemoryDedupeStore,
   type WebhookReceiverOptions,
 } from '../src/webhooks/receiver.ts';
-import { signPayload } from '../src/webhooks/verify.ts';
+import { signPayload, signStandard } from '../src/webhooks/verify.ts';
 
 // Each middleware behind a real server on 127.0.0.1, fed deliveries shaped like the service's
-// (SPEC §6.1–6.3 plus X-Service-Event-Id).
+//.
 
 const SECRET = `whsec_${'7e'.repeat(24)}`;
+
+/** Both signature schemes, as the service sends them (timestamp = now unless given). */
+function signed(body: string, secret: string, id: string, at = Math.floor(Date.now() / 1000)) {
+  return {
+    'x-service-signature': signPayload(body, secret),
+    'webhook-id': id,
+    'webhook-timestamp': String(at),
+    'webhook-signature': signStandard(body, secret, id, at),
+  };
+}
 
 function delivery(id = `evt_${Math.random().toString(36).slice(2)}`, event = 'wallet.funded') {
   const body = JSON.stringify({
@@ -32,7 +42,7 @@ function delivery(id = `evt_${Math.random().toString(36).slice(2)}`, event = 'wa
     body,
     headers: {
       'content-type': 'application/json',
-      'x-service-signature': signPayload(body, SECRET),
+      ...signed(body, SECRET, id),
       'x-service-event': event,
       'x-service-event-id': id,
     } as Record<string, string>,
@@ -156,18 +166,39 @@ describe.each(Object.entries(mounts))('%s middleware', (_name, mount) => {
     harness = await mount({ secret: SECRET, onEvent: seen.onEvent });
     const d = delivery();
     const tampered = d.body.replace('25', '2500');
-    for (const [body, signature] of [
-      [tampered, d.headers['x-service-signature']],
-      [d.body, signPayload(d.body, 'whsec_other')],
-      [d.body, undefined],
-      [d.body, 'sha256=nothex'],
-    ] as const) {
-      const headers = { ...d.headers };
-      if (signature === undefined) delete headers['x-service-signature'];
-      else headers['x-service-signature'] = signature;
+    const now = Math.floor(Date.now() / 1000);
+    const cases: [string, Record<string, string | undefined>, string][] = [
+      // The body changed after signing: both schemes fail.
+      [tampered, {}, 'invalid_signature'],
+      // Signed with another secret.
+      [d.body, signed(d.body, 'whsec_other', d.id), 'invalid_signature'],
+      // A valid Standard Webhooks signature but a forged X-Service-Signature.
+      [d.body, { 'x-service-signature': signPayload(d.body, 'whsec_other') }, 'invalid_signature'],
+      [d.body, { 'x-service-signature': 'sha256=nothex' }, 'invalid_signature'],
+      [d.body, { 'webhook-signature': 'v1,bm90IGEgc2lnbmF0dXJl' }, 'invalid_signature'],
+      // The signature of another message id (headers swapped between deliveries).
+      [d.body, { 'webhook-id': 'evt_other' }, 'invalid_signature'],
+      // Replay protection: a genuine delivery captured 10 minutes ago, or dated in the future.
+      [d.body, signed(d.body, SECRET, d.id, now - 600), 'timestamp_out_of_tolerance'],
+      [d.body, signed(d.body, SECRET, d.id, now + 600), 'timestamp_out_of_tolerance'],
+      [d.body, { 'webhook-timestamp': 'yesterday' }, 'invalid_timestamp'],
+      // Stripping the Standard Webhooks headers (to replay with X-Service-Signature alone).
+      [d.body, { 'webhook-signature': undefined }, 'missing_headers'],
+      [
+        d.body,
+        { 'webhook-signature': undefined, 'webhook-timestamp': undefined, 'webhook-id': undefined },
+        'missing_headers',
+      ],
+    ];
+    for (const [body, changes, error] of cases) {
+      const headers: Record<string, string> = { ...d.headers };
+      for (const [name, value] of Object.entries(changes)) {
+        if (value === undefined) delete headers[name];
+        else headers[name] = value;
+      }
       const res = await post(harness.url, body, headers);
-      expect(res.status).toBe(401);
-      expect(await res.json()).toEqual({ error: 'invalid_signature' });
+      expect(res.status, JSON.stringify(changes)).toBe(401);
+      expect(await res.json()).toEqual({ error });
     }
     // A bad attempt must not poison deduplication: the genuine delivery is still handled.
     const arrived = seen.next();
@@ -176,19 +207,53 @@ describe.each(Object.entries(mounts))('%s middleware', (_name, mount) => {
     expect(seen.events).toHaveLength(1);
   });
 
+  it('accepts the new and the previous secret during a rotation, and X-Service-Signature alone only when allowed', async () => {
+    const seen = collector();
+    const NEW = `whsec_${'4f'.repeat(24)}`;
+    harness = await mount({ secret: [NEW, SECRET], onEvent: seen.onEvent });
+    const d = delivery();
+    // The service signs with both secrets while the overlap lasts; a receiver with either verifies.
+    const at = Math.floor(Date.now() / 1000);
+    const both = {
+      ...d.headers,
+      'x-service-signature': signPayload(d.body, NEW),
+      'webhook-signature': `${signStandard(d.body, NEW, d.id, at)} ${signStandard(d.body, SECRET, d.id, at)}`,
+      'webhook-timestamp': String(at),
+    };
+    expect((await post(harness.url, d.body, both)).status).toBe(200);
+    await harness.close();
+    harness = await mount({ secret: SECRET, onEvent: seen.onEvent });
+    const old = delivery();
+    const withBoth = {
+      ...old.headers,
+      'x-service-signature': signPayload(old.body, SECRET),
+      'webhook-signature': `${signStandard(old.body, NEW, old.id, at)} ${signStandard(old.body, SECRET, old.id, at)}`,
+      'webhook-timestamp': String(at),
+    };
+    expect((await post(harness.url, old.body, withBoth)).status).toBe(200);
+    await harness.close();
+    harness = await mount({ secret: SECRET, onEvent: seen.onEvent, allowUnsignedTimestamp: true });
+    const legacy = delivery();
+    const legacyHeaders = {
+      'content-type': 'application/json',
+      'x-service-signature': signPayload(legacy.body, SECRET),
+    };
+    expect((await post(harness.url, legacy.body, legacyHeaders)).status).toBe(200);
+  });
+
   it('refuses a signed body that is not JSON (400) and one over the size limit (413)', async () => {
     const seen = collector();
     harness = await mount({ secret: SECRET, onEvent: seen.onEvent, maxBodyBytes: 1024 });
     const notJson = 'not json';
     const res = await post(harness.url, notJson, {
       'content-type': 'application/json',
-      'x-service-signature': signPayload(notJson, SECRET),
+      ...signed(notJson, SECRET, 'evt_notjson'),
     });
     expect(res.status).toBe(400);
     const big = JSON.stringify({ id: 'evt_big', event: 'x', pad: 'a'.repeat(2048) });
     const tooBig = await post(harness.url, big, {
       'content-type': 'application/json',
-      'x-service-signature': signPayload(big, SECRET),
+      ...signed(big, SECRET, 'evt_big'),
     });
     expect(tooBig.status).toBe(413);
     expect(seen.events).toEqual([]);

@@ -10,4 +10,12 @@ export {
   type WebhookReceiver,
   type WebhookReceiverOptions,
 } from './receiver.ts';
-export { signPayload, verifySignature } from './verify.ts';
+export {
+  DEFAULT_TIMESTAMP_TOLERANCE_SECONDS,
+  type StandardVerifyFailure,
+  type StandardVerifyOptions,
+  signPayload,
+  signStandard,
+  verifySignature,
+  verifyStandardWebhook,
+} from './verify.ts';

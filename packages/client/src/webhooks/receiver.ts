@@ -1,10 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { WebhookEvent } from '../types.ts';
-import { verifySignature } from './verify.ts';
+import { type StandardVerifyFailure, verifySignature, verifyStandardWebhook } from './verify.ts';
 
 // The framework-independent part of every webhook middleware: given the raw bytes and headers of a
 // delivery, decide the answer, and hand the event to the handler after the answer is sent
-// (SPEC §6.5: respond 2xx quickly, process asynchronously, deduplicate).
+// (docs/webhooks.md: respond 2xx quickly, process asynchronously, deduplicate).
 
 /** Remembers which event ids were already accepted. Replace the default with a shared store
  * (Redis, a database table) when several processes receive webhooks for one bot. */
@@ -65,9 +65,22 @@ export interface WebhookReceiverOptions {
   maxBodyBytes?: number;
   /**
    * For `primary` bots behind the managed tunnel: also require `Authorization: Bearer <token>`
-   * (primary_hooks_token, SPEC §6.4). Default: not checked.
+   * (primary_hooks_token). Default: not checked.
    */
   hooksToken?: string;
+  /**
+   * Seconds a delivery's `webhook-timestamp` may differ from this machine's clock (replay
+   * protection). Default 300.
+   */
+  toleranceSeconds?: number;
+  /**
+   * Accept deliveries that carry only `X-Service-Signature` (no Standard Webhooks headers, so no
+   * timestamp: a captured delivery could be replayed later). For services older than the one that
+   * sends `webhook-signature`. Default false.
+   */
+  allowUnsignedTimestamp?: boolean;
+  /** Milliseconds since the epoch, for the tolerance check. Default Date.now. */
+  now?: () => number;
 }
 
 export interface ReceiverAnswer {
@@ -108,9 +121,8 @@ export function createWebhookReceiver(options: WebhookReceiverOptions): WebhookR
       if (options.hooksToken !== undefined && !bearerMatches(headers.authorization, options.hooksToken)) {
         return { status: 401, body: { error: 'invalid_authorization' } };
       }
-      if (!verifySignature(rawBody, headers['x-service-signature'], secrets)) {
-        return { status: 401, body: { error: 'invalid_signature' } };
-      }
+      const failure = checkSignature(options, secrets, headers, rawBody);
+      if (failure) return { status: 401, body: { error: failure } };
       let event: WebhookEvent;
       try {
         event = JSON.parse(rawBody.toString('utf8')) as WebhookEvent;
@@ -148,6 +160,33 @@ export function createWebhookReceiver(options: WebhookReceiverOptions): WebhookR
       };
     },
   };
+}
+
+/**
+ * The Standard Webhooks headers are checked when present (signature and timestamp tolerance) and
+ * required unless `allowUnsignedTimestamp`; X-Service-Signature is checked whenever present, so a
+ * delivery with a tampered body fails either way.
+ */
+function checkSignature(
+  options: WebhookReceiverOptions,
+  secrets: readonly string[],
+  headers: Record<string, string | string[] | undefined>,
+  rawBody: Buffer,
+): StandardVerifyFailure | null {
+  const hasStandard = headers['webhook-signature'] !== undefined;
+  if (hasStandard) {
+    const failure = verifyStandardWebhook(rawBody, headers, secrets, {
+      ...(options.toleranceSeconds !== undefined ? { toleranceSeconds: options.toleranceSeconds } : {}),
+      ...(options.now ? { now: options.now } : {}),
+    });
+    if (failure) return failure;
+  } else if (!options.allowUnsignedTimestamp) {
+    return 'missing_headers';
+  }
+  if (headers['x-service-signature'] !== undefined || !hasStandard) {
+    if (!verifySignature(rawBody, headers['x-service-signature'], secrets)) return 'invalid_signature';
+  }
+  return null;
 }
 
 function bearerMatches(header: string | string[] | undefined, token: string): boolean {

@@ -1,0 +1,198 @@
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isPostgres } from '../../../test/support/db.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestService,
+} from '../../../test/support/service.ts';
+
+// The SDK as a user gets it: `npm pack` (which builds dist/ through prepack), the tarball installed
+// into fresh projects outside this repository, then used from plain Node ESM, from CommonJS, and
+// type-checked by TypeScript consumers with moduleResolution NodeNext and Bundler — against the
+// real service listening on 127.0.0.1. Nothing from the workspace leaks in: the projects resolve
+// only what the tarball installed (plus @types/node and the compiler for the type checks).
+
+const run = promisify(execFile);
+const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const REPO = resolve(PACKAGE_DIR, '../..');
+const TSC = join(REPO, 'node_modules/typescript/bin/tsc');
+
+// The package does not depend on the database: the embedded leg runs it once.
+describe.skipIf(isPostgres)('the packed SDK in fresh projects', () => {
+  let work: string;
+  let tarball: string;
+  let svc: TestService;
+  let baseUrl: string;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), 'botpay-sdk-pack-'));
+    await run('npm', ['pack', '--silent', '--pack-destination', work], {
+      cwd: PACKAGE_DIR,
+      timeout: 120_000,
+    });
+    const [file] = (await readdir(work)).filter((f) => f.endsWith('.tgz'));
+    if (!file) throw new Error('npm pack wrote no tarball');
+    tarball = join(work, file);
+    svc = await createTestService({ env: { REGISTRATION_RATE_LIMIT_PER_HOUR: '1000' } });
+    baseUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`,
+      headers: owner.auth,
+      payload: { amount_cents: 1250 },
+    });
+    apiKey = bot.api_key;
+  }, 180_000);
+
+  afterAll(async () => {
+    await svc?.close();
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  /** A new project with the tarball installed (offline: it has no runtime dependencies). */
+  async function project(name: string, packageJson: Record<string, unknown>): Promise<string> {
+    const dir = join(work, name);
+    await mkdir(dir);
+    await writeFile(join(dir, 'package.json'), JSON.stringify({ name, private: true, ...packageJson }));
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball], {
+      cwd: dir,
+      timeout: 120_000,
+    });
+    return dir;
+  }
+
+  async function node(dir: string, file: string): Promise<Record<string, unknown>> {
+    const { stdout } = await run(process.execPath, [file], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, BOTPAY_URL: baseUrl, BOTPAY_API_KEY: apiKey },
+      timeout: 60_000,
+    });
+    return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}');
+  }
+
+  it('ships dist (ESM, CommonJS, declarations, maps) and no test or script files', async () => {
+    const { stdout } = await run('tar', ['-tzf', tarball]);
+    const files = stdout.split('\n').filter(Boolean);
+    for (const f of [
+      'package/dist/esm/index.js',
+      'package/dist/esm/index.d.ts',
+      'package/dist/esm/index.js.map',
+      'package/dist/cjs/index.js',
+      'package/dist/cjs/index.d.ts',
+      'package/dist/cjs/package.json',
+      'package/dist/esm/webhooks/express.js',
+      'package/README.md',
+    ]) {
+      expect(files).toContain(f);
+    }
+    expect(files.some((f) => f.includes('/test/') || f.includes('/scripts/'))).toBe(false);
+  });
+
+  it('works from plain Node ESM', async () => {
+    const dir = await project('esm-consumer', { type: 'module' });
+    await writeFile(
+      join(dir, 'main.js'),
+      `import { BotPayClient, isBotPayError, signStandard, verifyStandardWebhook } from '@botpay/client';
+import { createWebhookReceiver } from '@botpay/client/webhooks';
+const client = new BotPayClient({ baseUrl: process.env.BOTPAY_URL, apiKey: process.env.BOTPAY_API_KEY });
+const status = await client.status();
+const wallet = await client.walletCheck();
+let registered;
+try {
+  registered = await new BotPayClient({ baseUrl: process.env.BOTPAY_URL }).register({ bot_name: 'esm-consumer', owner_email: 'esm@example.com' });
+} catch (e) { registered = isBotPayError(e) ? e.code : String(e); }
+const at = Math.floor(Date.now() / 1000);
+const sig = signStandard('{}', 'whsec_' + 'ab'.repeat(24), 'evt_1', at);
+const ok = verifyStandardWebhook('{}', { 'webhook-id': 'evt_1', 'webhook-timestamp': String(at), 'webhook-signature': sig }, 'whsec_' + 'ab'.repeat(24));
+console.log(JSON.stringify({ status: status.status, balance: wallet.balance_usd, registered: registered.status, verify: ok, receiver: typeof createWebhookReceiver }));
+`,
+    );
+    expect(await node(dir, 'main.js')).toEqual({
+      status: 'active',
+      balance: 12.5,
+      registered: 'pending_owner_verification',
+      verify: null,
+      receiver: 'function',
+    });
+  });
+
+  it('works from CommonJS', async () => {
+    const dir = await project('cjs-consumer', { type: 'commonjs' });
+    await writeFile(
+      join(dir, 'main.js'),
+      `const { BotPayClient, BotPayError } = require('@botpay/client');
+const { verifySignature, signPayload, createNodeWebhookHandler } = require('@botpay/client/webhooks');
+(async () => {
+  const client = new BotPayClient({ baseUrl: process.env.BOTPAY_URL, apiKey: process.env.BOTPAY_API_KEY });
+  const status = await client.status();
+  let unauthorized;
+  try { await new BotPayClient({ baseUrl: process.env.BOTPAY_URL, apiKey: 'svc_live_' + '0'.repeat(48) }).status(); }
+  catch (e) { unauthorized = e instanceof BotPayError ? e.status : String(e); }
+  const secret = 'whsec_' + 'cd'.repeat(24);
+  console.log(JSON.stringify({ status: status.status, unauthorized, verify: verifySignature('x', signPayload('x', secret), secret), handler: typeof createNodeWebhookHandler }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`,
+    );
+    expect(await node(dir, 'main.js')).toEqual({
+      status: 'active',
+      unauthorized: 401,
+      verify: true,
+      handler: 'function',
+    });
+  });
+
+  it.each([
+    ['NodeNext', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'module' }],
+    ['NodeNext from CommonJS', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'commonjs' }],
+    ['Bundler', { module: 'ESNext', moduleResolution: 'Bundler' }, { type: 'module' }],
+  ])('type-checks a TypeScript consumer (%s)', async (name, compilerOptions, pkg) => {
+    const dir = await project(`ts-${name.replace(/\W+/g, '-').toLowerCase()}`, pkg);
+    await mkdir(join(dir, 'node_modules/@types'), { recursive: true });
+    await symlink(join(REPO, 'node_modules/@types/node'), join(dir, 'node_modules/@types/node'), 'dir');
+    await writeFile(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          ...compilerOptions,
+          target: 'ES2022',
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+          types: ['node'],
+        },
+        include: ['main.ts'],
+      }),
+    );
+    await writeFile(
+      join(dir, 'main.ts'),
+      `import { BotPayClient, type BotStatusResponse, type CheckoutRequest } from '@botpay/client';
+import { createWebhookReceiver, type WebhookEvent } from '@botpay/client/webhooks';
+export async function main(): Promise<number> {
+  const client = new BotPayClient({ baseUrl: 'http://localhost:8080', apiKey: 'svc_live_x' });
+  const status: BotStatusResponse = await client.status();
+  const order: CheckoutRequest = { profile_index: 1, amount_cents: 100, merchant_name: 'm', merchant_url: 'https://m.example', item_name: 'i' };
+  // @ts-expect-error: a wrong field type must be caught (the declarations are real, not any)
+  const bad: CheckoutRequest = { ...order, amount_cents: 'one' };
+  void bad;
+  createWebhookReceiver({ secret: 'whsec_x', onEvent: (e: WebhookEvent) => void e.event });
+  return status.status.length;
+}
+`,
+    );
+    const checked = await run(process.execPath, [TSC, '-p', dir], { cwd: dir, timeout: 120_000 }).then(
+      () => 'ok',
+      (e: { stdout?: string }) => e.stdout ?? String(e),
+    );
+    expect(checked).toBe('ok');
+  });
+});

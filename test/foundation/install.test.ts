@@ -1,0 +1,75 @@
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+// Install hygiene, checked on the committed files (no registry needed): every locked package runs
+// on the oldest Node the project claims, so `npm ci` prints no EBADENGINE; and the postinstall step
+// (bin/lock-optional.mjs) finds nothing to add, so a fresh clone's `npm ci` or `npm install` leaves
+// package-lock.json as committed.
+
+const ROOT = process.cwd();
+const semver = createRequire(import.meta.url)('semver') as {
+  minVersion(range: string): { version: string } | null;
+  satisfies(version: string, range: string): boolean;
+};
+
+describe('install hygiene', () => {
+  it('every package in the lock accepts the oldest Node version package.json admits', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
+    const oldest = semver.minVersion(pkg.engines.node)!.version;
+    expect(lock.packages[''].engines.node).toBe(pkg.engines.node);
+    const refused = Object.entries(lock.packages as Record<string, { engines?: { node?: string } }>)
+      .filter(([, entry]) => entry.engines?.node && !semver.satisfies(oldest, entry.engines.node))
+      .map(([path, entry]) => `${path} wants node ${entry.engines!.node}`);
+    expect(refused).toEqual([]);
+    // The README says the same version.
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain(
+      `Node.js ${oldest.replace(/\.0$/, '')} or newer`,
+    );
+  });
+
+  it('the postinstall step has nothing to add to the committed lock', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'botpay-lock-'));
+    try {
+      mkdirSync(join(dir, 'bin'));
+      copyFileSync(join(ROOT, 'bin/lock-optional.mjs'), join(dir, 'bin/lock-optional.mjs'));
+      copyFileSync(join(ROOT, 'package-lock.json'), join(dir, 'package-lock.json'));
+      const out = execFileSync(process.execPath, [join(dir, 'bin/lock-optional.mjs')], { encoding: 'utf8' });
+      expect(out).toBe('');
+      expect(readFileSync(join(dir, 'package-lock.json'), 'utf8')).toBe(
+        readFileSync(join(ROOT, 'package-lock.json'), 'utf8'),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('cookies are signed and parsed by the pinned cookie module', async () => {
+    const { default: Fastify } = await import('fastify');
+    const { default: cookie } = await import('@fastify/cookie');
+    const app = Fastify();
+    await app.register(cookie, { secret: 'a-secret-of-enough-length-0123456789' });
+    app.get('/set', async (_req, reply) =>
+      reply.setCookie('s', 'v 1', { signed: true, httpOnly: true, path: '/' }).send('ok'),
+    );
+    app.get('/get', async (req) => ({ raw: req.cookies.s, unsigned: req.unsignCookie(req.cookies.s ?? '') }));
+    const set = await app.inject({ method: 'GET', url: '/set' });
+    const header = String(set.headers['set-cookie']);
+    expect(header).toMatch(/^s=v%201\.[^;]+; /);
+    expect(header).toContain('; HttpOnly');
+    const got = await app.inject({ method: 'GET', url: '/get', headers: { cookie: header.split(';')[0]! } });
+    expect(got.json().unsigned).toEqual({ valid: true, renew: false, value: 'v 1' });
+    const forged = await app.inject({ method: 'GET', url: '/get', headers: { cookie: 's=v%201.forged' } });
+    expect(forged.json().unsigned.valid).toBe(false);
+    await app.close();
+    expect(
+      createRequire(import.meta.url).resolve('cookie', {
+        paths: [join(ROOT, 'node_modules/@fastify/cookie')],
+      }),
+    ).toContain('@fastify/cookie/node_modules/cookie');
+  });
+});
