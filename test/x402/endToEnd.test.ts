@@ -12,6 +12,7 @@ import { type Address, createWalletClient, erc20Abi, http, publicActions } from 
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
+import { x402Reconcile } from '../../src/x402/job.ts';
 import { reconcileWallet } from '../../src/x402/reconcile.ts';
 import {
   activeBot,
@@ -64,6 +65,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
         X402_RPC_URL: chain.rpcUrl,
         X402_USDC_ADDRESS: token.address,
         X402_MAX_VALIDITY_SECONDS: '60',
+        X402_RECONCILE_SECONDS: '1',
         CHECKOUT_RATE_LIMIT_PER_HOUR: '1000',
       },
     });
@@ -287,6 +289,28 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     // The budget is free again. (Not used here: the chain's clock now runs 120 s ahead of ours.)
     const again = await client.payX402({ resource_url: resourceUrl, payment_requirements: required.accepts });
     expect(again.approved).toBe(true);
+  });
+
+  it('the x402-reconcile background job credits a deposit by itself', async () => {
+    const bot = await activeBot(svc, owner);
+    const on = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
+      headers: owner.auth,
+      payload: { status: 'active' },
+    });
+    await token.mint(on.json().address, 250_000n);
+    const job = await x402Reconcile.start(svc.ctx);
+    try {
+      let available = 0;
+      for (let i = 0; i < 100 && available === 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        available = (await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available;
+      }
+      expect(available).toBe(25);
+    } finally {
+      await job.stop();
+    }
   });
 
   it('money that leaves the wallet outside the service raises an owner alert', async () => {
