@@ -20,7 +20,8 @@ import {
 import { privateKeyToAccount } from 'viem/accounts';
 
 // A local EVM chain for the x402 tests: anvil (Foundry's node), the binary shipped inside the npm
-// package @foundry-rs/anvil-linux-amd64, started on a free loopback port by the test itself, and a
+// package of this platform (@foundry-rs/anvil-linux-amd64 and siblings, optional dependencies of
+// @foundry-rs/anvil), started on a free loopback port by the test itself, and a
 // USDC-like token with EIP-3009 transferWithAuthorization compiled here from Solidity with solc-js
 // on top of OpenZeppelin's ERC20 and EIP712. No network is used.
 
@@ -35,19 +36,24 @@ export const ANVIL_KEYS = [
 
 export const CHAIN_ID = 31337;
 
+/** The platform packages of @foundry-rs/anvil (its optional dependencies), by Node's platform-arch. */
+const ANVIL_PACKAGES: Record<string, string> = {
+  'linux-x64': '@foundry-rs/anvil-linux-amd64',
+  'linux-arm64': '@foundry-rs/anvil-linux-arm64',
+  'darwin-x64': '@foundry-rs/anvil-darwin-amd64',
+  'darwin-arm64': '@foundry-rs/anvil-darwin-arm64',
+};
+
 /** The path of the anvil binary, or why there is none on this platform. */
 export function anvilBinary(): { path: string } | { reason: string } {
-  if (process.platform !== 'linux' || process.arch !== 'x64') {
-    return {
-      reason: `the anvil npm package here is for linux-x64, this is ${process.platform}-${process.arch}`,
-    };
-  }
+  const platform = `${process.platform}-${process.arch}`;
+  const pkg = ANVIL_PACKAGES[platform];
+  if (!pkg) return { reason: `@foundry-rs/anvil ships no binary for ${platform}` };
   try {
-    const pkg = require.resolve('@foundry-rs/anvil-linux-amd64/package.json');
-    const path = join(dirname(pkg), 'bin', 'anvil');
+    const path = join(dirname(require.resolve(`${pkg}/package.json`)), 'bin', 'anvil');
     return existsSync(path) ? { path } : { reason: `${path} is missing` };
   } catch {
-    return { reason: '@foundry-rs/anvil-linux-amd64 is not installed' };
+    return { reason: `${pkg} is not installed (npm ci installs it on ${platform})` };
   }
 }
 
