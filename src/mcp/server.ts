@@ -82,6 +82,8 @@ export async function mcpCommand(args: string[]): Promise<number> {
     console.error(`botpay mcp: BOTPAY_URL ${error instanceof Error ? error.message : String(error)}`);
     return 2;
   }
+  const warning = plainHttpWarning(client.baseUrl);
+  if (warning) console.error(warning);
   const server = createMcpServer(client);
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
@@ -92,4 +94,13 @@ export async function mcpCommand(args: string[]): Promise<number> {
   process.stdin.once('end', () => void server.close());
   await closed;
   return 0;
+}
+
+/** A warning when the API key would cross a network unencrypted (http to a host other than loopback). */
+export function plainHttpWarning(baseUrl: string): string | undefined {
+  const url = new URL(baseUrl);
+  if (url.protocol !== 'http:') return undefined;
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (host === 'localhost' || host === '::1' || /^127\./.test(host)) return undefined;
+  return `botpay mcp: warning: BOTPAY_URL is plain http to ${host}: the bot's API key would travel unencrypted. Use https.`;
 }

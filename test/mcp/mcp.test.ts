@@ -64,9 +64,14 @@ describe('botpay mcp over stdio against a real service', () => {
     return c;
   }
 
-  async function call(name: string, args: Record<string, unknown> = {}) {
+  async function call(
+    name: string,
+    args: Record<string, unknown> = {},
+    onprogress?: (p: { progress: number; message?: string }) => void,
+  ) {
     const answer = (await client.callTool({ name, arguments: args }, undefined, {
       timeout: 60_000,
+      ...(onprogress ? { onprogress } : {}),
     })) as ToolAnswer;
     const text = answer.content[0]?.text ?? '';
     return { isError: answer.isError === true, body: JSON.parse(text) as Record<string, unknown>, answer };
@@ -130,9 +135,15 @@ describe('botpay mcp over stdio against a real service', () => {
     expect(polled.body).toMatchObject({ confirmation_id: id, status: 'pending' });
 
     // A short wait that ends before the owner decides answers the pending status, not an error.
-    const short = await call('wait_for_decision', { confirmation_id: id, max_wait_seconds: 1 });
+    // The agent asked for progress: each poll is reported while it waits.
+    const progress: string[] = [];
+    const short = await call('wait_for_decision', { confirmation_id: id, max_wait_seconds: 1 }, (p) =>
+      progress.push(p.message ?? ''),
+    );
     expect(short.isError).toBe(false);
     expect(short.body).toMatchObject({ status: 'pending', still_waiting: true });
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+    expect(progress[0]).toBe('status pending');
 
     const waiting = call('wait_for_decision', { confirmation_id: id, max_wait_seconds: 60 });
     await new Promise((r) => setTimeout(r, 500));
@@ -211,5 +222,15 @@ describe('botpay mcp over stdio against a real service', () => {
     stderr = '';
     await expect(connect({ BOTPAY_URL: baseUrl })).rejects.toThrow();
     expect(stderr).toContain('BOTPAY_API_KEY');
+    expect(stderr).not.toContain('warning');
+    // Plain http to another host: it starts (nothing is sent yet) but says the key would be exposed.
+    stderr = '';
+    const remote = await connect({ BOTPAY_API_KEY: bot.api_key, BOTPAY_URL: 'http://pay.example.com' });
+    // stderr is its own pipe: give the line a moment to arrive.
+    for (let i = 0; i < 50 && !stderr.includes('plain http'); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    await remote.close();
+    expect(stderr).toContain('BOTPAY_URL is plain http to pay.example.com');
+    expect(stderr).not.toContain(bot.api_key);
   });
 });

@@ -16,6 +16,13 @@ import type {
   WalletCheckResponse,
 } from './types.ts';
 import { type WaitForDecisionOptions, waitForDecision } from './waitForDecision.ts';
+import {
+  type FetchWithX402Options,
+  fetchWithX402,
+  type X402PayRequest,
+  type X402PayResult,
+  type X402PaymentStatus,
+} from './x402.ts';
 
 export const CLIENT_VERSION = '0.1.0';
 
@@ -31,6 +38,8 @@ export const CLIENT_OPERATIONS = [
   'POST /api/v1/bot/messages/ack',
   'POST /api/v1/bot/wallet/topup-requests',
   'GET /api/v1/bot/wallet/topup-requests',
+  'POST /api/v1/bot/x402/pay',
+  'GET /api/v1/bot/x402/payments/{payment_id}',
 ] as const;
 
 export interface BotPayClientOptions {
@@ -248,6 +257,51 @@ export class BotPayClient {
       signal: options.signal,
     });
     return res.body;
+  }
+
+  /**
+   * Asks the service to pay an HTTP 402 resource from the partner wallet (POST /api/v1/bot/x402/pay)
+   * with the requirements the 402 response carried. Approved: `payment_header` is the value of the
+   * PAYMENT-SIGNATURE header for the retried request; held: wait with `waitForX402Payment`.
+   * Refusals reject with a BotPayError. Retries carry the same Idempotency-Key (one payment).
+   */
+  async payX402(request: X402PayRequest, options: CheckoutOptions = {}): Promise<X402PayResult> {
+    const key = options.idempotencyKey ?? (this.options.idempotencyKey ?? defaultIdempotencyKey)();
+    const res = await this.request<X402PayResult>({
+      method: 'POST',
+      path: '/api/v1/bot/x402/pay',
+      body: request,
+      headers: { 'idempotency-key': key },
+      auth: true,
+      retry: 'idempotent',
+      signal: options.signal,
+    });
+    return res.body;
+  }
+
+  /** One poll of an x402 payment (GET /api/v1/bot/x402/payments/{payment_id}). */
+  async x402Payment(paymentId: string, options: CallOptions = {}): Promise<X402PaymentStatus> {
+    const path = `/api/v1/bot/x402/payments/${encodeURIComponent(paymentId)}`;
+    return (await this.get<X402PaymentStatus>(path, undefined, options)).body;
+  }
+
+  /** Polls a held x402 payment until the owner decides or it expires (the checkout poll schedule). */
+  waitForX402Payment(paymentId: string, options: WaitForDecisionOptions = {}): Promise<X402PaymentStatus> {
+    const poller = {
+      checkoutStatus: (id: string, o?: { signal?: AbortSignal }) => this.x402Payment(id, o),
+      sleep: this.sleep,
+      now: this.now,
+    };
+    return waitForDecision(
+      poller as never,
+      paymentId,
+      options as never,
+    ) as unknown as Promise<X402PaymentStatus>;
+  }
+
+  /** fetch(url) that pays a 402 answer through the service and retries once (see fetchWithX402). */
+  fetchWithX402(url: string, init: RequestInit = {}, options: FetchWithX402Options = {}): Promise<Response> {
+    return fetchWithX402(this, url, init, options);
   }
 
   /** Events not yet delivered by webhook or acknowledged (GET /api/v1/bot/messages). */
