@@ -19,8 +19,6 @@ const OS = [
   'openharmony',
 ];
 const CPU = ['arm64', 'x64', 'ia32', 'arm', 'ppc64', 's390x', 'riscv64', 'loong64', 'mips64el'];
-// Package names that spell a CPU the Go/Rust way (for example @foundry-rs/anvil-darwin-amd64).
-const CPU_ALIASES = { amd64: 'x64', aarch64: 'arm64', x86_64: 'x64' };
 
 const file = new URL('../package-lock.json', import.meta.url);
 // Installed as a dependency (for example for the tunnel client) there is no lock file: nothing to do.
@@ -38,8 +36,8 @@ function fixLock() {
         if (packages[key] || packages[nested] || !/^\d+\.\d+\.\d+/.test(range)) continue;
         const parts = name.split('/').pop().split('-');
         const os = parts.find((p) => OS.includes(p));
-        const cpuPart = parts.find((p) => CPU.includes(p) || p in CPU_ALIASES);
-        const cpu = cpuPart && (CPU_ALIASES[cpuPart] ?? cpuPart);
+        // Some packages name x64 by its Go/Debian name (e.g. @foundry-rs/anvil-darwin-amd64).
+        const cpu = parts.includes('amd64') ? 'x64' : parts.find((p) => CPU.includes(p));
         if (!os || !cpu) continue;
         const libc = parts.includes('musl')
           ? 'musl'
