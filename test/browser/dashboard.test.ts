@@ -748,6 +748,12 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       ['52-settings', '/settings'],
       ['53-not-found', '/nothing-here'],
     ];
+    // A receiver that answers with one long unbroken error line must not widen the webhook log.
+    await database.db.query(
+      `UPDATE webhook_deliveries SET error = $2, response_excerpt = $3
+        WHERE id = (SELECT id FROM webhook_deliveries WHERE bot_id = $1 ORDER BY created_at LIMIT 1)`,
+      [bot.bot_id, `connect ECONNREFUSED ${'x'.repeat(400)}`, `<html>${'y'.repeat(900)}</html>`],
+    );
     for (const [name, path] of everyPage) {
       await page.goto(`${base}${path}`);
       await shoot(name);
