@@ -172,6 +172,10 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`,
       MAIL_FROM: 'Bot Payment Service <no-reply@botpay.test>',
       LOG_LEVEL: 'warn',
+      // The partner wallet can be turned on; nothing here reads the chain.
+      X402_NETWORK: 'eip155:31337',
+      X402_RPC_URL: 'http://127.0.0.1:9',
+      X402_USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
     });
     // The real webhook worker runs (the delivery log and its retry are tested below).
     service = await startService(config, { db: database.db, jobs: [webhookDeliveryJob] });
@@ -302,6 +306,14 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Unfreeze wallet' }).click();
     await arrive(/notice=unfrozen/);
     expect(await page.getByTestId('wallet-status').textContent()).toBe('active');
+
+    // The partner wallet: turned on, its address shown with a QR code to fund it.
+    await page.getByRole('button', { name: 'Turn on (creates a wallet)' }).click();
+    await arrive(/notice=x402_on/);
+    const address = (await page.getByTestId('partner-address').textContent())!.trim();
+    expect(address).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(await page.locator('[data-testid=partner-qr] svg').isVisible()).toBe(true);
+    await shoot('07b-partner-wallet');
 
     // Rotate the API key: shown once, the old one stops working.
     await page.getByText('Rotate the API key…').click();
