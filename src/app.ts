@@ -14,11 +14,12 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
-import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
+import { htmlNotFound, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
+import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { registerTunnelRoutes } from './tunnels/routes.ts';
@@ -164,7 +165,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.setNotFoundHandler((request, reply) => {
     // People in a browser get the friendly page; API clients the JSON error.
-    if (wantsHtml(request)) return notFoundPage(reply);
+    if (wantsHtml(request)) return htmlNotFound(ctx, request, reply);
     reply
       .status(404)
       .send({ error: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
@@ -239,6 +240,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
   await registerX402Routes(app, ctx);
+  await registerSkillRoutes(app, ctx);
   return app;
 }
 

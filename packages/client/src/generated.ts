@@ -85,6 +85,8 @@ export interface BotOperations {
               monthly_remaining_usd: number;
             };
             address?: string;
+            balance_read_at?: string | null;
+            network?: string;
             [key: string]: unknown;
           }
         >;
@@ -128,6 +130,10 @@ export interface BotOperations {
     };
   };
   'GET /api/v1/bot/wallet/topup-requests': {
+    query: {
+      limit?: string;
+      before?: string;
+    };
     responses: {
       200: {
         topup_requests: Array<{
@@ -142,7 +148,48 @@ export interface BotOperations {
           decided_at: string | null;
         }>;
       };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
       401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'GET /api/v1/bot/x402/payments/{payment_id}': {
+    responses: {
+      200: {
+        payment_id: string;
+        confirmation_id: string;
+        status: 'pending' | 'approved' | 'denied' | 'expired';
+        payment_status: 'pending' | 'authorized' | 'settled' | 'lapsed' | 'denied' | 'expired';
+        amount_usd: number;
+        amount_atomic: string;
+        pay_to: string;
+        resource_url: string;
+        tx_hash: string | null;
+        message: string;
+        expires_at?: string;
+        valid_before?: string;
+        payment_header_name?: 'PAYMENT-SIGNATURE';
+        payment_header?: string;
+        payment_payload?: Record<string, unknown>;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      404: {
         error: string;
         message?: string;
         [key: string]: unknown;
@@ -306,6 +353,82 @@ export interface BotOperations {
         [key: string]: unknown;
       };
       403: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      429: {
+        error: 'rate_limited';
+        message: string;
+        retry_after_seconds: number;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'POST /api/v1/bot/x402/pay': {
+    body: {
+      resource_url: string;
+      payment_requirements: Array<Record<string, unknown>> | Record<string, unknown>;
+      resource?: {
+        url?: string;
+        description?: string;
+        mimeType?: string;
+      };
+      description?: string;
+    };
+    responses: {
+      200: {
+        approved: true;
+        status: 'approved';
+        payment_id: string;
+        confirmation_id: string;
+        amount_usd: number;
+        amount_atomic: string;
+        network: string;
+        asset: string;
+        pay_to: string;
+        resource_url: string;
+        message: string;
+        valid_before: string;
+        payment_header_name: 'PAYMENT-SIGNATURE';
+        payment_header: string;
+        payment_payload: Record<string, unknown>;
+      };
+      202: {
+        approved: false;
+        status: 'pending_confirmation';
+        payment_id: string;
+        confirmation_id: string;
+        amount_usd: number;
+        amount_atomic: string;
+        network: string;
+        asset: string;
+        pay_to: string;
+        resource_url: string;
+        message: string;
+        expires_at: string;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      402: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      403: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      409: {
         error: string;
         message?: string;
         [key: string]: unknown;
