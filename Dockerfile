@@ -14,6 +14,7 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 COPY bin/ ./bin/
 COPY src/ ./src/
+COPY docs/skill.md ./docs/skill.md
 
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -14,16 +14,19 @@ import Fastify, {
   type RawServerDefault,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
-import { notFoundPage, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
+import { htmlNotFound, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
+import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
+import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
+import { ErrorBody } from './platform/schemas.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerTopupRoutes } from './topups/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
@@ -81,6 +84,21 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  // No field stores a NUL: refused before validation and before any handler could strip it (names
+  // are cleaned of control characters, which would otherwise turn "a\u0000b" into a stored "ab").
+  app.addHook('preValidation', async (request) => {
+    const where =
+      nulPath(request.body, 'body') ?? nulPath(request.query, 'query') ?? nulPath(request.params, 'params');
+    if (where) {
+      throw new ApiError(
+        'validation_error',
+        `${where} contains a NUL character (\\u0000), which no field accepts.`,
+        {
+          field: where.replace(/^(body|query|params)\.?/, ''),
+        },
+      );
+    }
   });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
@@ -147,7 +165,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.setNotFoundHandler((request, reply) => {
     // People in a browser get the friendly page; API clients the JSON error.
-    if (wantsHtml(request)) return notFoundPage(reply);
+    if (wantsHtml(request)) return htmlNotFound(ctx, request, reply);
     reply
       .status(404)
       .send({ error: 'not_found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
@@ -159,6 +177,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       info: {
         title: 'Bot Payment Service',
         version: '1.0.0',
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
         description:
           'Bot-facing API (/api/v1/bot, registration) and owner API (/api/v1/owner); guides in the docs/ folder of the repository.',
       },
@@ -167,9 +186,17 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         securitySchemes: {
           botKey: { type: 'http', scheme: 'bearer', description: 'svc_live_<48 hex>' },
           ownerToken: { type: 'http', scheme: 'bearer', description: 'svc_owner_<48 hex>' },
+          tunnelToken: { type: 'http', scheme: 'bearer', description: 'svc_tun_<48 hex>' },
+          dashboardSession: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: sessionCookieName(ctx.config),
+            description: 'The dashboard session (HTML pages; forms carry a CSRF token)',
+          },
         },
       },
     },
+    transform: openapiTransform,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
@@ -213,7 +240,67 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerTopupRoutes(app, ctx);
   await registerMerchantRoutes(app, ctx);
   await registerX402Routes(app, ctx);
+  await registerSkillRoutes(app, ctx);
   return app;
+}
+
+/**
+ * The OpenAPI document as `redocly lint` (recommended rules, .ci/run) wants it, for every route
+ * without each route repeating it: an operationId from method and path, and the error answers
+ * every API route gives whether it declares them or not (400 when it validates input, 401 when it
+ * needs credentials). Dashboard pages (tag `dashboard`) declare the session cookie, or `[]` when
+ * public. The one-click approval pages are signed e-mail links, not something a client builds:
+ * their template `/approvals/one-click/{decision}` overlaps `/approvals/{confirmation_id}/approve`
+ * (ambiguous to a client), so they are left out of the document.
+ */
+function openapiTransform({
+  schema,
+  url,
+  route,
+}: {
+  schema: unknown;
+  url: string;
+  route: { method: string | string[]; config?: { public?: boolean } };
+}) {
+  const s = { ...((schema ?? {}) as Record<string, unknown>) };
+  if (url.startsWith('/approvals/one-click/')) return { schema: { ...s, hide: true }, url };
+  if (s.operationId === undefined && typeof route.method === 'string') {
+    const words = url
+      .replace(/^\/api\/v1\//, '/')
+      .split(/[/_.-]+/)
+      .filter(Boolean)
+      .map((w) => (w.startsWith(':') ? `by_${w.slice(1)}` : w))
+      .flatMap((w) => w.split('_'));
+    s.operationId = [route.method.toLowerCase(), ...words.map((w) => w[0]!.toUpperCase() + w.slice(1))].join(
+      '',
+    );
+  }
+  const response = { ...((s.response ?? {}) as Record<string, unknown>) };
+  const has4xx = Object.keys(response).some((code) => /^4/.test(code));
+  const validates = s.body !== undefined || s.querystring !== undefined || s.params !== undefined;
+  if ((s.tags as string[] | undefined)?.includes('dashboard')) {
+    s.security ??= route.config?.public === true ? [] : [{ dashboardSession: [] }];
+    return { schema: s, url };
+  }
+  if (!has4xx && validates) response[400] = ErrorBody;
+  const secured = Array.isArray(s.security) && s.security.length > 0;
+  if (secured && response[401] === undefined) response[401] = ErrorBody;
+  s.response = response;
+  return { schema: s, url };
+}
+
+/** Where (body.a.0.b) a string or key holding U+0000 is, or undefined; bounded depth. */
+function nulPath(value: unknown, at: string, depth = 0): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? at : undefined;
+  if (value === null || typeof value !== 'object' || depth > 32 || ArrayBuffer.isView(value))
+    return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const path = at ? `${at}.${key}` : key;
+    if (key.includes('\u0000')) return at;
+    const found = nulPath(item, path, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
 }
 
 /**

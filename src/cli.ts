@@ -12,11 +12,13 @@ Commands:
   serve                          Start the service (API, dashboard, workers, tunnel relay)
   migrate                        Apply pending database migrations and exit
   doctor                         Check configuration, database, migrations, secret key and ledger
-  owner token create --email E   Create the owner if needed and print a new owner API token
+  owner token create --email E [--name N]
+                                 Create the owner if needed and print a new owner API token
   card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
   tunnel --server URL --port N --path P
                                  Run the managed-tunnel client (forwards webhooks to 127.0.0.1:N;
                                  the token from BOTPAY_TUNNEL_TOKEN or --token-file FILE)
+  mcp                            MCP server on stdio with the bot's tools (BOTPAY_API_KEY, BOTPAY_URL)
 
 Configuration comes from environment variables (see README.md).`;
 
@@ -32,6 +34,9 @@ const commands: Record<string, Command> = {
       'service started',
     );
     // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
+    // A moment after the start-up log lines (pino writes them asynchronously), so that these are
+    // the last thing on screen rather than buried above them.
+    await new Promise((resolve) => setTimeout(resolve, 200));
     const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
     process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
     if (!config.smtpUrl) {
@@ -65,12 +70,13 @@ const commands: Record<string, Command> = {
 
   owner: async (args) => {
     if (args[0] !== 'token' || args[1] !== 'create') {
-      console.error('Usage: botpay owner token create --email E [--label L]');
+      console.error('Usage: botpay owner token create --email E [--name N]');
       return 2;
     }
     const { values } = parseArgs({
       args: args.slice(2),
-      options: { email: { type: 'string' }, label: { type: 'string' } },
+      // --name as on the Settings page; --label is its older spelling.
+      options: { email: { type: 'string' }, name: { type: 'string' }, label: { type: 'string' } },
     });
     const email = values.email?.trim();
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
@@ -84,7 +90,12 @@ const commands: Record<string, Command> = {
       const now = systemClock.now();
       const token = await db.transaction(async (tx) => {
         const owner = await findOrCreateOwner(tx, email, now);
-        return createOwnerToken(tx, owner.id, now, values.label ?? 'cli');
+        return createOwnerToken(
+          tx,
+          owner.id,
+          now,
+          (values.name ?? values.label ?? 'cli').trim().slice(0, 100) || 'cli',
+        );
       });
       console.log(token);
       console.error(
@@ -165,6 +176,7 @@ async function loadLazyCommand(name: string): Promise<Command | undefined> {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
     card: async () => (await import('./cards/splitCli.ts')).cardCommand,
     tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
+    mcp: async () => (await import('./mcp/server.ts')).mcpCommand,
   };
   return lazy[name] ? lazy[name]() : undefined;
 }

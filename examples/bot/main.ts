@@ -1,5 +1,6 @@
 // Runs the example bot: node bin/run-ts.mjs examples/bot/main.ts (see README.md for the variables).
 import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { runBot } from './bot.ts';
 
 const env = process.env;
@@ -21,7 +22,10 @@ const bot = runBot({
   botName: env.BOT_NAME ?? 'example-bot',
   ...(env.OWNER_EMAIL ? { ownerEmail: env.OWNER_EMAIL } : {}),
   ...(env.PAIRING_CODE ? { pairingCode: env.PAIRING_CODE } : {}),
-  stateFile: resolve(env.BOT_STATE_FILE ?? '.botpay-example-bot.json'),
+  // Default: examples/bot/.state/ (git-ignored), not the directory the bot was started from.
+  stateFile: env.BOT_STATE_FILE
+    ? resolve(env.BOT_STATE_FILE)
+    : fileURLToPath(new URL('./.state/bot.json', import.meta.url)),
   receiver,
   receiverPort: Number(env.BOT_RECEIVER_PORT ?? 18080),
   spawnTunnel: env.BOT_TUNNEL === 'spawn',

@@ -72,6 +72,7 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
       schema: {
         tags: ['bot'],
         summary: 'Register a bot (public)',
+        security: [],
         body: RegistrationBody,
         response: { 201: RegistrationResponse, 400: ErrorBody, 409: ErrorBody, 429: RateLimitedBody },
       },

@@ -15,6 +15,7 @@ import {
   LAST_MISSING_POSITION,
   networkOf,
   PROFILE_COUNT,
+  missingDigitsSentence,
 } from './split.ts';
 
 // Self-hosted cards with split knowledge (docs/security.md). The service picks the real profile
@@ -429,6 +430,7 @@ export async function profilesFile(ctx: AppContext, ownerId: string, botId: stri
     card_id: card.id,
     bot_id: botId,
     missing_digit_positions: [p, p + 1, p + 2],
+    missing_digits_are: missingDigitsSentence([p, p + 1, p + 2]),
     instructions:
       'Owner: complete the profile whose card_number contains # with your card number (replace every # by the digit at that position; leave *** as it is), your name and billing address, then give this file to your bot. Bot: pass profile_index at checkout; an approved checkout returns missing_digits (the *** positions) and the expiry.',
     profiles,

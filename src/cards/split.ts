@@ -122,7 +122,10 @@ export interface ProfilesFile {
   format: typeof PROFILES_FORMAT;
   card_id: string;
   bot_id: string;
+  /** 0-based indexes into card_number (the API's convention); `missing_digits_are` says it in words. */
   missing_digit_positions: number[];
+  /** For people: which digits are missing, counted from 1 as the dashboard shows them. */
+  missing_digits_are: string;
   instructions: string;
   profiles: Array<{
     profile_index: number;
@@ -130,6 +133,21 @@ export interface ProfilesFile {
     cardholder_name: string;
     billing_address: BillingAddress;
   }>;
+}
+
+/**
+ * The missing digits as a person counts them (the first digit of the card is digit 1), from the
+ * 0-based positions the API uses: [8, 9, 10] → "9, 10 and 11". The dashboard, the CLI and the
+ * profiles file all say it this way.
+ */
+export function humanDigitPositions(positions: readonly number[]): string {
+  const human = positions.map((p) => String(p + 1));
+  return human.length > 1 ? `${human.slice(0, -1).join(', ')} and ${human.at(-1)}` : (human[0] ?? '');
+}
+
+/** The file's sentence that says which digits are missing, in both conventions. */
+export function missingDigitsSentence(positions: readonly number[]): string {
+  return `Digits ${humanDigitPositions(positions)} of the card number, counting the first digit as 1: the *** in each card_number. (missing_digit_positions lists the same digits counting from 0.)`;
 }
 
 /** Digits only: spaces and dashes as people type them are dropped. */
@@ -240,6 +258,7 @@ export function buildSplit(
       card_id: start.card_id,
       bot_id: start.bot_id,
       missing_digit_positions: [position, position + 1, position + 2],
+      missing_digits_are: missingDigitsSentence([position, position + 1, position + 2]),
       instructions:
         'Give this file to your bot and keep it nowhere else. Bot: pass profile_index at checkout; an approved checkout returns missing_digits (the *** positions of that profile) and the expiry.',
       profiles,

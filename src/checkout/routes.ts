@@ -51,7 +51,7 @@ const Pending = Type.Object({
   message: Type.String(),
 });
 
-const StatusQuery = Type.Object({ confirmation_id: Type.String({ minLength: 1, maxLength: 100 }) });
+export const StatusQuery = Type.Object({ confirmation_id: Type.String({ minLength: 1, maxLength: 100 }) });
 
 const StatusResponse = Type.Object({
   confirmation_id: Type.String(),

@@ -9,8 +9,20 @@ import { centsToUsd } from '../platform/money.ts';
 import { IdParam } from '../platform/schemas.ts';
 import { iso } from '../platform/time.ts';
 import { html, type SafeHtml } from './html.ts';
-import { csrfField, flash, messageBody, messagePage, page, pill, postButton, usd, when } from './layout.ts';
+import {
+  csrfField,
+  dataTable,
+  flash,
+  messageBody,
+  messagePage,
+  page,
+  pill,
+  postButton,
+  usd,
+  when,
+} from './layout.ts';
 import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMail.ts';
+import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { notFoundPage } from './routes.ts';
 import { preSessionCsrfToken } from './sessions.ts';
 import { verifyLink } from './signedLinks.ts';
@@ -79,6 +91,12 @@ function sendHtml(reply: FastifyReply, status: number, body: string) {
   return reply.status(status).type('text/html; charset=utf-8').send(body);
 }
 
+const DECIDED_BY: Record<string, string> = {
+  owner: 'by you',
+  system: 'automatically',
+  expiry: 'time ran out',
+};
+
 const OUTCOME_WORDS: Record<string, string> = {
   approved: 'Approved',
   denied: 'Denied',
@@ -97,6 +115,23 @@ interface LinkTarget {
   status: string;
   expires_at: Date | null;
   [key: string]: unknown;
+}
+
+/**
+ * What waits for the owner's decision in the inbox (the navigation badge): real purchases and
+ * top-up requests, pending and not yet expired — what the inbox lists.
+ */
+export async function pendingApprovalCount(ctx: AppContext, ownerId: string): Promise<number> {
+  const row = await maybeOne<{ n: number }>(
+    ctx.db,
+    `SELECT (SELECT count(*) FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
+              WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.is_real
+                AND c.expires_at > $2)::int
+          + (SELECT count(*) FROM topup_requests t JOIN bots b ON b.id = t.bot_id
+              WHERE t.owner_id = $1 AND b.owner_id = $1 AND t.status = 'pending' AND t.expires_at > $2)::int AS n`,
+    [ownerId, new Date(ctx.clock.now())],
+  );
+  return Number(row?.n ?? 0);
 }
 
 export function registerApprovalPages(app: App, ctx: AppContext): void {
@@ -143,11 +178,27 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
   )}</div></li>`;
         })}</ul>`
       : html`<div class="card empty"><p class="muted">No purchase is waiting for your decision.</p></div>`;
+    // Key facts first (amount and outcome), so a phone shows them on the first line of each entry.
     const history = decided.length
-      ? html`<div class="table-wrap"><table><thead><tr><th>Decided</th><th>Bot</th><th>What</th><th class="num">Amount</th><th>Outcome</th></tr></thead><tbody>${decided.map(
-          (d) =>
-            html`<tr data-testid="decided" data-confirmation="${d.id}"><td>${when(d.decided_at ? iso(d.decided_at) : null)}</td><td>${d.bot_name}</td><td>${d.item_name} <span class="muted small">at ${d.merchant_name}</span></td><td class="num">${usd(centsToUsd(Number(d.amount_cents)))}</td><td>${pill(d.status, OUTCOME_WORDS[d.status] ?? d.status)}</td></tr>`,
-        )}</tbody></table></div>`
+      ? dataTable(
+          [
+            { label: 'Amount', num: true, key: true },
+            { label: 'Outcome', key: true },
+            { label: 'What' },
+            { label: 'Bot' },
+            { label: 'Decided' },
+          ],
+          decided.map((d) => ({
+            attrs: { 'data-testid': 'decided', 'data-confirmation': d.id },
+            cells: [
+              usd(centsToUsd(Number(d.amount_cents))),
+              pill(d.status, OUTCOME_WORDS[d.status] ?? d.status),
+              html`${d.item_name} <span class="muted small">at ${d.merchant_name}</span>`,
+              html`<a href="/bots/${d.bot_id}">${d.bot_name}</a>`,
+              html`${when(d.decided_at ? iso(d.decided_at) : null)}${d.decided_by ? html` <span class="muted small">${DECIDED_BY[d.decided_by] ?? ''}</span>` : ''}`,
+            ],
+          })),
+        )
       : html`<p class="muted">Nothing decided in the last 7 days.</p>`;
     const body = html`<h1>Approvals</h1>
 <p class="lead">${
@@ -358,19 +409,46 @@ ${await topupSection(ctx, session.ownerId, csrf)}
         throw err;
       }
       const approved = decision === 'approve';
+      // Post/redirect/get: the outcome is shown by a GET, so reloading it decides nothing again.
+      const outcome = {
+        kind: 'decided' as const,
+        title: approved ? 'Purchase approved' : 'Purchase denied',
+        text: approved
+          ? `${t.bot_name} may now buy ${t.item_name} at ${t.merchant_name} for ${usd(centsToUsd(Number(t.amount_cents)))}.`
+          : `${t.bot_name} will not buy ${t.item_name}. The held ${usd(centsToUsd(Number(t.amount_cents)))} is back in its wallet.`,
+      };
+      const holder = flashHolder(request);
+      const id = holder ? await putFlash(ctx, holder, outcome) : undefined;
+      return reply.redirect(`/approvals/one-click/done${id ? `?flash=${id}` : ''}`, 303);
+    },
+  );
+
+  app.get<{ Querystring: { flash?: string } }>(
+    '/approvals/one-click/done',
+    {
+      schema: {
+        tags,
+        summary: 'One-click approve or deny: the outcome (after the redirect)',
+        querystring: Type.Object({ flash: Text(64) }),
+      },
+      config: { public: true },
+    },
+    async (request, reply) => {
+      const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+      const outcome =
+        shown?.kind === 'decided'
+          ? shown
+          : {
+              title: 'Decision recorded',
+              text: 'Your decision was recorded. The approvals inbox shows every purchase and how it was decided.',
+            };
       return sendHtml(
         reply,
         200,
-        messagePage(
-          approved ? 'Purchase approved' : 'Purchase denied',
-          approved
-            ? `${t.bot_name} may now buy ${t.item_name} at ${t.merchant_name} for ${usd(centsToUsd(Number(t.amount_cents)))}.`
-            : `${t.bot_name} will not buy ${t.item_name}. The held ${usd(centsToUsd(Number(t.amount_cents)))} is back in its wallet.`,
-          {
-            session: request.dashboard,
-            actions: html`<a class="button" href="/approvals">Open the approvals inbox</a>`,
-          },
-        ),
+        messagePage(outcome.title, outcome.text, {
+          session: request.dashboard,
+          actions: html`<a class="button" href="/approvals">Open the approvals inbox</a>`,
+        }),
       );
     },
   );

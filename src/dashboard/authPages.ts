@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import type { AppContext } from '../platform/context.ts';
+import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { html, type SafeHtml } from './html.ts';
 import { csrfField, flash, messageBody, messagePage, page } from './layout.ts';
 import { safeReturnPath } from './routes.ts';
@@ -151,15 +152,24 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
       }
       const returnTo = claimToken ? `/claim?token=${encodeURIComponent(claimToken)}` : next;
       await requestMagicLink(ctx, { email, ip: request.ip, returnTo });
-      return reply.redirect('/signin/check-email', 303);
+      // The check-email page names the address typed, so a typo shows; it travels in a flash
+      // bound to this browser (never in the URL, where any link could put any text).
+      const holder = flashHolder(request);
+      const id = holder ? await putFlash(ctx, holder, { kind: 'check_email', email }) : undefined;
+      return reply.redirect(id ? `/signin/check-email?flash=${id}` : '/signin/check-email', 303);
     },
   );
 
   app.get(
     '/signin/check-email',
-    { schema: { tags, summary: 'Check-your-mail page' }, config: { public: true } },
-    async (_request, reply) =>
-      sendHtml(
+    {
+      schema: { tags, summary: 'Check-your-mail page', querystring: Type.Object({ flash: Text(64) }) },
+      config: { public: true },
+    },
+    async (request, reply) => {
+      const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+      const email = shown?.kind === 'check_email' ? shown.email : undefined;
+      return sendHtml(
         reply,
         200,
         page({
@@ -167,12 +177,13 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
           narrow: true,
           body: messageBody(
             'Check your e-mail',
-            html`We sent you a sign-in link. Open it on this device or any other; it works once, for 15 minutes.
-              <br><span class="small">Nothing arrived after a few minutes? Check the spam folder or the spelling of the address.</span>`,
+            html`We sent a sign-in link to ${email ? html`<strong data-testid="sent-to">${email}</strong>` : 'the address you gave'}. Open it on this device or any other; it works once, for 15 minutes.
+              <br><span class="small">Nothing arrived after a few minutes? Check the spam folder${email ? ' and the spelling of the address above' : ' or the spelling of the address'}.</span>`,
             html`<a class="button secondary" href="/signin">Use another address</a>`,
           ),
         }),
-      ),
+      );
+    },
   );
 
   app.get(

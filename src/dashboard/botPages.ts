@@ -7,23 +7,39 @@ import {
   getMasterGuardrails,
   listAudit,
   listBots,
-  listTransactions,
   rotateApiKey,
   rotateWebhookSecret,
   setRail,
   setWalletFrozen,
 } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
+import { centsToUsd } from '../platform/money.ts';
 import { IdParam } from '../platform/schemas.ts';
+import { iso } from '../platform/time.ts';
+import { MONEY_KINDS } from '../wallet/ledger.ts';
+import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { html, type SafeHtml } from './html.ts';
-import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
+import {
+  botTabs,
+  copyable,
+  csrfField,
+  dataTable,
+  flash,
+  page,
+  pill,
+  postButton,
+  usd,
+  when,
+} from './layout.ts';
 import { guardrailsForm } from './ownerPages.ts';
-import { auditTable, NOTICES, parseUsdToCents } from './present.ts';
+import { APPROVAL_WORDS, auditNames, auditTable, NOTICES, parseUsdToCents } from './present.ts';
 import { partnerWalletSection, postPartnerRail, registerX402Pages, X402_NOTICES } from './x402Pages.ts';
 
 // The overview of the owner's bots and the page of one bot with its actions. Every action calls
 // the owner service (which checks ownership, writes the audit log and emits events) and answers a
-// redirect back (post/redirect/get), except key rotation, whose new value is shown once.
+// redirect back (post/redirect/get). A rotated key or secret is shown once through a flash
+// (src/dashboard/flash.ts) that the page after the redirect consumes: reloading it rotates nothing
+// and shows the value no more.
 
 const tags = ['dashboard'];
 const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
@@ -36,6 +52,66 @@ type OwnerBot = Awaited<ReturnType<typeof getBot>>;
 
 function sendHtml(reply: FastifyReply, status: number, body: string) {
   return reply.status(status).type('text/html; charset=utf-8').send(body);
+}
+
+const TX_WORDS: Record<string, string> = {
+  funding: 'Added funds',
+  purchase: 'Bought',
+  hold: 'Held for your approval',
+  capture: 'Approved and paid',
+  release: 'Hold released',
+};
+
+interface TxRow {
+  id: string;
+  kind: string;
+  description: string | null;
+  created_at: Date;
+  available: number;
+  held: number;
+  balance_after: number;
+  item_name: string | null;
+  merchant_name: string | null;
+  confirmation_status: string | null;
+  [key: string]: unknown;
+}
+
+/**
+ * The bot's money movements, newest first, with what was bought (the purchase the ledger
+ * transaction references) and the available balance after each. The balance is the running sum of
+ * every movement of the available account in one statement, so it agrees with the wallet.
+ */
+async function moneyMovements(ctx: AppContext, botId: string, limit: number, before?: string) {
+  return ctx.db.query<TxRow>(
+    `WITH moves AS (
+       SELECT t.id, t.kind, t.reference, t.description, t.created_at,
+              coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
+              coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
+         FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+        WHERE t.bot_id = $1 AND e.account IN ('wallet_available', 'wallet_held')
+        GROUP BY t.id),
+     running AS (
+       SELECT m.*, (sum(m.available) OVER (ORDER BY m.created_at, m.id ROWS UNBOUNDED PRECEDING))::bigint AS balance_after
+         FROM moves m)
+     SELECT r.id, r.kind, r.description, r.created_at, r.available, r.held, r.balance_after,
+            c.item_name, c.merchant_name, c.status AS confirmation_status
+       FROM running r LEFT JOIN checkout_confirmations c ON c.id = r.reference AND c.bot_id = $1
+      WHERE r.kind = ANY($4::text[]) AND ($3::timestamptz IS NULL OR r.created_at < $3)
+      ORDER BY r.created_at DESC, r.id DESC LIMIT $2`,
+    [botId, limit, before ? new Date(before) : null, MONEY_KINDS],
+  );
+}
+
+function txWhat(t: TxRow): SafeHtml {
+  const words = TX_WORDS[t.kind] ?? t.description ?? t.kind.replace(/_/g, ' ');
+  if (!t.item_name) return html`${words}`;
+  return html`<strong>${t.item_name}</strong> <span class="muted">at ${t.merchant_name ?? ''}</span><br><span class="small muted">${words}</span>`;
+}
+
+function shownOnce(title: string, value: string, note: string): SafeHtml {
+  return html`<div class="flash info stack" role="status"><strong>${title}</strong>
+  ${copyable(value, { testid: 'secret-value' })}
+  <span class="small">${note} It is shown only now: copy it before you leave this page. Reloading the page does not show it again.</span></div>`;
 }
 
 function webhookHealth(webhook: { status: string; fail_count: number }): SafeHtml {
@@ -79,7 +155,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
 <p class="lead">${
           bots.length
             ? pending > 0
-              ? `${pending} purchase${pending === 1 ? '' : 's'} waiting for your decision.`
+              ? html`<a href="/approvals" data-testid="waiting-link">${pending} purchase${pending === 1 ? '' : 's'} waiting for your decision →</a>`
               : 'Nothing is waiting for you.'
             : 'Bots you own appear here.'
         }</p>${list}`,
@@ -91,15 +167,22 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     request: FastifyRequest,
     reply: FastifyReply,
     botId: string,
-    options: { status?: number; top?: SafeHtml | string; before?: string | undefined } = {},
+    options: {
+      status?: number;
+      top?: SafeHtml | string;
+      before?: string | undefined;
+      /** Typed values to keep after an error (form field name → text). */
+      values?: Record<string, string | undefined>;
+    } = {},
   ) => {
     const session = request.dashboard!;
     const bot: OwnerBot = await getBot(ctx, session.ownerId, botId);
-    const [guardrails, { transactions }, { entries }] = await Promise.all([
+    const [guardrails, transactions, { entries }] = await Promise.all([
       getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now()),
-      listTransactions(ctx, session.ownerId, botId, 25, options.before),
+      moneyMovements(ctx, botId, 25, options.before),
       listAudit(ctx, session.ownerId, botId, 25),
     ]);
+    const values = options.values ?? {};
     const csrf = session.csrfToken;
     const base = `/bots/${bot.bot_id}`;
     const frozen = bot.wallet.status === 'frozen';
@@ -128,13 +211,13 @@ ${options.top ?? ''}
       bot.webhook.callback_url
         ? html`<code>${bot.webhook.callback_url}</code>`
         : html`the managed tunnel <code>${bot.webhook.tunnel_hostname ?? ''}</code>`
-    }. ${bot.pending_approvals > 0 ? html`<a href="/approvals">${bot.pending_approvals} purchase(s) are waiting for your approval.</a>` : ''}</p></div>
+    }. ${bot.pending_approvals > 0 ? html`<a href="/approvals">${bot.pending_approvals} purchase${bot.pending_approvals === 1 ? ' is' : 's are'} waiting for your approval →</a>` : ''}</p></div>
 
 <div class="grid two">
 <section class="card stack" aria-labelledby="fund-h"><h2 id="fund-h">Add funds</h2>
   <form method="post" action="${base}/fund" class="inline-form">${csrfField(csrf)}
     <div class="field"><label for="amount_usd">Amount, $<span class="hint">Up to $10,000 at a time</span></label>
-      <input id="amount_usd" name="amount_usd" inputmode="decimal" required maxlength="16" placeholder="25.00"></div>
+      <input id="amount_usd" name="amount_usd" type="number" min="0.01" max="10000" step="0.01" inputmode="decimal" required placeholder="25.00" value="${values.amount_usd ?? ''}"${values.amount_usd !== undefined ? html` aria-invalid="true"` : ''}></div>
     <button type="submit">Add funds</button></form></section>
 
 <section class="card stack" aria-labelledby="freeze-h"><h2 id="freeze-h">${frozen ? 'Wallet is frozen' : 'Freeze the wallet'}</h2>
@@ -167,10 +250,26 @@ ${options.top ?? ''}
 
 <section class="card stack" aria-labelledby="cards-h"><div class="spread"><h2 id="cards-h">Cards</h2><a href="${base}/cards">${bot.cards.length ? 'Manage cards' : 'Add a card'} →</a></div>${
       bot.cards.length
-        ? html`<div class="table-wrap"><table><thead><tr><th>Card</th><th>Status</th><th class="num">Per purchase</th><th class="num">Day</th><th class="num">Month</th><th>Approval</th></tr></thead><tbody>${bot.cards.map(
-            (c) =>
-              html`<tr><td>${String(c.label ?? c.card_id)}</td><td>${pill(String(c.status))}</td><td class="num">${usd(c.guardrails.per_transaction_usd)}</td><td class="num">${usd(c.guardrails.daily_usd)}</td><td class="num">${usd(c.guardrails.monthly_usd)}</td><td>${String(c.approval_mode).replace(/_/g, ' ')}</td></tr>`,
-          )}</tbody></table></div>`
+        ? dataTable(
+            [
+              { label: 'Card', key: true },
+              { label: 'Status', key: true },
+              { label: 'Per purchase', num: true },
+              { label: 'Day', num: true },
+              { label: 'Month', num: true },
+              { label: 'Approval' },
+            ],
+            bot.cards.map((c) => ({
+              cells: [
+                html`<a href="${base}/cards/${String(c.card_id)}">${String(c.label ?? c.card_id)}</a>`,
+                pill(String(c.status)),
+                usd(c.guardrails.per_transaction_usd),
+                usd(c.guardrails.daily_usd),
+                usd(c.guardrails.monthly_usd),
+                APPROVAL_WORDS[String(c.approval_mode)] ?? String(c.approval_mode).replace(/_/g, ' '),
+              ],
+            })),
+          )
         : html`<p class="muted">No cards yet.</p>`
     }</section>
 
@@ -180,7 +279,16 @@ ${options.top ?? ''}
     <div><dt>Per day</dt><dd>${usd(guardrails.daily_budget_usd)}</dd></div>
     <div><dt>Per month</dt><dd>${usd(guardrails.monthly_budget_usd)}</dd></div>
     <div><dt>Spent today</dt><dd>${usd(guardrails.daily_spent_usd)}</dd></div></dl>
-  <details><summary>Change master guardrails</summary>${guardrailsForm(csrf, bot.bot_id)}</details></section>
+  <details><summary>Change master guardrails</summary>${guardrailsForm(
+    csrf,
+    bot.bot_id,
+    {},
+    {
+      per: guardrails.per_transaction_usd,
+      day: guardrails.daily_budget_usd,
+      month: guardrails.monthly_budget_usd,
+    },
+  )}</details></section>
 
 <section class="card stack" aria-labelledby="keys-h"><h2 id="keys-h">Keys</h2>
   <details><summary>Rotate the API key…</summary>
@@ -193,24 +301,45 @@ ${options.top ?? ''}
 
 <section class="card" aria-labelledby="tx-h"><h2 id="tx-h">Transactions</h2>${
       transactions.length
-        ? html`<div class="table-wrap"><table><thead><tr><th>When</th><th>What</th><th class="num">Available</th><th class="num">Held</th></tr></thead><tbody>${transactions.map(
-            (t) =>
-              html`<tr><td>${when(t.created_at)}</td><td>${t.description ?? t.kind.replace(/_/g, ' ')}</td><td class="num">${t.available_change_usd ? usd(t.available_change_usd) : ''}</td><td class="num">${t.held_change_usd ? usd(t.held_change_usd) : ''}</td></tr>`,
-          )}</tbody></table></div>${
+        ? html`${dataTable(
+            [
+              { label: 'What', key: true },
+              { label: 'Amount', num: true, key: true },
+              { label: 'Balance after', num: true },
+              { label: 'Held change', num: true },
+              { label: 'When' },
+            ],
+            transactions.map((t) => {
+              const available = Number(t.available);
+              const held = Number(t.held);
+              return {
+                attrs: { 'data-testid': 'transaction' },
+                cells: [
+                  txWhat(t),
+                  available !== 0
+                    ? `${available > 0 ? '+' : ''}${usd(centsToUsd(available))}`
+                    : html`<span class="muted">${usd(centsToUsd(held))} from hold</span>`,
+                  html`<span data-testid="balance-after">${usd(centsToUsd(Number(t.balance_after)))}</span>`,
+                  held ? `${held > 0 ? '+' : ''}${usd(centsToUsd(held))}` : '',
+                  when(iso(t.created_at)),
+                ],
+              };
+            }),
+          )}${
             transactions.length === 25 && lastTx
-              ? html`<p><a href="${base}?before=${encodeURIComponent(lastTx.created_at)}#tx-h">Older transactions →</a></p>`
+              ? html`<p><a href="${base}?before=${encodeURIComponent(iso(lastTx.created_at))}#tx-h">Older transactions →</a></p>`
               : ''
           }`
         : html`<p class="muted">No money has moved yet.</p>`
     }</section>
 
-<section class="card" aria-labelledby="audit-h"><h2 id="audit-h">Audit log</h2>${auditTable(entries)}</section>`;
+<section class="card" aria-labelledby="audit-h"><h2 id="audit-h">Audit log</h2>${auditTable(entries, { names: await auditNames(ctx, session.ownerId, entries) })}</section>`;
     return sendHtml(reply, options.status ?? 200, page({ title: bot.bot_name, session, nav: 'bots', body }));
   };
 
   registerX402Pages(app, ctx, botPage);
 
-  app.get<{ Params: BotParamsT; Querystring: { notice?: string; before?: string } }>(
+  app.get<{ Params: BotParamsT; Querystring: { notice?: string; before?: string; flash?: string } }>(
     '/bots/:bot_id',
     {
       schema: {
@@ -219,18 +348,39 @@ ${options.top ?? ''}
         params: BotParams,
         querystring: Type.Object({
           notice: Text(40),
+          flash: Text(64),
           before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
         }),
       },
     },
     async (request, reply) => {
+      const botId = request.params.bot_id;
       const text = request.query.notice
         ? (NOTICES[request.query.notice] ?? X402_NOTICES[request.query.notice])
         : undefined;
-      return botPage(request, reply, request.params.bot_id, {
-        top: text ? flash('ok', text) : '',
-        before: request.query.before,
-      });
+      let top: SafeHtml | string = text ? flash('ok', text) : '';
+      if (request.query.flash) {
+        // The one-time value of a rotation: shown by this view only (taking it deletes it).
+        const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+        if (shown?.kind === 'notice') {
+          top = flash(shown.level, shown.text);
+        } else if (
+          shown &&
+          (shown.kind === 'api_key' || shown.kind === 'webhook_secret') &&
+          shown.bot_id === botId
+        ) {
+          top =
+            shown.kind === 'api_key'
+              ? shownOnce('New API key', shown.value, 'The previous key no longer works.')
+              : shownOnce('New webhook secret', shown.value, 'Your bot verifies webhook signatures with it.');
+        } else {
+          top = flash(
+            'info',
+            'The new value was shown once and cannot be shown again. If you did not copy it, rotate again: only the newest one works.',
+          );
+        }
+      }
+      return botPage(request, reply, botId, { top, before: request.query.before });
     },
   );
 
@@ -250,6 +400,7 @@ ${options.top ?? ''}
         return botPage(request, reply, request.params.bot_id, {
           status: 400,
           top: flash('bad', 'Enter an amount between $0.01 and $10,000.00, for example 25 or 25.50.'),
+          values: { amount_usd: request.body.amount_usd ?? '' },
         });
       }
       await fundBot(ctx, request.dashboard!.ownerId, request.params.bot_id, cents);
@@ -321,20 +472,21 @@ ${options.top ?? ''}
     },
   );
 
-  const shownOnce = (title: string, value: string, note: string) =>
-    html`<div class="flash info stack" role="status"><strong>${title}</strong>
-  <span class="secret" data-testid="secret-value">${value}</span>
-  <span class="small">${note} It is shown only now: copy it before you leave this page.</span></div>`;
-
+  // Rotations answer a redirect (post/redirect/get): the new value travels in a one-time flash,
+  // so reloading the page that shows it neither rotates again nor shows it twice.
   app.post<{ Params: BotParamsT }>(
     '/bots/:bot_id/api-key/rotate',
     { schema: { tags, summary: 'Rotate the API key (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
-      const result = await rotateApiKey(ctx, request.dashboard!.ownerId, request.params.bot_id);
-      app.botAuthenticator.forgetBot(request.params.bot_id);
-      return botPage(request, reply, request.params.bot_id, {
-        top: shownOnce('New API key', result.api_key, 'The previous key no longer works.'),
+      const botId = request.params.bot_id;
+      const result = await rotateApiKey(ctx, request.dashboard!.ownerId, botId);
+      app.botAuthenticator.forgetBot(botId);
+      const id = await putFlash(ctx, flashHolder(request)!, {
+        kind: 'api_key',
+        bot_id: botId,
+        value: result.api_key,
       });
+      return reply.redirect(`/bots/${botId}?flash=${id}`, 303);
     },
   );
 
@@ -342,14 +494,14 @@ ${options.top ?? ''}
     '/bots/:bot_id/webhook-secret/rotate',
     { schema: { tags, summary: 'Rotate the webhook secret (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
-      const result = await rotateWebhookSecret(ctx, request.dashboard!.ownerId, request.params.bot_id);
-      return botPage(request, reply, request.params.bot_id, {
-        top: shownOnce(
-          'New webhook secret',
-          result.webhook_secret,
-          'Your bot verifies webhook signatures with it.',
-        ),
+      const botId = request.params.bot_id;
+      const result = await rotateWebhookSecret(ctx, request.dashboard!.ownerId, botId);
+      const id = await putFlash(ctx, flashHolder(request)!, {
+        kind: 'webhook_secret',
+        bot_id: botId,
+        value: result.webhook_secret,
       });
+      return reply.redirect(`/bots/${botId}?flash=${id}`, 303);
     },
   );
 }

@@ -11,6 +11,7 @@ import {
   updateCard,
   updateProfile,
 } from '../cards/service.ts';
+import { humanDigitPositions } from '../cards/split.ts';
 import { getBot } from '../owners/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -18,12 +19,14 @@ import { IdParam } from '../platform/schemas.ts';
 import { html, type SafeHtml } from './html.ts';
 import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
 import { bundleAsset } from './assets/bundle.ts';
-import { parseUsdToCents } from './present.ts';
+import { flashHolder, putFlash, takeFlash } from './flash.ts';
+import { limitOrderWarning, parseUsdToCents } from './present.ts';
 
-// Cards of a bot: the setup wizard (start → type the card in the browser, where
-// /assets/card-wizard.js builds the bot's payment profiles file and sends the service only three
-// digits per profile → save the file), card guardrails, approval mode, status, and the allowance
-// and approval rule of each payment profile. Every action calls src/cards/service.ts, which checks
+// Cards of a bot: the setup wizard, one step at a time (1 name the card → 2 type it in the
+// browser, where /assets/card-wizard.js builds the bot's payment profiles file and sends the
+// service only three digits per profile → 3 save the file → 4 limits and profiles, shown only
+// once the card is active), card guardrails, approval mode, status, and the allowance and approval
+// rule of each payment profile. Every action calls src/cards/service.ts, which checks
 // ownership and writes the audit log.
 
 const tags = ['dashboard'];
@@ -40,8 +43,8 @@ const MAX_LIMIT_CENTS = 100_000_000;
 
 const MODES: Array<[ApprovalMode, string]> = [
   ['ask_for_everything', 'Ask me for every purchase'],
-  ['auto_approve_under_threshold', 'Approve automatically below a threshold'],
-  ['auto_approve_by_category', 'Approve automatically in chosen categories'],
+  ['auto_approve_under_threshold', 'Auto-approve below a threshold'],
+  ['auto_approve_by_category', 'Auto-approve chosen categories'],
 ];
 const RULES: Array<[ProfileApprovalRule, string]> = [
   ['follow_card', 'Follow the card'],
@@ -64,6 +67,16 @@ const NOTICES: Record<string, string> = {
 
 type Card = Awaited<ReturnType<typeof getCard>>;
 
+const STEPS = ['Name the card', 'Type the card', 'Save the file', 'Limits and profiles'];
+
+/** The wizard's labelled steps; `current` is 1-based, steps before it are marked done. */
+function steps(current: number): SafeHtml {
+  return html`<ol class="steps" aria-label="Adding a card">${STEPS.map(
+    (label, i) =>
+      html`<li${i + 1 === current ? html` aria-current="step"` : i + 1 < current ? html` class="done"` : ''}>${label}</li>`,
+  )}</ol>`;
+}
+
 function sendHtml(reply: FastifyReply, status: number, body: string) {
   return reply.status(status).type('text/html; charset=utf-8').send(body);
 }
@@ -84,6 +97,7 @@ function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
     html`<div class="field"><label for="${id}">${label}</label><input id="${id}" autocomplete="off" ${attrs}></div>`;
   return html`<p id="wizard-noscript" class="flash bad">This step needs JavaScript: your card number is split in this browser and never sent. Without JavaScript, use <code>botpay card split --bot ${botId} --card ${card.card_id}</code> on your own computer.</p>
 <p id="wizard-message" class="flash bad" role="alert" hidden></p>
+<p class="small" data-testid="digit-positions">The service keeps digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> of your card number (counting the first digit as 1). In the file they show as <code>***</code>; your bot receives them only for a purchase you allow.</p>
 <form id="card-wizard" class="stack" hidden data-card-id="${card.card_id}" data-bot-id="${botId}" data-real-index="${card.real_profile_index}" data-positions="${card.missing_digit_positions.join(',')}" data-csrf="${csrf}">
   ${field('card-number', 'Card number', html`inputmode="numeric" maxlength="23" required spellcheck="false"`)}
   <div class="grid two">${field('card-month', 'Expiry month (MM)', html`inputmode="numeric" maxlength="2" required`)}${field('card-year', 'Expiry year (YYYY)', html`inputmode="numeric" maxlength="4" required`)}</div>
@@ -94,8 +108,9 @@ function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
   ${field('addr-country', 'Country (2 letters)', html`maxlength="2" required`)}
   <button type="submit">Split and activate</button>
 </form>
-<div id="wizard-done" class="stack" hidden><p class="flash ok">Card activated. Your browser saved <strong>payment-profiles-${card.card_id}.json</strong>: give it to your bot and keep no other copy. The service never had it and cannot give it again.</p>
-  <p><a id="wizard-download" class="button secondary" data-testid="profiles-file">Save the file again</a> <a class="button" href="/bots/${botId}/cards/${card.card_id}?notice=activated">Continue</a></p></div>
+</div>
+<div id="wizard-done" class="stack" hidden>${steps(3)}<p class="flash ok">Card activated. Your browser saved <strong>payment-profiles-${card.card_id}.json</strong>: give it to your bot and keep no other copy. The service never had it and cannot give it again.</p>
+  <p class="row"><a id="wizard-download" class="button secondary" data-testid="profiles-file">Save the file again</a> <a class="button" href="/bots/${botId}/cards/${card.card_id}?notice=activated">Continue: limits and profiles</a></p></div>
 <script src="/assets/card-wizard.js"></script>`;
 }
 
@@ -126,6 +141,7 @@ ${botTabs(bot.bot_id, 'cards')}
 ${opts.top ?? ''}
 ${list}
 <section class="card stack" aria-labelledby="add-h"><h2 id="add-h">Add a card</h2>
+  ${steps(1)}
   <p class="muted small">Your card number is never stored whole. We pick 3 digits that only this service keeps (you type them in the next step, they are stored encrypted); your bot gets the rest of the number in a payment profiles file, hidden among 5 decoy profiles, and receives the 3 digits only for a purchase that passes your limits.</p>
   <form method="post" action="${base}" class="inline-form">${csrfField(csrf)}
     <div class="field"><label for="label">Name for this card <span class="hint">Optional, for example "Visa ending 42"</span></label>
@@ -142,61 +158,80 @@ ${list}
     request: FastifyRequest,
     reply: FastifyReply,
     params: CardParamsT,
-    opts: { status?: number; top?: SafeHtml | string } = {},
+    opts: {
+      status?: number;
+      top?: SafeHtml | string;
+      /** Typed values to keep after an error (field name → text). */
+      values?: Record<string, string | undefined>;
+      /** Which profile form the values belong to. */
+      profile?: number;
+    } = {},
   ) => {
     const session = request.dashboard!;
     const bot = await getBot(ctx, session.ownerId, params.bot_id);
     const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
+    const typed = (name: string, current: string, profile?: number) =>
+      opts.values && opts.profile === profile && opts.values[name] !== undefined
+        ? opts.values[name]!
+        : current;
     const csrf = session.csrfToken;
     const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
     const pending = card.status === 'pending_activation';
     const wizard = pending
-      ? html`<section class="card stack" aria-labelledby="digits-h"><h2 id="digits-h">Step 2 of 3: your card, split in this browser</h2>
+      ? html`<section class="card stack" aria-labelledby="digits-h"><div id="wizard-step2" class="stack">${steps(2)}<h2 id="digits-h">Type your card: it is split in this browser</h2>
   <p class="small">Type your card as printed. This page builds your bot's payment profiles file here, in your browser: your card and five decoys that look just like it. The service receives only three digits of each profile (stored encrypted), never your number, name or address.</p>
   ${cardForm(card, bot.bot_id, csrf)}</section>`
       : card.legacy_profiles_file
         ? html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
-  <p class="small">This card was added before profiles were built in your browser. Its file: complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code>) and give it to your bot, or add the card again for decoys that look like your card.</p>
+  <p class="small">This card was added before profiles were built in your browser. Its file: complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code>) and give it to your bot, or add the card again for decoys that look like your card. The missing digits are digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> (counting the first digit as 1).</p>
   <p><a class="button" href="${base}/profiles-file" download data-testid="profiles-file">Download payment profiles file</a></p></section>`
         : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
   <p class="small">The file was saved by your browser when you activated the card; the service never had it. Lost it? Freeze this card and add it again.</p></section>`;
-    const profileRows = card.profiles.map(
-      (
-        p,
-      ) => html`<tr><td><strong>${p.profile_index}</strong>${p.profile_index === card.real_profile_index ? html` ${pill('active', 'your card')}` : html` <span class="muted small">decoy</span>`}</td>
-  <td colspan="5"><form method="post" action="${base}/profiles/${p.profile_index}" class="inline-form profile-form">${csrfField(csrf)}
-    <div class="field"><label for="al${p.profile_index}">Allowance, $</label><input id="al${p.profile_index}" name="allowance_usd" inputmode="decimal" maxlength="16" value="${p.allowance_usd.toFixed(2)}"></div>
-    <div class="field"><label for="wi${p.profile_index}">Window</label><select id="wi${p.profile_index}" name="allowance_window">${options(WINDOWS, p.allowance_window)}</select></div>
-    <div class="field"><label for="ru${p.profile_index}">Approval</label><select id="ru${p.profile_index}" name="approval_rule">${options(RULES, p.approval_rule)}</select></div>
-    <div class="field"><label for="th${p.profile_index}">Threshold, $</label><input id="th${p.profile_index}" name="approval_threshold_usd" inputmode="decimal" maxlength="16" value="${p.approval_threshold_usd.toFixed(2)}"></div>
-    <div class="field"><label for="en${p.profile_index}">Usable</label><select id="en${p.profile_index}" name="enabled">${options(
+    const profileItems = card.profiles.map((p) => {
+      const i = p.profile_index;
+      return html`<li class="profile-item" data-testid="profile"><div class="spread"><strong>Profile ${i}</strong>${
+        i === card.real_profile_index
+          ? pill('active', 'your card')
+          : html`<span class="muted small">decoy</span>`
+      }</div>
+  <form method="post" action="${base}/profiles/${i}" class="profile-form">${csrfField(csrf)}
+    <div class="field"><label for="al${i}">Allowance, $</label><input id="al${i}" name="allowance_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('allowance_usd', p.allowance_usd.toFixed(2), i)}"></div>
+    <div class="field"><label for="wi${i}">Window</label><select id="wi${i}" name="allowance_window">${options(WINDOWS, typed('allowance_window', p.allowance_window, i))}</select></div>
+    <div class="field"><label for="ru${i}">Approval</label><select id="ru${i}" name="approval_rule">${options(RULES, typed('approval_rule', p.approval_rule, i))}</select></div>
+    <div class="field"><label for="th${i}">Threshold, $</label><input id="th${i}" name="approval_threshold_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('approval_threshold_usd', p.approval_threshold_usd.toFixed(2), i)}"></div>
+    <div class="field"><label for="en${i}">Usable</label><select id="en${i}" name="enabled">${options(
       [
         ['yes', 'yes'],
         ['no', 'no'],
       ] as const,
-      p.enabled ? 'yes' : 'no',
+      typed('enabled', p.enabled ? 'yes' : 'no', i),
     )}</select></div>
-    <button type="submit" class="secondary">Save</button></form></td></tr>`,
-    );
+    <div class="field"><button type="submit" class="secondary">Save profile ${i}</button></div></form></li>`;
+    });
     const body = html`<p class="small"><a href="/bots/${bot.bot_id}/cards">← Cards of ${bot.bot_name}</a></p>
 <div class="spread"><h1>${card.label ?? 'Card'}</h1>${pill(card.status)}</div>
 <p class="lead"><code class="small">${card.card_id}</code> · started ${when(card.created_at)}</p>
 ${botTabs(bot.bot_id, 'cards')}
 ${opts.top ?? ''}
 ${wizard}
-<section class="card stack" aria-labelledby="settings-h"><h2 id="settings-h">Limits and approval</h2>
-  <form method="post" action="${base}/settings" class="stack">${csrfField(csrf)}
+${
+  pending
+    ? ''
+    : html`<section class="card stack" aria-labelledby="settings-h"><h2 id="settings-h">Limits and approval</h2>
+  <form method="post" action="${base}/settings" class="stack" data-limits>${csrfField(csrf)}
     <div class="grid three">
-      <div class="field"><label for="per_transaction_usd">Per purchase, $</label><input id="per_transaction_usd" name="per_transaction_usd" inputmode="decimal" maxlength="16" value="${card.guardrails.per_transaction_usd.toFixed(2)}"></div>
-      <div class="field"><label for="daily_usd">Per day, $</label><input id="daily_usd" name="daily_usd" inputmode="decimal" maxlength="16" value="${card.guardrails.daily_usd.toFixed(2)}"></div>
-      <div class="field"><label for="monthly_usd">Per month, $</label><input id="monthly_usd" name="monthly_usd" inputmode="decimal" maxlength="16" value="${card.guardrails.monthly_usd.toFixed(2)}"></div>
+      <div class="field"><label for="per_transaction_usd">Per purchase, $</label><input id="per_transaction_usd" name="per_transaction_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="per" value="${typed('per_transaction_usd', card.guardrails.per_transaction_usd.toFixed(2))}"></div>
+      <div class="field"><label for="daily_usd">Per day, $</label><input id="daily_usd" name="daily_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="day" value="${typed('daily_usd', card.guardrails.daily_usd.toFixed(2))}"></div>
+      <div class="field"><label for="monthly_usd">Per month, $</label><input id="monthly_usd" name="monthly_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="month" value="${typed('monthly_usd', card.guardrails.monthly_usd.toFixed(2))}"></div>
     </div>
-    <div class="field"><label for="approval_mode">Approval</label><select id="approval_mode" name="approval_mode">${options(MODES, card.approval_mode)}</select></div>
+    <p class="limit-warning" role="status" hidden></p>
+    <div class="field"><label for="approval_mode">Approval</label><select id="approval_mode" name="approval_mode">${options(MODES, typed('approval_mode', card.approval_mode))}</select></div>
     <div class="grid two">
-      <div class="field"><label for="approval_threshold_usd">Threshold, $ <span class="hint">Purchases below it are approved automatically (threshold mode)</span></label><input id="approval_threshold_usd" name="approval_threshold_usd" inputmode="decimal" maxlength="16" value="${card.approval_threshold_usd.toFixed(2)}"></div>
-      <div class="field"><label for="approved_categories">Categories <span class="hint">Comma-separated, approved automatically (category mode)</span></label><input id="approved_categories" name="approved_categories" maxlength="2000" value="${card.approved_categories.join(', ')}"></div>
+      <div class="field"><label for="approval_threshold_usd">Threshold, $ <span class="hint">Purchases below it are approved automatically (threshold mode)</span></label><input id="approval_threshold_usd" name="approval_threshold_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('approval_threshold_usd', card.approval_threshold_usd.toFixed(2))}"></div>
+      <div class="field"><label for="approved_categories">Categories <span class="hint">Comma-separated, approved automatically (category mode)</span></label><input id="approved_categories" name="approved_categories" maxlength="2000" value="${typed('approved_categories', card.approved_categories.join(', '))}"></div>
     </div>
-    <button type="submit">Save limits and approval</button></form></section>
+    <button type="submit">Save limits and approval</button></form></section>`
+}
 ${
   pending
     ? ''
@@ -211,9 +246,13 @@ ${
         })
   }</section>`
 }
-<section class="card stack" aria-labelledby="profiles-h"><h2 id="profiles-h">Payment profiles</h2>
+${
+  pending
+    ? ''
+    : html`<section class="card stack" aria-labelledby="profiles-h"><h2 id="profiles-h">Payment profiles</h2>
   <p class="muted small">Each profile has its own allowance and approval rule. Give decoys the same limits as your card so that none stands out.</p>
-  <div class="table-wrap"><table class="profiles"><thead><tr><th>Profile</th><th colspan="5">Allowance and approval</th></tr></thead><tbody>${profileRows}</tbody></table></div></section>`;
+  <ul class="profile-list">${profileItems}</ul></section>`
+}`;
     return sendHtml(
       reply,
       opts.status ?? 200,
@@ -256,19 +295,24 @@ ${
     },
   );
 
-  app.get<{ Params: CardParamsT; Querystring: { notice?: string } }>(
+  app.get<{ Params: CardParamsT; Querystring: { notice?: string; flash?: string } }>(
     '/bots/:bot_id/cards/:card_id',
     {
       schema: {
         tags,
         summary: 'One card: activation, profiles file, limits, approval, profiles',
         params: CardParams,
-        querystring: Type.Object({ notice: Text(40) }),
+        querystring: Type.Object({ notice: Text(40), flash: Text(64) }),
       },
     },
     async (request, reply) => {
       const text = request.query.notice ? NOTICES[request.query.notice] : undefined;
-      return cardPage(request, reply, request.params, { top: text ? flash('ok', text) : '' });
+      let top: SafeHtml | string = text ? flash('ok', text) : '';
+      if (request.query.flash) {
+        const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+        if (shown?.kind === 'notice') top = flash(shown.level, shown.text);
+      }
+      return cardPage(request, reply, request.params, { top });
     },
   );
 
@@ -336,6 +380,7 @@ ${
         return cardPage(request, reply, request.params, {
           status: 400,
           top: bad('Amounts are dollars with at most 2 decimals, for example 25 or 25.50.'),
+          values: b,
         });
       }
       let categories: string[] | undefined;
@@ -348,21 +393,40 @@ ${
           return cardPage(request, reply, request.params, {
             status: 400,
             top: bad('At most 50 categories of up to 100 characters each.'),
+            values: b,
           });
         }
       }
-      await updateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
-        ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
-        ...(daily !== undefined ? { daily_cents: daily as number } : {}),
-        ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
-        ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
-        ...(b.approval_mode ? { approval_mode: b.approval_mode as ApprovalMode } : {}),
-        ...(categories !== undefined ? { approved_categories: categories } : {}),
-      });
-      return reply.redirect(
-        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=settings`,
-        303,
+      const saved = await updateCard(
+        ctx,
+        request.dashboard!.ownerId,
+        request.params.bot_id,
+        request.params.card_id,
+        {
+          ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
+          ...(daily !== undefined ? { daily_cents: daily as number } : {}),
+          ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
+          ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
+          ...(b.approval_mode ? { approval_mode: b.approval_mode as ApprovalMode } : {}),
+          ...(categories !== undefined ? { approved_categories: categories } : {}),
+        },
       );
+      // Saved either way; limits that cannot all be reached get a warning on the next page.
+      const warning = limitOrderWarning({
+        per: Math.round(saved.guardrails.per_transaction_usd * 100),
+        day: Math.round(saved.guardrails.daily_usd * 100),
+        month: Math.round(saved.guardrails.monthly_usd * 100),
+      });
+      const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
+      if (warning) {
+        const id = await putFlash(ctx, flashHolder(request)!, {
+          kind: 'notice',
+          level: 'warn',
+          text: warning,
+        });
+        return reply.redirect(`${target}?flash=${id}`, 303);
+      }
+      return reply.redirect(`${target}?notice=settings`, 303);
     },
   );
 
@@ -430,6 +494,8 @@ ${
           return cardPage(request, reply, request.params, {
             status: 400,
             top: bad('Amounts are dollars with at most 2 decimals, for example 25 or 25.50.'),
+            values: b,
+            profile: Number(request.params.profile_index),
           });
         }
         update[key] = cents;

@@ -50,6 +50,12 @@ export interface PageOptions {
   scripts?: string[];
 }
 
+/** A count badge beside a navigation entry (e.g. purchases waiting in the approvals inbox). */
+function navBadge(count: number | undefined): SafeHtml | string {
+  if (!count) return '';
+  return html` <span class="count" data-testid="nav-count" aria-label="${count} waiting">${count > 99 ? '99+' : count}</span>`;
+}
+
 export function page(options: PageOptions): string {
   const { session } = options;
   const header = html`<header class="top"><div class="top-inner">
@@ -58,9 +64,11 @@ export function page(options: PageOptions): string {
     session
       ? html`<nav class="main" aria-label="Main">${MAIN_NAV.map(
           (item) =>
-            html`<a href="${item.href}"${options.nav === item.key ? html` aria-current="page"` : ''}>${item.label}</a>`,
+            html`<a href="${item.href}"${options.nav === item.key ? html` aria-current="page"` : ''}>${item.label}${
+              item.key === 'approvals' ? navBadge(session.pendingApprovals) : ''
+            }</a>`,
         )}</nav>
-  <div class="who"><span class="small">${session.email}</span>
+  <div class="who"><span class="small" title="${session.email}">${session.email}</span>
     <form method="post" action="/signout">${csrfField(session.csrfToken)}<button class="link" type="submit">Sign out</button></form></div>`
       : ''
   }
@@ -72,6 +80,8 @@ export function page(options: PageOptions): string {
 ${session ? html`<meta name="csrf-token" content="${session.csrfToken}">` : ''}
 <title>${options.title} · Bot Payment Service</title>
 <link rel="stylesheet" href="/assets/dashboard.css">
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
+<script src="/assets/dashboard.js" defer></script>
 ${(options.scripts ?? []).map((src) => html`<script src="${src}" defer></script>`)}
 </head><body>
 ${header}
@@ -98,7 +108,7 @@ export function postButton(
   )}<button type="submit"${options.className ? html` class="${options.className}"` : ''}>${label}</button></form>`;
 }
 
-export function flash(kind: 'ok' | 'bad' | 'info', message: HtmlValue): SafeHtml {
+export function flash(kind: 'ok' | 'bad' | 'info' | 'warn', message: HtmlValue): SafeHtml {
   return html`<div class="flash ${kind}" role="${kind === 'bad' ? 'alert' : 'status'}">${message}</div>`;
 }
 
@@ -109,12 +119,64 @@ export function usd(amount: number): string {
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
 
-/** "5 Jan 2026, 12:00 UTC" in a <time> element (no script needed; UTC is stated). */
+/** "5 Jan 2026, 12:00 UTC": the server's rendering, always in UTC. */
+export function utcText(isoTime: string): string {
+  const d = new Date(isoTime);
+  return `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}, ${String(d.getUTCHours()).padStart(2, '0')}:${String(d.getUTCMinutes()).padStart(2, '0')} UTC`;
+}
+
+/**
+ * A time in UTC inside a <time> element (readable without script). /assets/dashboard.js adds the
+ * relative time ("5 min ago") and the time in the browser's own zone beside it.
+ */
 export function when(isoTime: string | null | undefined): SafeHtml {
   if (!isoTime) return html`<span class="muted">—</span>`;
-  const d = new Date(isoTime);
-  const text = `${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}, ${String(d.getUTCHours()).padStart(2, '0')}:${String(d.getUTCMinutes()).padStart(2, '0')} UTC`;
-  return html`<time datetime="${isoTime}">${text}</time>`;
+  // Date and clock each stay on one line; between them the line may break in a narrow column.
+  const [date, clock] = utcText(isoTime).split(', ');
+  return html`<span class="when"><time datetime="${isoTime}"><span>${date},</span> <span>${clock}</span></time></span>`;
+}
+
+/**
+ * A value shown for copying (keys, secrets, codes): selectable text, and a Copy button that
+ * /assets/dashboard.js reveals (without script the button stays hidden; the text is select-all).
+ */
+export function copyable(value: string, options: { testid?: string; big?: boolean } = {}): SafeHtml {
+  return html`<span class="copy-row"><span class="${options.big ? 'code-big' : 'secret'}"${
+    options.testid ? html` data-testid="${options.testid}"` : ''
+  }>${value}</span><button type="button" class="secondary copy" data-copy="${value}" hidden>Copy</button></span>`;
+}
+
+export interface Column {
+  label: string;
+  /** Right-aligned figures. */
+  num?: boolean;
+  /**
+   * Key facts: on a phone the table turns into one block per row, the key cells first on one line
+   * without labels, the others below with their column label.
+   */
+  key?: boolean;
+}
+
+export interface Row {
+  cells: HtmlValue[];
+  /** Extra attributes of the <tr> (data-testid …). */
+  attrs?: Record<string, string>;
+}
+
+/** A table that fits a phone: columns that matter first (`key`), the rest labelled below them. */
+export function dataTable(columns: Column[], rows: Row[], options: { className?: string } = {}): SafeHtml {
+  return html`<div class="table-wrap"><table class="rt${options.className ? ` ${options.className}` : ''}"><thead><tr>${columns.map(
+    (c) => html`<th${c.num ? html` class="num"` : ''} scope="col">${c.label}</th>`,
+  )}</tr></thead><tbody>${rows.map(
+    (r) =>
+      html`<tr${Object.entries(r.attrs ?? {}).map(([k, v]) => html` ${k}="${v}"`)}>${r.cells.map(
+        (cell, i) => {
+          const c = columns[i]!;
+          const cls = [c.num ? 'num' : '', c.key ? 'k' : ''].filter(Boolean).join(' ');
+          return html`<td data-label="${c.label}"${cls ? html` class="${cls}"` : ''}>${cell}</td>`;
+        },
+      )}</tr>`,
+  )}</tbody></table></div>`;
 }
 
 const PILL_KIND: Record<string, string> = {

@@ -12,15 +12,27 @@ import { sha256Hex } from '../platform/crypto.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { iso } from '../platform/time.ts';
+import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { html, type SafeHtml } from './html.ts';
-import { csrfField, flash, messagePage, page, pill, postButton, usd, when } from './layout.ts';
-import { auditTable, NOTICES, parseUsdToCents } from './present.ts';
+import {
+  copyable,
+  csrfField,
+  dataTable,
+  flash,
+  messagePage,
+  page,
+  pill,
+  postButton,
+  usd,
+  when,
+} from './layout.ts';
+import { auditNames, auditTable, limitOrderWarning, NOTICES, parseUsdToCents } from './present.ts';
 
 // Account-level pages: claim a bot, pairing codes, master guardrails, account activity.
 
 const tags = ['dashboard'];
 const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
-const NoticeQuery = Type.Object({ notice: Text(40) });
+const NoticeQuery = Type.Object({ notice: Text(40), flash: Text(64) });
 
 function sendHtml(reply: FastifyReply, status: number, body: string) {
   return reply.status(status).type('text/html; charset=utf-8').send(body);
@@ -148,8 +160,13 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     const now = ctx.clock.now();
     const rows = recent.map((r) => {
       const state = r.used_at ? 'used' : new Date(r.expires_at).getTime() <= now ? 'expired' : 'pending';
-      return html`<tr><td>${when(iso(r.created_at))}</td><td>${pill(state, state === 'pending' ? 'waiting' : state)}</td>
-        <td>${r.bot_id ? html`<a href="/bots/${r.bot_id}">${r.bot_name}</a>` : html`<span class="muted">—</span>`}</td></tr>`;
+      return {
+        cells: [
+          pill(state, state === 'pending' ? 'waiting' : state),
+          r.bot_id ? html`<a href="/bots/${r.bot_id}">${r.bot_name}</a>` : html`<span class="muted">—</span>`,
+          when(iso(r.created_at)),
+        ],
+      };
     });
     return sendHtml(
       reply,
@@ -166,15 +183,40 @@ ${fresh ?? ''}
   ${postButton('/pairing', 'Create a pairing code', session.csrfToken)}</div>
 <div class="card"><h2>Recent codes</h2>${
           rows.length
-            ? html`<div class="table-wrap"><table><thead><tr><th>Created</th><th>State</th><th>Bot</th></tr></thead><tbody>${rows}</tbody></table></div>`
+            ? dataTable(
+                [{ label: 'State', key: true }, { label: 'Bot', key: true }, { label: 'Created' }],
+                rows,
+              )
             : html`<p class="muted">No codes yet.</p>`
         }</div>`,
       }),
     );
   };
 
-  app.get('/pairing', { schema: { tags, summary: 'Pairing codes' } }, async (request, reply) =>
-    pairingPage(request, reply),
+  app.get<{ Querystring: { flash?: string } }>(
+    '/pairing',
+    { schema: { tags, summary: 'Pairing codes', querystring: Type.Object({ flash: Text(64) }) } },
+    async (request, reply) => {
+      if (!request.query.flash) return pairingPage(request, reply);
+      const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+      if (shown?.kind !== 'pairing_code') {
+        return pairingPage(
+          request,
+          reply,
+          flash(
+            'info',
+            'The code was shown once. If you did not note it, create another one: each code works once, for one hour.',
+          ),
+        );
+      }
+      return pairingPage(
+        request,
+        reply,
+        html`<div class="flash ok stack" role="status"><div>Your pairing code (shown once, valid until ${when(shown.expires_at)}):</div>
+  ${copyable(shown.value, { testid: 'pairing-code', big: true })}
+  <div class="small">Give it to your bot: it registers with <code>"pairing_code": "${shown.value}"</code>.</div></div>`,
+      );
+    },
   );
 
   app.post(
@@ -182,13 +224,13 @@ ${fresh ?? ''}
     { schema: { tags, summary: 'Create a pairing code', body: Type.Object({ _csrf: Text(200) }) } },
     async (request, reply) => {
       const code = await createPairingCode(ctx, request.dashboard!.ownerId);
-      return pairingPage(
-        request,
-        reply,
-        html`<div class="flash ok stack" role="status"><div>Your pairing code (shown once, valid until ${when(code.expires_at)}):</div>
-  <div class="code-big" data-testid="pairing-code">${code.pairing_code}</div>
-  <div class="small">Give it to your bot: it registers with <code>"pairing_code": "${code.pairing_code}"</code>.</div></div>`,
-      );
+      // Post/redirect/get: reloading the page that shows the code creates no second code.
+      const id = await putFlash(ctx, flashHolder(request)!, {
+        kind: 'pairing_code',
+        value: code.pairing_code,
+        expires_at: code.expires_at,
+      });
+      return reply.redirect(`/pairing?flash=${id}`, 303);
     },
   );
 
@@ -197,6 +239,7 @@ ${fresh ?? ''}
     reply: FastifyReply,
     status: number,
     top: SafeHtml | string,
+    values: Record<string, string | undefined> = {},
   ) => {
     const session = request.dashboard!;
     const g = await getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now());
@@ -216,7 +259,16 @@ ${top}
   <div><dt>Per month</dt><dd>${usd(g.monthly_budget_usd)}</dd></div>
   <div><dt>Spent today / this month</dt><dd>${usd(g.daily_spent_usd)} / ${usd(g.monthly_spent_usd)}</dd></div>
 </dl></div>
-<div class="card"><h2>Change</h2><p class="muted small">Fill in only what you want to change.</p>${guardrailsForm(session.csrfToken)}</div>`,
+<div class="card"><h2>Change</h2><p class="muted small">Fill in only what you want to change.</p>${guardrailsForm(
+          session.csrfToken,
+          undefined,
+          values,
+          {
+            per: g.per_transaction_usd,
+            day: g.daily_budget_usd,
+            month: g.monthly_budget_usd,
+          },
+        )}</div>`,
       }),
     );
   };
@@ -224,7 +276,14 @@ ${top}
   app.get(
     '/guardrails',
     { schema: { tags, summary: 'Master guardrails', querystring: NoticeQuery } },
-    async (request, reply) => guardrailsPage(request, reply, 200, noticeFlash(request.query.notice)),
+    async (request, reply) => {
+      let top = noticeFlash(request.query.notice);
+      if (request.query.flash) {
+        const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+        if (shown?.kind === 'notice') top = flash(shown.level, shown.text);
+      }
+      return guardrailsPage(request, reply, 200, top);
+    },
   );
 
   app.post(
@@ -262,6 +321,7 @@ ${top}
               'bad',
               `“${value}” is not an amount we can use (dollars, up to $${(max / 100).toLocaleString('en-US')}).`,
             ),
+            request.body,
           );
         }
         input[`${name}_cents`] = cents;
@@ -270,9 +330,23 @@ ${top}
         return guardrailsPage(request, reply, 400, flash('bad', 'Enter at least one amount to change.'));
       await updateMasterGuardrails(ctx, request.dashboard!.ownerId, input);
       const back = request.body.return_to;
-      if (back && /^bot_[a-z2-7]{1,64}$/.test(back))
-        return reply.redirect(`/bots/${back}?notice=guardrails`, 303);
-      return reply.redirect('/guardrails?notice=guardrails', 303);
+      const target = back && /^bot_[a-z2-7]{1,64}$/.test(back) ? `/bots/${back}` : '/guardrails';
+      // Saved either way; limits out of order (per purchase > per day > per month) get a warning.
+      const saved = await getMasterGuardrails(ctx.db, request.dashboard!.ownerId, ctx.clock.now());
+      const warning = limitOrderWarning({
+        per: Math.round(saved.per_transaction_usd * 100),
+        day: Math.round(saved.daily_budget_usd * 100),
+        month: Math.round(saved.monthly_budget_usd * 100),
+      });
+      if (warning) {
+        const id = await putFlash(ctx, flashHolder(request)!, {
+          kind: 'notice',
+          level: 'warn',
+          text: warning,
+        });
+        return reply.redirect(`${target}?flash=${id}`, 303);
+      }
+      return reply.redirect(`${target}?notice=guardrails`, 303);
     },
   );
 
@@ -286,8 +360,9 @@ ${top}
         details: unknown;
         created_at: Date;
         bot_name: string | null;
+        bot_id: string | null;
       }>(
-        `SELECT a.action, a.details, a.created_at, b.name AS bot_name
+        `SELECT a.action, a.details, a.created_at, b.name AS bot_name, b.id AS bot_id
          FROM audit_log a LEFT JOIN bots b ON b.id = a.bot_id AND b.owner_id = a.owner_id
         WHERE a.owner_id = $1 ORDER BY a.created_at DESC, a.id DESC LIMIT 100`,
         [session.ownerId],
@@ -302,7 +377,7 @@ ${top}
           body: html`<h1>Activity</h1><p class="lead">Everything done in your account, newest first.</p>
 <div class="card">${auditTable(
             rows.map((r) => ({ ...r, created_at: iso(r.created_at) })),
-            { showBot: true },
+            { showBot: true, names: await auditNames(ctx, session.ownerId, rows) },
           )}</div>`,
         }),
       );
@@ -311,16 +386,24 @@ ${top}
 }
 
 /** The master guardrails form (on the guardrails page, and on a bot page with return_to = the bot). */
-export function guardrailsForm(csrf: string, returnTo?: string): SafeHtml {
-  return html`<form method="post" action="/guardrails" class="stack">${csrfField(csrf)}
+export function guardrailsForm(
+  csrf: string,
+  returnTo?: string,
+  values: Record<string, string | undefined> = {},
+  current?: { per: number; day: number; month: number },
+): SafeHtml {
+  const field = (name: string, label: string, hint: string, limit: 'per' | 'day' | 'month', max: number) =>
+    html`<div class="field"><label for="${name}">${label}<span class="hint">${hint}</span></label>
+      <input id="${name}" name="${name}" type="number" min="0" max="${max}" step="0.01" inputmode="decimal" placeholder="unchanged" data-limit="${limit}"${
+        current ? html` data-current="${current[limit]}"` : ''
+      } value="${values[name] ?? ''}"></div>`;
+  return html`<form method="post" action="/guardrails" class="stack" data-limits>${csrfField(csrf)}
   ${returnTo ? html`<input type="hidden" name="return_to" value="${returnTo}">` : ''}
   <div class="grid three">
-    <div class="field"><label for="per_transaction_usd">Per purchase, $<span class="hint">Largest single real purchase</span></label>
-      <input id="per_transaction_usd" name="per_transaction_usd" inputmode="decimal" placeholder="unchanged" maxlength="16"></div>
-    <div class="field"><label for="daily_budget_usd">Per day, $<span class="hint">All bots together, UTC day</span></label>
-      <input id="daily_budget_usd" name="daily_budget_usd" inputmode="decimal" placeholder="unchanged" maxlength="16"></div>
-    <div class="field"><label for="monthly_budget_usd">Per month, $<span class="hint">All bots together, UTC month</span></label>
-      <input id="monthly_budget_usd" name="monthly_budget_usd" inputmode="decimal" placeholder="unchanged" maxlength="16"></div>
+    ${field('per_transaction_usd', 'Per purchase, $', 'Largest single real purchase', 'per', 1_000_000)}
+    ${field('daily_budget_usd', 'Per day, $', 'All bots together, UTC day', 'day', 1_000_000)}
+    ${field('monthly_budget_usd', 'Per month, $', 'All bots together, UTC month', 'month', 10_000_000)}
   </div>
+  <p class="limit-warning" role="status" hidden></p>
   <div><button type="submit">Save guardrails</button></div></form>`;
 }

@@ -5,7 +5,8 @@ import type { App } from '../app.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex } from '../platform/crypto.ts';
 import { ApiError } from '../platform/errors.ts';
-import { registerApprovalPages } from './approvalPages.ts';
+import { pendingApprovalCount, registerApprovalPages } from './approvalPages.ts';
+import { bundleAsset } from './assets/bundle.ts';
 import { registerAuthPages } from './authPages.ts';
 import { registerBotPages } from './botPages.ts';
 import { registerCardPages } from './cardPages.ts';
@@ -46,10 +47,11 @@ declare module 'fastify' {
   }
 }
 
-// Scripts are the approvals countdown (/assets/countdown.js, progressive enhancement) and the card
+// Scripts are the shared page script (/assets/dashboard.js: local and relative times, copy
+// buttons, limit warnings), the approvals countdown (/assets/countdown.js, progressive enhancement) and the card
 // wizard (/assets/card-wizard.js, which calls the owner API of this origin), served from this
 // origin; no inline scripts or styles.
-const CSP =
+export const CSP =
   "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export async function registerDashboardRoutes(app: App, ctx: AppContext): Promise<void> {
@@ -81,13 +83,8 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     await scope.register(formbody, { bodyLimit: 16_384 });
 
     scope.addHook('onRequest', async (request, reply) => {
-      reply.header('content-security-policy', CSP);
-      reply.header('x-frame-options', 'DENY');
-      reply.header('x-content-type-options', 'nosniff');
-      // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on form posts.
-      reply.header('referrer-policy', 'same-origin');
-      reply.header('cache-control', 'no-store');
-      if (request.url.startsWith('/assets/')) return; // static: no session lookup
+      securityHeaders(reply);
+      if (isStatic(request.url)) return; // static: no session lookup
       // Development on BASE_URL=http://localhost:PORT: the same page opened as 127.0.0.1 or [::1]
       // would set its cookies on another host and post from another origin, so send it to BASE_URL.
       if (aliases && SAFE_METHODS.has(request.method)) {
@@ -95,7 +92,12 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
         if (host && aliases.has(host)) return reply.redirect(`${expectedOrigin}${request.url}`, 307);
       }
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
-      if (session) request.dashboard = session;
+      if (session) {
+        request.dashboard = session;
+        // The navigation's count of purchases waiting (pages only; posts redirect to a page).
+        if (SAFE_METHODS.has(request.method))
+          session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId);
+      }
       const pre = request.cookies[preCookie];
       if (pre && /^[0-9a-f]{32}$/.test(pre)) request.preSessionId = pre;
     });
@@ -103,7 +105,9 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     scope.addHook('preHandler', async (request, reply) => {
       const isPublic = request.routeOptions.config.public === true;
       if (SAFE_METHODS.has(request.method)) {
-        if (request.url.startsWith('/assets/')) return;
+        // Static files set no cookie: a stylesheet or icon fetched alongside a sign-in form must not
+        // replace the pre-sign-in cookie that form's CSRF token is bound to.
+        if (isStatic(request.url)) return;
         if (isPublic && !request.preSessionId) {
           request.preSessionId = randomHex(16);
           reply.setCookie(preCookie, request.preSessionId, {
@@ -187,6 +191,25 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       },
     );
 
+    scope.get(
+      '/assets/dashboard.js',
+      { schema: { tags: ['dashboard'], summary: 'Dashboard page script' }, config: { public: true } },
+      async (_request, reply) =>
+        reply
+          .type('text/javascript; charset=utf-8')
+          .header('cache-control', 'public, max-age=3600')
+          .send(await bundleAsset('dashboard')),
+    );
+
+    for (const path of ['/favicon.svg', '/favicon.ico']) {
+      scope.get(
+        path,
+        { schema: { tags: ['dashboard'], summary: 'Dashboard icon', hide: true }, config: { public: true } },
+        async (_request, reply) =>
+          reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(FAVICON_SVG),
+      );
+    }
+
     const scoped = scope as unknown as App;
     registerAuthPages(scoped, ctx);
     registerOwnerPages(scoped, ctx);
@@ -197,6 +220,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     registerSchedulePages(scoped, ctx);
     registerTokenPages(scoped, ctx);
   });
+}
+
+function isStatic(url: string): boolean {
+  return url.startsWith('/assets/') || url.startsWith('/favicon.');
 }
 
 function refuseForm(request: FastifyRequest, reply: FastifyReply) {
@@ -210,6 +237,32 @@ function refuseForm(request: FastifyRequest, reply: FastifyReply) {
         { session: request.dashboard },
       ),
     );
+}
+
+/** The brand mark ($ on the brand colour) as the browser tab's icon. */
+export const FAVICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="8" fill="#3b5bdb"/><text x="16" y="23" font-family="system-ui,sans-serif" font-size="20" font-weight="700" fill="#fff" text-anchor="middle">$</text></svg>';
+
+function securityHeaders(reply: FastifyReply) {
+  reply.header('content-security-policy', CSP);
+  reply.header('x-frame-options', 'DENY');
+  reply.header('x-content-type-options', 'nosniff');
+  // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on form posts.
+  reply.header('referrer-policy', 'same-origin');
+  reply.header('cache-control', 'no-store');
+}
+
+/**
+ * The HTML 404 for paths no route has (outside the dashboard's scope): it looks the session up
+ * itself, so a signed-in owner keeps the header, navigation and sign-out on the page.
+ */
+export async function htmlNotFound(ctx: AppContext, request: FastifyRequest, reply: FastifyReply) {
+  securityHeaders(reply);
+  const session = await loadSession(ctx, request.cookies?.[sessionCookieName(ctx.config)]).catch(
+    () => undefined,
+  );
+  if (session) session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId).catch(() => 0);
+  return notFoundPage(reply, session);
 }
 
 /**

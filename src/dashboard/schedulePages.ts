@@ -7,7 +7,7 @@ import { ApiError } from '../platform/errors.ts';
 import { IdParam } from '../platform/schemas.ts';
 import { changeSchedule, createSchedule, listSchedules, listTasks } from '../tasks/schedules.ts';
 import { html, type SafeHtml } from './html.ts';
-import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
+import { botTabs, csrfField, dataTable, flash, page, pill, postButton, usd, when } from './layout.ts';
 import { parseUsdToCents } from './present.ts';
 
 // Schedules of a bot: recurring real purchases the bot is handed as tasks (src/tasks/schedules.ts
@@ -84,7 +84,7 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
       ? html`<form method="post" action="${base}" class="stack">${csrfField(csrf)}
   <div class="grid two">
     <div class="field"><label for="item_name">Item</label><input id="item_name" name="item_name" required maxlength="500" value="${v.item_name ?? ''}"></div>
-    <div class="field"><label for="amount_usd">Amount, $</label><input id="amount_usd" name="amount_usd" inputmode="decimal" required maxlength="16" value="${v.amount_usd ?? ''}"></div>
+    <div class="field"><label for="amount_usd">Amount, $</label><input id="amount_usd" name="amount_usd" type="number" min="0.01" step="0.01" inputmode="decimal" required value="${v.amount_usd ?? ''}"></div>
     <div class="field"><label for="merchant_name">Merchant</label><input id="merchant_name" name="merchant_name" required maxlength="200" value="${v.merchant_name ?? ''}"></div>
     <div class="field"><label for="merchant_url">Merchant web address</label><input id="merchant_url" name="merchant_url" type="url" required maxlength="2000" placeholder="https://" value="${v.merchant_url ?? ''}"></div>
     <div class="field"><label for="cron">When (cron) <span class="hint">For example <code>0 9 * * 1</code> every Monday at 9:00, or <code>@daily</code></span></label><input id="cron" name="cron" required maxlength="200" value="${v.cron ?? ''}"></div>
@@ -105,10 +105,17 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
   <button type="submit">Create schedule</button></form>`
       : html`<p class="muted">Add and activate a card first: <a href="/bots/${bot.bot_id}/cards">Cards</a>.</p>`;
     const taskRows = tasks.length
-      ? html`<div class="table-wrap"><table><thead><tr><th>Due</th><th>What</th><th>Kind</th><th>Status</th></tr></thead><tbody>${tasks.map(
-          (t) =>
-            html`<tr><td>${when(t.due_at)}</td><td>${t.item_name} <span class="muted small">${usd(t.amount_usd)} at ${t.merchant_name}</span></td><td>${t.kind}</td><td>${pill(t.status)}</td></tr>`,
-        )}</tbody></table></div>`
+      ? dataTable(
+          [{ label: 'What', key: true }, { label: 'Status', key: true }, { label: 'Due' }, { label: 'Kind' }],
+          tasks.map((t) => ({
+            cells: [
+              html`${t.item_name} <span class="muted small">${usd(t.amount_usd)} at ${t.merchant_name}</span>`,
+              pill(t.status),
+              when(t.due_at),
+              t.kind.replace(/_/g, ' '),
+            ],
+          })),
+        )
       : html`<p class="muted">No tasks handed to the bot yet.</p>`;
     const body = html`<p class="small"><a href="/">← All bots</a></p>
 <h1>${bot.bot_name}: schedules</h1>

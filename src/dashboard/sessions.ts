@@ -46,6 +46,8 @@ export interface DashboardSession {
   ownerId: string;
   email: string;
   csrfToken: string;
+  /** Purchases waiting in the approvals inbox (set per page view for the navigation badge). */
+  pendingApprovals?: number;
 }
 
 export function sessionCsrfToken(ctx: AppContext, idHash: string): string {

@@ -33,7 +33,7 @@ export async function topupSection(ctx: AppContext, ownerId: string, csrf: strin
   <div>“${t.reason}”</div>
   <div class="muted small">Bot <a href="/bots/${t.bot_id}">${t.bot_name}</a> · asked ${when(t.created_at)} · open until ${when(t.expires_at)}</div>
   <div class="row">${postButton(`/approvals/topups/${t.topup_id}/approve`, `Approve and add ${usd(t.amount_usd)}`, csrf)}
-  <form method="post" action="/approvals/topups/${t.topup_id}/decline" class="inline">${csrfField(csrf)}<input type="text" name="note" maxlength="${NOTE_MAX}" placeholder="Note for the bot (optional)" aria-label="Note for the bot"><button type="submit" class="danger">Decline</button></form></div></li>`,
+  <form method="post" action="/approvals/topups/${t.topup_id}/decline" class="inline-form">${csrfField(csrf)}<div class="field"><input type="text" name="note" maxlength="${NOTE_MAX}" placeholder="Note for the bot (optional)" aria-label="Note for the bot"></div><button type="submit" class="danger">Decline</button></form></div></li>`,
   )}</ul></section>`;
 }
 

@@ -6,18 +6,83 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { IdParam } from '../platform/schemas.ts';
-import { listDeliveries, retryDelivery } from '../webhooks/service.ts';
+import { iso } from '../platform/time.ts';
+import { retryDelivery } from '../webhooks/service.ts';
 import { html, type SafeHtml } from './html.ts';
 import { botTabs, flash, page, pill, postButton, when } from './layout.ts';
 
-// The webhook delivery log of a bot (src/webhooks/service.ts listDeliveries) with a manual retry
-// of failed or pending deliveries (retryDelivery: audit log + wake-up of the workers).
+// The webhook delivery log of a bot: a dense table (one row per delivery, the error below it, the
+// payload that was sent and the response excerpt one click away), filters by status including
+// "retrying" (pending after a failed attempt), and a manual retry of failed or pending deliveries
+// (src/webhooks/service.ts retryDelivery: audit log + wake-up of the workers).
 
 const tags = ['dashboard'];
 const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
 const BotParams = Type.Object({ bot_id: IdParam('bot') });
 const DeliveryParams = Type.Object({ bot_id: IdParam('bot'), delivery_id: IdParam('whd') });
 const STATUSES = ['pending', 'delivered', 'failed', 'acked'] as const;
+/** Filters: the stored statuses, and "retrying" = pending with at least one failed attempt. */
+const FILTERS = ['retrying', ...STATUSES] as const;
+const FILTER_WORDS: Record<string, string> = {
+  retrying: 'retrying',
+  pending: 'pending',
+  delivered: 'delivered',
+  failed: 'failed',
+  acked: 'acknowledged by the bot',
+};
+
+interface LogRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  status: string;
+  attempts: number;
+  next_attempt_at: Date;
+  last_attempt_at: Date | null;
+  response_status: number | null;
+  response_excerpt: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  target: string | null;
+  created_at: Date;
+  body: string | null;
+  [key: string]: unknown;
+}
+
+async function deliveryLog(
+  ctx: AppContext,
+  botId: string,
+  options: { limit: number; filter?: string | undefined; before?: string | undefined },
+) {
+  const status = options.filter === 'retrying' ? 'pending' : (options.filter ?? null);
+  const rows = await ctx.db.query<LogRow>(
+    `SELECT d.id, d.event_id, d.event_type, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
+            d.response_status, d.response_excerpt, d.error, d.duration_ms, d.target, d.created_at, e.body
+       FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id AND e.bot_id = d.bot_id
+      WHERE d.bot_id = $1
+        AND ($2::text IS NULL OR d.status = $2)
+        AND (NOT $3::boolean OR d.attempts > 0)
+        AND ($4::timestamptz IS NULL OR d.created_at < $4)
+      ORDER BY d.created_at DESC, d.id DESC
+      LIMIT $5`,
+    [botId, status, options.filter === 'retrying', options.before ?? null, options.limit + 1],
+  );
+  return { deliveries: rows.slice(0, options.limit), has_more: rows.length > options.limit };
+}
+
+/** The payload as sent, indented for reading when it is JSON. */
+function readablePayload(body: string): string {
+  try {
+    return JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    return body;
+  }
+}
+
+function deliveryStatus(d: LogRow): SafeHtml {
+  if (d.status === 'pending' && d.attempts > 0) return pill('degraded', 'retrying');
+  return pill(d.status, FILTER_WORDS[d.status] ?? d.status);
+}
 const PAGE_SIZE = 50;
 
 function sendHtml(reply: FastifyReply, status: number, body: string) {
@@ -33,44 +98,54 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
   ) => {
     const session = request.dashboard!;
     const bot = await getBot(ctx, session.ownerId, botId);
-    const { deliveries, has_more } = await listDeliveries(ctx, session.ownerId, botId, {
+    const { deliveries, has_more } = await deliveryLog(ctx, botId, {
       limit: PAGE_SIZE,
-      ...(opts.filter ? { status: opts.filter } : {}),
-      ...(opts.before ? { before: opts.before } : {}),
+      filter: opts.filter,
+      before: opts.before,
     });
     const csrf = session.csrfToken;
     const base = `/bots/${bot.bot_id}/webhooks`;
     const last = deliveries.at(-1);
-    const filters = html`<nav class="row small" aria-label="Filter">${[
+    const filters = html`<nav class="filters" aria-label="Filter">${[
       ['', 'All'],
-      ...STATUSES.map((s) => [s, s]),
+      ...FILTERS.map((f) => [f, FILTER_WORDS[f]!]),
     ].map(
       ([value, label]) =>
-        html`<a href="${base}${value ? `?status=${value}` : ''}"${(opts.filter ?? '') === value ? html` aria-current="page" class="pill"` : ''}>${label}</a>`,
+        html`<a href="${base}${value ? `?status=${value}` : ''}"${(opts.filter ?? '') === value ? html` aria-current="page"` : ''}>${label}</a>`,
     )}</nav>`;
+    const columns = ['Event', 'Status', 'Response', 'Attempts', 'Last attempt', 'Next attempt', ''];
     const list = deliveries.length
-      ? html`<ul class="delivery-list">${deliveries.map(
-          (d) => html`<li class="card delivery stack" data-testid="delivery" data-delivery="${d.id}">
-  <div class="spread"><div><strong>${d.event}</strong> <code class="small">${d.event_id}</code></div>${d.status === 'pending' && d.attempts > 0 ? pill('pending', 'retrying') : pill(d.status)}</div>
-  <dl class="facts">
-    <div><dt>Attempts</dt><dd>${d.attempts}</dd></div>
-    <div><dt>Last attempt</dt><dd>${when(d.last_attempt_at)}</dd></div>
-    <div><dt>Next attempt</dt><dd>${when(d.next_attempt_at)}</dd></div>
-    <div><dt>Response</dt><dd>${d.response_status ?? html`<span class="muted">—</span>`}${d.duration_ms !== null ? html` <span class="muted small">${d.duration_ms} ms</span>` : ''}</dd></div>
-  </dl>
-  ${d.error ? html`<div class="flash bad small">${d.error}</div>` : ''}
-  ${d.response_excerpt ? html`<details><summary>Response excerpt</summary><pre class="excerpt">${d.response_excerpt}</pre></details>` : ''}
-  <div class="spread small muted"><span>Created ${when(d.created_at)}${d.target ? html` · to <code>${d.target}</code>` : ''}</span>${
+      ? html`<div class="card"><div class="table-wrap"><table class="rt dense deliveries"><thead><tr>${columns.map(
+          (c) => html`<th scope="col">${c}</th>`,
+        )}</tr></thead>${deliveries.map(
+          (d) => html`<tbody data-testid="delivery" data-delivery="${d.id}" data-status="${d.status}"><tr>
+  <td class="k" data-label="Event"><strong>${d.event_type}</strong><br><span class="muted small">${when(iso(d.created_at))}</span></td>
+  <td class="k" data-label="Status">${deliveryStatus(d)}</td>
+  <td data-label="Response" class="nw">${d.response_status ?? html`<span class="muted">—</span>`}${d.duration_ms !== null ? html` <span class="muted small">${d.duration_ms} ms</span>` : ''}</td>
+  <td data-label="Attempts" class="num">${d.attempts}</td>
+  <td data-label="Last attempt">${when(d.last_attempt_at ? iso(d.last_attempt_at) : null)}</td>
+  <td data-label="Next attempt">${d.status === 'pending' ? when(iso(d.next_attempt_at)) : html`<span class="muted">—</span>`}</td>
+  <td data-label="">${
     d.status === 'failed' || d.status === 'pending'
       ? postButton(`${base}/${d.id}/retry`, 'Retry now', csrf, { className: 'secondary' })
       : ''
-  }</div></li>`,
-        )}</ul>${
+  }</td></tr>
+<tr class="sub"><td colspan="7">${d.error ? html`<div class="err small" data-testid="delivery-error">${d.error}</div>` : ''}
+  <div class="row small">${
+    d.body
+      ? html`<details><summary>Payload sent</summary><pre class="excerpt" data-testid="payload">${readablePayload(d.body)}</pre></details>`
+      : ''
+  }${
+    d.response_excerpt
+      ? html`<details><summary>Response excerpt</summary><pre class="excerpt" data-testid="response-excerpt">${d.response_excerpt}</pre></details>`
+      : ''
+  }<span class="muted"><code>${d.event_id}</code>${d.target ? html` to <code>${d.target}</code>` : ''}</span></div></td></tr></tbody>`,
+        )}</table></div></div>${
           has_more && last
-            ? html`<p><a href="${base}?${new URLSearchParams({ ...(opts.filter ? { status: opts.filter } : {}), before: last.created_at }).toString()}">Older deliveries →</a></p>`
+            ? html`<p><a href="${base}?${new URLSearchParams({ ...(opts.filter ? { status: opts.filter } : {}), before: iso(last.created_at) }).toString()}">Older deliveries →</a></p>`
             : ''
         }`
-      : html`<div class="card empty"><p class="muted">No deliveries${opts.filter ? ` with status ${opts.filter}` : ''} yet. Every event for the bot (funding, purchases…) is delivered to its webhook and listed here.</p></div>`;
+      : html`<div class="card empty"><p class="muted">No deliveries${opts.filter ? ` that are ${FILTER_WORDS[opts.filter] ?? opts.filter}` : ''} yet. Every event for the bot (funding, purchases…) is delivered to its webhook and listed here.</p></div>`;
     const body = html`<p class="small"><a href="/">← All bots</a></p>
 <h1>${bot.bot_name}: webhook log</h1>
 <p class="lead">Webhooks go to ${
@@ -100,7 +175,7 @@ ${list}`;
         summary: 'Webhook delivery log of a bot',
         params: BotParams,
         querystring: Type.Object({
-          status: Type.Optional(Type.Union(STATUSES.map((s) => Type.Literal(s)))),
+          status: Type.Optional(Type.Union(FILTERS.map((s) => Type.Literal(s)))),
           before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
           notice: Text(40),
         }),

@@ -57,7 +57,24 @@ const TopupAnswer = Type.Object({ ...BotTopup.properties, message: Type.String()
 const BotTopupList = Type.Object({ topup_requests: Type.Array(BotTopup) });
 
 const TopupParams = Type.Object({ topup_id: IdParam('topup') });
+const PageFields = {
+  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200 (default 50).' })),
+  before: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      maxLength: 40,
+      description: 'Only requests made before this time (the created_at of the last one you have).',
+    }),
+  ),
+};
+const BotListQuery = Type.Object(PageFields);
+
+function pageLimit(raw: string | undefined): number {
+  return Math.min(Math.max(raw === undefined ? 50 : Number(raw), 1), 200);
+}
+
 const OwnerListQuery = Type.Object({
+  ...PageFields,
   status: Type.Optional(
     Type.Union([
       Type.Literal('pending'),
@@ -126,17 +143,22 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
     },
   );
 
-  app.get(
+  app.get<{ Querystring: Static<typeof BotListQuery> }>(
     '/api/v1/bot/wallet/topup-requests',
     {
       schema: {
         tags: ['bot'],
-        summary: 'Your top-up requests and their status, newest first (at most 50)',
+        summary: 'Your top-up requests and their status, newest first (paged)',
         security: BOT_SECURITY,
-        response: { 200: BotTopupList, 401: ErrorBody },
+        querystring: BotListQuery,
+        response: { 200: BotTopupList, 400: ErrorBody, 401: ErrorBody },
       },
     },
-    async (request) => listBotTopups(ctx, request.bot!.id),
+    async (request) =>
+      listBotTopups(ctx, request.bot!.id, {
+        limit: pageLimit(request.query.limit),
+        before: request.query.before,
+      }),
   );
 
   app.get<{ Querystring: Static<typeof OwnerListQuery> }>(
@@ -150,7 +172,12 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
         response: { 200: Loose, 400: ErrorBody },
       },
     },
-    async (request) => listOwnerTopups(ctx, request.owner!.id, { status: request.query.status }),
+    async (request) =>
+      listOwnerTopups(ctx, request.owner!.id, {
+        status: request.query.status,
+        limit: pageLimit(request.query.limit),
+        before: request.query.before,
+      }),
   );
 
   app.post<{ Params: Static<typeof TopupParams>; Body: Static<typeof ApproveBody> | undefined }>(

@@ -190,12 +190,17 @@ export async function requestTopup(
   };
 }
 
-/** GET /api/v1/bot/wallet/topup-requests: the bot's own requests, newest first. */
-export async function listBotTopups(ctx: AppContext, botId: string, limit = 50) {
+/** GET /api/v1/bot/wallet/topup-requests: the bot's own requests, newest first (paged with `before`). */
+export async function listBotTopups(
+  ctx: AppContext,
+  botId: string,
+  page: { limit?: number; before?: string } = {},
+) {
   const now = ctx.clock.now();
   const rows = await ctx.db.query<TopupRow>(
-    'SELECT * FROM topup_requests WHERE bot_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2',
-    [botId, limit],
+    `SELECT * FROM topup_requests WHERE bot_id = $1 AND ($3::timestamptz IS NULL OR created_at < $3)
+      ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [botId, page.limit ?? 50, page.before ? new Date(page.before) : null],
   );
   return { topup_requests: rows.map((r) => presentForBot(r, now)) };
 }
@@ -226,23 +231,25 @@ function presentForOwner(row: TopupRow & { bot_name: string }, now: number) {
 export async function listOwnerTopups(
   ctx: AppContext,
   ownerId: string,
-  options: { status?: TopupStatus | 'all'; limit?: number } = {},
+  options: { status?: TopupStatus | 'all'; limit?: number; before?: string } = {},
 ) {
   const now = ctx.clock.now();
   const status = options.status ?? 'pending';
+  // $3 is the current time: every filter names it (an unused parameter has no type in PostgreSQL).
   const FILTERS: Record<TopupStatus | 'all', string> = {
-    all: 'TRUE',
+    all: '$3::timestamptz IS NOT NULL',
     pending: `t.status = 'pending' AND t.expires_at > $3`,
     expired: `(t.status = 'expired' OR (t.status = 'pending' AND t.expires_at <= $3))`,
-    approved: `t.status = 'approved'`,
-    declined: `t.status = 'declined'`,
+    approved: `t.status = 'approved' AND $3::timestamptz IS NOT NULL`,
+    declined: `t.status = 'declined' AND $3::timestamptz IS NOT NULL`,
   };
   const filter = FILTERS[status];
   const rows = await ctx.db.query<TopupRow & { bot_name: string }>(
     `SELECT t.*, b.name AS bot_name FROM topup_requests t JOIN bots b ON b.id = t.bot_id
       WHERE t.owner_id = $1 AND b.owner_id = $1 AND ${filter}
+        AND ($4::timestamptz IS NULL OR t.created_at < $4)
       ORDER BY ${status === 'pending' ? 't.created_at' : 't.created_at DESC'}, t.id LIMIT $2`,
-    [ownerId, options.limit ?? 100, ...(filter.includes('$3') ? [new Date(now)] : [])],
+    [ownerId, options.limit ?? 100, new Date(now), options.before ? new Date(options.before) : null],
   );
   return { topup_requests: rows.map((r) => presentForOwner(r, now)) };
 }

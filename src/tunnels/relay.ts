@@ -25,7 +25,8 @@ export class TunnelError extends Error {
       | 'tunnel_upstream_error'
       | 'payload_too_large'
       | 'not_found'
-      | 'method_not_allowed',
+      | 'method_not_allowed'
+      | 'service_unavailable',
     message: string,
   ) {
     super(message);
@@ -43,6 +44,12 @@ export interface TunnelRelayOptions {
   heartbeatMs?: number;
   /** At most this many requests in flight per tunnel; more are refused at once (memory bound). */
   maxInFlight?: number;
+  /**
+   * At most this many bytes wait for one tunnel: frames not yet written to its socket
+   * (bufferedAmount) plus the bodies being read for it. Above, requests are refused with 503 at
+   * once, so a client that stops reading cannot make the service queue without limit. 8 MiB.
+   */
+  maxQueuedBytes?: number;
   /**
    * Returns the hostnames (of those given) whose tunnel token hash is no longer the one a
    * connection authenticated with (rotated on another instance), and the current forwarding
@@ -69,6 +76,8 @@ interface Pending {
 
 class TunnelConnection {
   readonly pending = new Map<number, Pending>();
+  /** Bytes of request bodies being read for this tunnel (see TunnelRelay.reserve). */
+  reserved = 0;
   nextId = 1;
   alive = true;
   closed = false;
@@ -90,6 +99,14 @@ class TunnelConnection {
   }
 }
 
+function congested(conn: TunnelConnection): TunnelError {
+  const waiting = conn.socket.bufferedAmount + conn.reserved;
+  return new TunnelError(
+    'service_unavailable',
+    `The bot's tunnel client is not reading fast enough (${Math.round(waiting / 1024)} KiB are waiting for it); retry shortly.`,
+  );
+}
+
 /**
  * The managed-tunnel relay of this process: one WebSocket per connected bot hostname, many
  * requests multiplexed over it by request id. Used by the HTTP interception (routes.ts) and by
@@ -102,10 +119,12 @@ export class TunnelRelay implements LocalTunnelRelay {
   private closing = false;
   readonly heartbeatMs: number;
   readonly maxInFlight: number;
+  readonly maxQueuedBytes: number;
 
   constructor(private readonly options: TunnelRelayOptions) {
     this.heartbeatMs = options.heartbeatMs ?? 20_000;
     this.maxInFlight = options.maxInFlight ?? 256;
+    this.maxQueuedBytes = options.maxQueuedBytes ?? 8 * MAX_BODY_BYTES;
     // Network heartbeats run on real time, not ctx.clock: they measure a live socket.
     this.heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatMs);
     this.heartbeatTimer.unref();
@@ -121,6 +140,33 @@ export class TunnelRelay implements LocalTunnelRelay {
 
   hasConnection(hostname: string): boolean {
     return this.connections.has(hostname.toLowerCase());
+  }
+
+  /**
+   * Bytes waiting for the hostname's tunnel: frames not yet written to its socket plus the bodies
+   * being read for it (0 when not connected).
+   */
+  queuedBytes(hostname: string): number {
+    const conn = this.connections.get(hostname.toLowerCase());
+    return conn ? conn.socket.bufferedAmount + conn.reserved : 0;
+  }
+
+  /**
+   * Reserves room for a request body of up to `bytes` about to be read for the hostname: a
+   * release function, or a TunnelError (503) when the tunnel already has too much waiting. Release
+   * before send(), which counts the frame itself.
+   */
+  reserve(hostname: string, bytes: number): (() => void) | TunnelError {
+    const conn = this.connections.get(hostname.toLowerCase());
+    if (!conn) return () => {};
+    if (conn.socket.bufferedAmount + conn.reserved + bytes > this.maxQueuedBytes) return congested(conn);
+    conn.reserved += bytes;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      conn.reserved -= bytes;
+    };
   }
 
   connectionCount(): number {
@@ -245,6 +291,11 @@ export class TunnelRelay implements LocalTunnelRelay {
       },
       request.body,
     );
+    // Backpressure: a client that does not read leaves frames in its socket's buffer; above the
+    // bound nothing more is queued for it.
+    if (conn.socket.bufferedAmount + conn.reserved + frame.length > this.maxQueuedBytes) {
+      return Promise.reject(congested(conn));
+    }
     return new Promise<RawRelayedResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!conn.pending.delete(id)) return;

@@ -136,8 +136,14 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     summary: 'Tunnel client connection (WebSocket upgrade; Authorization: Bearer svc_tun_…)',
     description:
       'The tunnel client (`botpay tunnel`) opens a WebSocket here with its tunnel token in the Authorization header. See docs/tunnels.md for the frames.',
+    security: [{ tunnelToken: [] }],
     headers: Type.Object({ authorization: Type.Optional(Type.String()) }),
-    response: { 401: ErrorBody, 426: ErrorBody, 503: ErrorBody },
+    response: {
+      101: Type.Null({ description: 'Switching Protocols: the WebSocket is open' }),
+      401: ErrorBody,
+      426: ErrorBody,
+      503: ErrorBody,
+    },
   };
   (app as unknown as FastifyInstance).route({
     method: 'GET',
@@ -292,7 +298,21 @@ async function relayHttp(
     sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
     return;
   }
-  const body = await readBody(req, MAX_BODY_BYTES);
+  // Room for the body among what waits for this tunnel, before reading it (a chunked body may be
+  // up to the limit); a tunnel whose client stopped reading gets no more.
+  const expected = req.headers['transfer-encoding'] !== undefined ? MAX_BODY_BYTES : declared || 0;
+  const release = relay.reserve(hostname, expected);
+  if (release instanceof TunnelError) {
+    req.resume();
+    sendError(req, res, release.code, release.message, true);
+    return;
+  }
+  let body: Buffer | null;
+  try {
+    body = await readBody(req, MAX_BODY_BYTES);
+  } finally {
+    release();
+  }
   if (body === null) {
     req.resume();
     sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
@@ -373,6 +393,7 @@ const TITLES: Record<string, string> = {
   payload_too_large: 'Payload too large',
   not_found: 'Not found',
   method_not_allowed: 'Method not allowed',
+  service_unavailable: 'Service unavailable',
   internal_error: 'Internal error',
 };
 
@@ -401,6 +422,7 @@ function sendError(
   };
   if (closeConnection) headers.connection = 'close';
   if (allowPost) headers.allow = 'POST';
+  if (code === 'service_unavailable') headers['retry-after'] = '1';
   res.writeHead(error.status, headers);
   res.end(req.method === 'HEAD' ? undefined : body);
 }

@@ -14,11 +14,11 @@ const Message = Type.Object({
   data: Type.Object({}, { additionalProperties: true }),
 });
 
-const MessagesQuery = Type.Object({
+export const MessagesQuery = Type.Object({
   limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
 });
 
-const AckBody = Type.Object({
+export const AckBody = Type.Object({
   event_ids: Type.Array(IdParam('evt'), { minItems: 1, maxItems: 200 }),
 });
 

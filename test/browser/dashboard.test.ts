@@ -66,6 +66,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   let browser: Browser;
   let page: Page;
   const cspViolations: string[] = [];
+  /** Pages that scrolled sideways at phone width (see shoot). */
+  const overflows: string[] = [];
   let receiver: HttpServer;
   let receiverHealthy = false;
   let receiverHits = 0;
@@ -101,9 +103,14 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       await page.setViewportSize({ width, height });
       await page.screenshot({ path: join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
       if (suffix === 'phone') {
-        // Responsive: nothing may stick out sideways on a phone.
-        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-        expect(overflow, `${name} overflows the phone width by ${overflow}px`).toBeLessThanOrEqual(1);
+        // Responsive: nothing may stick out sideways on a phone (no horizontal scroll). Collected
+        // and asserted at the end of each test, so one run names every page that overflows.
+        const sideways = await page.evaluate(() => ({
+          scrollWidth: document.documentElement.scrollWidth,
+          innerWidth: window.innerWidth,
+        }));
+        if (sideways.scrollWidth > sideways.innerWidth)
+          overflows.push(`${name}: scrollWidth ${sideways.scrollWidth} > innerWidth ${sideways.innerWidth}`);
       }
     }
     await page.setViewportSize({ width: 1280, height: 900 });
@@ -224,7 +231,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     const mailsBefore = inbox.length;
     await page.getByLabel('E-mail address').fill(ownerEmail);
     await page.getByRole('button', { name: 'Send me a sign-in link' }).click();
-    await arrive(`${base}/signin/check-email`);
+    await arrive(/\/signin\/check-email/);
+    expect(await page.getByTestId('sent-to').textContent()).toBe(ownerEmail);
     await shoot('02-check-email');
 
     const mail = await nextMail(ownerEmail, mailsBefore);
@@ -289,11 +297,18 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.waitForSelector('[data-testid=secret-value]');
     const newKey = (await page.getByTestId('secret-value').textContent())!.trim();
     expect(newKey).toMatch(/^svc_live_[0-9a-f]{48}$/);
+    // The script reveals a Copy button beside the key.
+    await expect(page.getByRole('button', { name: 'Copy' }).first().isVisible()).resolves.toBe(true);
     await shoot('08-key-rotated');
     const oldKey = await fetch(`${base}/api/v1/bot/status`, {
       headers: { authorization: `Bearer ${bot.api_key}` },
     });
     expect(oldKey.status).toBe(401);
+    // Post/redirect/get: reloading the page that showed the key rotates nothing and shows it no more.
+    expect(new URL(page.url()).searchParams.get('flash')).toMatch(/^[0-9a-f]{32}$/);
+    await page.reload();
+    expect(await page.content()).not.toContain(newKey);
+    await expect(page.getByText('shown once and cannot be shown again').isVisible()).resolves.toBe(true);
     const freshKey = await fetch(`${base}/api/v1/bot/status`, {
       headers: { authorization: `Bearer ${newKey}` },
     });
@@ -309,6 +324,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     const code = (await page.getByTestId('pairing-code').textContent())!.trim();
     expect(code).toMatch(/^\d{6}$/);
     await shoot('10-pairing-code');
+    await page.reload();
+    expect(await page.getByTestId('pairing-code').count()).toBe(0);
     const paired = await fetch(`${base}/api/v1/bots/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -327,14 +344,38 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await arrive(/notice=guardrails/);
     expect(await page.getByTestId('per-transaction').textContent()).toBe('$7.50');
     await shoot('12-guardrails');
+    // A per-purchase limit above the per-day one: warned while typing and after saving.
+    const perDay = await page.locator('#daily_budget_usd').getAttribute('data-current');
+    await page.getByLabel('Per purchase, $').fill(String(Number(perDay) + 1));
+    await expect(page.locator('.limit-warning').isVisible()).resolves.toBe(true);
+    await shoot('12b-guardrails-warning');
+    await page.getByRole('button', { name: 'Save guardrails' }).click();
+    await arrive(/flash=/);
+    expect(await page.locator('.flash.warn').textContent()).toContain('is above per day');
+    await page.getByLabel('Per purchase, $').fill('7.50');
+    await page.getByRole('button', { name: 'Save guardrails' }).click();
+    await arrive(/notice=guardrails/);
 
     await page.getByRole('link', { name: 'Activity' }).click();
     await expect(page.getByText('Signed in').first().isVisible()).resolves.toBe(true);
     await shoot('13-activity');
 
+    // Beside each UTC time the script adds the relative time (and the local one outside UTC).
+    expect(await page.locator('.when .rel').first().textContent()).toMatch(/just now|ago/);
+
     await page.goto(`${base}/bots/bot_aaaaaaaaaaaaaaaa`);
     await expect(page.getByRole('heading', { name: 'Not found' }).isVisible()).resolves.toBe(true);
     await shoot('14-not-found');
+    // A path no route has: the signed-in header stays (navigation and sign-out).
+    await page.goto(`${base}/no/such/page`);
+    await expect(page.getByRole('heading', { name: 'Not found' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('button', { name: 'Sign out' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('link', { name: 'Guardrails' }).isVisible()).resolves.toBe(true);
+    await shoot('14b-unknown-path');
+    const icon = await page.request.get(`${base}/favicon.svg`);
+    expect(icon.status()).toBe(200);
+    expect(icon.headers()['content-type']).toContain('image/svg+xml');
+    expect(await page.locator('link[rel=icon]').getAttribute('href')).toBe('/favicon.svg');
 
     // The used link now explains itself.
     await page.goto(link!);
@@ -350,6 +391,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.goto(`${base}/bots/${bot.bot_id}`);
     expect(new URL(page.url()).pathname).toBe('/signin');
     expect(cspViolations).toEqual([]);
+    expect(overflows).toEqual([]);
   });
   it('adds and activates a card, downloads the profiles file, approves from the inbox and the e-mail, denies, retries a webhook', async () => {
     const ownerEmail = 'cards.browser@example.com';
@@ -373,7 +415,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     const beforeSignIn = inbox.length;
     await page.getByLabel('E-mail address').fill(ownerEmail);
     await page.getByRole('button', { name: 'Send me a sign-in link' }).click();
-    await arrive(`${base}/signin/check-email`);
+    await arrive(/\/signin\/check-email/);
     const signInMail = decodeQuotedPrintable((await nextMail(ownerEmail, beforeSignIn)).raw);
     const signInLink = /(http:\/\/127\.0\.0\.1:\d+\/signin\/verify\?token=[0-9a-f]{64})/.exec(
       signInMail,
@@ -399,6 +441,14 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       .split(',')
       .map(Number);
     const number = realCardNumber(positions[0]!);
+    // One step at a time: while the card is not active, no limits or profiles; the steps are labelled.
+    expect(await page.locator('#settings-h').count()).toBe(0);
+    expect(await page.locator('#profiles-h').count()).toBe(0);
+    expect(await page.locator('.steps li[aria-current=step]').first().textContent()).toBe('Type the card');
+    // The page counts digits from 1: positions [8, 9, 10] are "digits 9, 10 and 11".
+    expect(await page.getByTestId('digit-positions').textContent()).toContain(
+      `digits ${positions[0]! + 1}, ${positions[1]! + 1} and ${positions[2]! + 1}`,
+    );
     const sent: string[] = [];
     page.on('request', (r) => sent.push(`${r.url()} ${r.postData() ?? ''}`));
     await shoot('21-card-form');
@@ -432,6 +482,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     // The saved file: six profiles sharing prefix, length, holder and address; the real one is the card.
     expect(download.suggestedFilename()).toBe(`payment-profiles-${cardId}.json`);
     const file = JSON.parse(await readFile((await download.path())!, 'utf8')) as {
+      missing_digit_positions: number[];
+      missing_digits_are: string;
       profiles: Array<{
         profile_index: number;
         card_number: string;
@@ -440,6 +492,12 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       }>;
     };
     expect(file.profiles).toHaveLength(6);
+    // The file says which digits are missing the way the page does, and names its 0-based field.
+    expect(file.missing_digit_positions).toEqual(positions);
+    expect(file.missing_digits_are).toContain(
+      `Digits ${positions[0]! + 1}, ${positions[1]! + 1} and ${positions[2]! + 1} of the card number, counting the first digit as 1`,
+    );
+    expect(await page.locator('#wizard-step2').isHidden()).toBe(true);
     for (const p of file.profiles) {
       expect(p.card_number.slice(0, 8)).toBe(number.slice(0, 8));
       expect(p.card_number).toHaveLength(16);
@@ -459,11 +517,44 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     ).json()) as { real_profile_index: number; approval_mode: string };
     expect(card.approval_mode).toBe('ask_for_everything');
 
+    await shoot('22b-card-settings');
     // Card limits: a daily budget of $30.
     await page.getByLabel('Per day, $').fill('30');
     await page.getByRole('button', { name: 'Save limits and approval' }).click();
     await arrive(/notice=settings/);
     expect(await page.getByLabel('Per day, $').inputValue()).toBe('30.00');
+    // Amount inputs carry min and step; a per-purchase limit above the daily one is warned about.
+    expect(await page.getByLabel('Per purchase, $').getAttribute('min')).toBe('0');
+    expect(await page.getByLabel('Per purchase, $').getAttribute('step')).toBe('0.01');
+    await page.getByLabel('Per purchase, $').fill('45');
+    await expect(page.locator('.limit-warning').isVisible()).resolves.toBe(true);
+    await page.getByLabel('Per purchase, $').fill('20');
+    await expect(page.locator('.limit-warning').isHidden()).resolves.toBe(true);
+    // Every select is wide enough for its longest option (nothing cut off), at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      const cut = await page.evaluate(() => {
+        const probe = document.createElement('span');
+        probe.style.position = 'absolute';
+        probe.style.visibility = 'hidden';
+        probe.style.whiteSpace = 'nowrap';
+        document.body.append(probe);
+        const out: string[] = [];
+        for (const el of Array.from(document.querySelectorAll<HTMLSelectElement>('select'))) {
+          probe.style.font = getComputedStyle(el).font;
+          for (const option of Array.from(el.options)) {
+            probe.textContent = option.text;
+            // Text plus the select's padding and its arrow (about 36px).
+            if (probe.getBoundingClientRect().width + 36 > el.clientWidth)
+              out.push(`${el.id}: ${option.text}`);
+          }
+        }
+        probe.remove();
+        return out;
+      });
+      expect(cut, `selects cut at ${width}px`).toEqual([]);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
 
     // The bot buys three things over HTTP on its real profile: each is held for the owner.
     const buy = async (item: string, cents: number) => {
@@ -487,8 +578,11 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     const second = await buy('Olive oil', 420);
     const third = await buy('Gold watch', 499);
 
-    // The approvals inbox with its live countdown.
-    await page.getByRole('link', { name: 'Approvals' }).click();
+    // The overview's "3 purchases waiting" links to the inbox; the menu entry shows the count.
+    await page.goto(`${base}/`);
+    expect(await page.getByTestId('nav-count').textContent()).toBe('3');
+    await shoot('22c-overview-waiting');
+    await page.getByTestId('waiting-link').click();
     await arrive(`${base}/approvals`);
     const firstCard = page.locator(`[data-confirmation="${first}"]`);
     // The countdown script ticks (without JavaScript the absolute expiry time is shown).
@@ -519,6 +613,15 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       page.locator(`[data-testid=decided][data-confirmation="${third}"]`).getByText('Denied').isVisible(),
     ).resolves.toBe(true);
     await shoot('24-approvals-decided');
+    // On a phone the history shows amount and outcome first, fully inside the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const cell of await page.locator('[data-testid=decided] td.k').all()) {
+      const box = (await cell.boundingBox())!;
+      expect(box.x).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width).toBeLessThanOrEqual(390);
+      expect(await cell.isVisible()).toBe(true);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
 
     // Approve the second one from the e-mail the SMTP server received.
     const mail = await (async () => {
@@ -565,6 +668,20 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       attempted.getByText('receiver is down for maintenance', { exact: false }).count(),
     ).resolves.toBe(1);
     await shoot('28-webhook-log');
+    // The payload that was sent and the response excerpt are one click away.
+    await attempted.getByText('Payload sent').click();
+    expect(await attempted.getByTestId('payload').textContent()).toContain('"event"');
+    await attempted.getByText('Response excerpt').click();
+    expect(await attempted.getByTestId('response-excerpt').textContent()).toContain('maintenance');
+    await shoot('28b-webhook-payload');
+    await page.getByRole('link', { name: 'retrying', exact: true }).click();
+    await arrive(/status=retrying/);
+    expect(await page.getByTestId('delivery').count()).toBeGreaterThan(0);
+    for (const status of await page
+      .getByTestId('delivery')
+      .evaluateAll((els) => els.map((el) => el.getAttribute('data-status'))))
+      expect(status).toBe('pending');
+    await page.goto(`${base}/bots/${bot.bot_id}/webhooks`);
     const deliveryId = (await attempted.getAttribute('data-delivery'))!;
     receiverHealthy = true;
     await attempted.getByRole('button', { name: 'Retry now' }).click();
@@ -602,6 +719,20 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await shoot('30-schedules');
 
     await page.goto(`${base}/bots/${bot.bot_id}`);
+    // Transactions say what was bought, with the balance after each.
+    const coffee = page.getByTestId('transaction').filter({ hasText: 'Coffee beans' }).first();
+    await expect(coffee.getByText('at Corner Shop').isVisible()).resolves.toBe(true);
+    expect(await page.getByTestId('balance-after').first().textContent()).toBe(
+      await page.getByTestId('balance').textContent(),
+    );
+    await shoot('31-bot-with-purchases');
+    await page.goto(`${base}/activity`);
+    // Names, not ids: the activity says which card and which purchase.
+    await expect(page.getByText('Visa ending 42').first().isVisible()).resolves.toBe(true);
+    await expect(page.getByText('Coffee beans at Corner Shop').first().isVisible()).resolves.toBe(true);
+    expect(await page.content()).not.toContain(`>${cardId}<`);
+    await shoot('32-activity');
+    await page.goto(`${base}/bots/${bot.bot_id}`);
     for (const words of [
       'Created a schedule',
       'Activated a card',
@@ -611,6 +742,29 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     ]) {
       await expect(page.getByText(words).first().isVisible(), words).resolves.toBe(true);
     }
+
+    // Every page of the signed-in dashboard once more, at both widths: none scrolls sideways.
+    const everyPage: Array<[string, string]> = [
+      ['40-overview', '/'],
+      ['41-bot', `/bots/${bot.bot_id}`],
+      ['42-cards', `/bots/${bot.bot_id}/cards`],
+      ['43-card', `/bots/${bot.bot_id}/cards/${cardId}`],
+      ['44-webhooks', `/bots/${bot.bot_id}/webhooks`],
+      ['45-webhooks-retrying', `/bots/${bot.bot_id}/webhooks?status=retrying`],
+      ['46-schedules', `/bots/${bot.bot_id}/schedules`],
+      ['47-approvals', '/approvals'],
+      ['48-pairing', '/pairing'],
+      ['49-guardrails', '/guardrails'],
+      ['50-activity', '/activity'],
+      ['51-claim-form', '/claim'],
+      ['52-settings', '/settings'],
+      ['53-not-found', '/nothing-here'],
+    ];
+    for (const [name, path] of everyPage) {
+      await page.goto(`${base}${path}`);
+      await shoot(name);
+    }
     expect(cspViolations).toEqual([]);
+    expect(overflows).toEqual([]);
   });
 });

@@ -122,9 +122,18 @@ describe('bot page actions', () => {
 
   it('rotates the API key: shown once, the old key stops working', async () => {
     const res = await client.submit(botUrl, `${botUrl}/api-key/rotate`);
-    expect(res.statusCode).toBe(200);
-    const key = /data-testid="secret-value">(svc_live_[0-9a-f]{48})</.exec(res.body)?.[1];
+    // Post/redirect/get: the POST answers a redirect, the page it leads to shows the key once.
+    expect(res.statusCode).toBe(303);
+    const shownAt = String(res.headers.location);
+    expect(shownAt).toMatch(new RegExp(`^${botUrl}\\?flash=[0-9a-f]{32}$`));
+    const shown = await client.get(shownAt);
+    expect(shown.statusCode).toBe(200);
+    const key = /data-testid="secret-value">(svc_live_[0-9a-f]{48})</.exec(shown.body)?.[1];
     expect(key).toBeDefined();
+    // Reloading the page neither shows the key again nor rotates it: the key still works.
+    const reload = await client.get(shownAt);
+    expect(reload.body).not.toContain(key!);
+    expect(reload.body).toContain('shown once');
     expect((await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(401);
     const fresh = await svc.app.inject({
       url: '/api/v1/bot/status',
@@ -139,7 +148,9 @@ describe('bot page actions', () => {
 
   it('rotates the webhook secret: shown once, stored encrypted', async () => {
     const res = await client.submit(botUrl, `${botUrl}/webhook-secret/rotate`);
-    const secret = /data-testid="secret-value">(whsec_[0-9a-f]{48})</.exec(res.body)?.[1];
+    expect(res.statusCode).toBe(303);
+    const shown = await client.get(String(res.headers.location));
+    const secret = /data-testid="secret-value">(whsec_[0-9a-f]{48})</.exec(shown.body)?.[1];
     expect(secret).toBeDefined();
     const row = await svc.ctx.db.query<{ webhook_secret_enc: string }>(
       'SELECT webhook_secret_enc FROM bots WHERE id = $1',
@@ -151,7 +162,9 @@ describe('bot page actions', () => {
 
   it('shows transactions and the audit log on the bot page', async () => {
     const page = await client.get(botUrl);
-    expect(page.body).toContain('Wallet funded by owner');
+    // What moved, and the available balance after each movement.
+    expect(page.body).toContain('data-testid="transaction"');
+    expect(page.body).toMatch(/data-testid="balance-after">\$[\d,.]+</);
     for (const words of ['Added funds', 'Froze the wallet', 'Unfroze the wallet', 'Rotated the API key']) {
       expect(page.body).toContain(words);
     }
@@ -161,9 +174,16 @@ describe('bot page actions', () => {
 describe('pairing codes', () => {
   it('creates a code shown once that pairs a new bot', async () => {
     const res = await client.submit('/pairing', '/pairing');
-    expect(res.statusCode).toBe(200);
-    const code = /data-testid="pairing-code">(\d{6})</.exec(res.body)?.[1];
+    expect(res.statusCode).toBe(303);
+    const shownAt = String(res.headers.location);
+    const shown = await client.get(shownAt);
+    const code = /data-testid="pairing-code">(\d{6})</.exec(shown.body)?.[1];
     expect(code).toBeDefined();
+    // A reload creates no second code and shows this one no more.
+    const codesBefore = await svc.ctx.db.query('SELECT 1 FROM pairing_codes');
+    const reload = await client.get(shownAt);
+    expect(reload.body).not.toContain(code!);
+    expect(await svc.ctx.db.query('SELECT 1 FROM pairing_codes')).toHaveLength(codesBefore.length);
     const paired = await registerBot(svc, {
       owner_email: 'dora@example.com',
       pairing_code: code,
@@ -177,8 +197,8 @@ describe('pairing codes', () => {
   });
 
   it('says so when the hourly limit is reached', async () => {
-    let last = 200;
-    for (let i = 0; i < 5 && last === 200; i++)
+    let last = 303;
+    for (let i = 0; i < 5 && last === 303; i++)
       last = (await client.submit('/pairing', '/pairing')).statusCode;
     expect(last).toBe(429);
   });
@@ -245,10 +265,17 @@ describe('pending approvals', () => {
     const held = await checkout(svc, buyer, purchase(card.real_profile_index, 250));
     expect(held.statusCode, held.body).toBe(202);
     const overview = await client.get('/');
-    expect(overview.body).toContain('1 purchase waiting for your decision.');
+    // The sentence links to the inbox, and the Approvals menu entry carries the count.
+    expect(overview.body).toMatch(
+      /<a href="\/approvals" data-testid="waiting-link">1 purchase waiting for your decision/,
+    );
     expect(overview.body).toContain('1 approval');
+    expect(overview.body).toMatch(
+      /href="\/approvals"[^>]*>Approvals <span class="count" data-testid="nav-count"[^>]*>1<\/span>/,
+    );
     const page = await client.get(`/bots/${buyer.bot_id}`);
-    expect(page.body).toContain('1 purchase(s) are waiting for your approval.');
+    expect(page.body).toContain('1 purchase is waiting for your approval');
+    expect(page.body).toContain('data-testid="nav-count"');
     expect(page.body).toContain('$2.50');
   });
 });

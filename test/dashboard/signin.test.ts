@@ -31,7 +31,12 @@ describe('magic link sign-in', () => {
     const client = new FormClient(svc, ip());
     const { res, link } = await requestLink(client, address);
     expect(res.statusCode).toBe(303);
-    expect(res.headers.location).toBe('/signin/check-email');
+    // The check-email page names the address that was typed, once (a flash, not the URL).
+    const checkUrl = String(res.headers.location);
+    expect(checkUrl).toMatch(/^\/signin\/check-email\?flash=[0-9a-f]{32}$/);
+    expect((await client.get(checkUrl)).body).toContain(`<strong data-testid="sent-to">${address}</strong>`);
+    expect((await client.get(checkUrl)).body).not.toContain(address);
+    // Another browser cannot read it (the flash belongs to this browser's pre-sign-in cookie).
     expect(link).toBeDefined();
     const token = link!.searchParams.get('token')!;
     expect(link!.origin).toBe('http://localhost:8080');

@@ -102,7 +102,13 @@ describe('example bot', () => {
         event: 'wallet.funded',
         timestamp: new Date().toISOString(),
         bot_id: botId,
-        data: { amount_usd: 25 },
+        // The shape the service sends (src/owners/service.ts, fundBot).
+        data: {
+          funding_id: 'fund_example1',
+          amount: 25,
+          balance: 25,
+          description: 'Owner added $25.00 to the wallet',
+        },
       });
       const url = `http://127.0.0.1:${bot.receiverPort()}/webhook`;
       const at = Math.floor(Date.now() / 1000);
@@ -123,6 +129,31 @@ describe('example bot', () => {
       expect((await fetch(url, { method: 'POST', body, headers: forged })).status).toBe(401);
       await output.waitFor(/^webhook wallet\.funded evt_example1 /);
       expect(output.out.filter((l) => l.startsWith('webhook wallet.funded evt_example1'))).toHaveLength(1);
+      // What examples/bot/README.md shows is what the bot prints (numbers and addresses aside).
+      const readme = await readFile(join(process.cwd(), 'examples/bot/README.md'), 'utf8');
+      // Output samples are the fences without an info string.
+      const samples: string[] = [];
+      let fence: 'output' | 'code' | undefined;
+      for (const line of readme.split('\n')) {
+        if (line.startsWith('```')) fence = fence ? undefined : line === '```' ? 'output' : 'code';
+        else if (fence === 'output' && line.trim()) samples.push(line);
+      }
+      expect(samples.length).toBeGreaterThanOrEqual(9);
+      for (const sample of samples) {
+        const pattern = new RegExp(
+          `^${sample
+            .replace('/…/examples/bot/.state/bot.json', '…') // the test keeps its state in a temp dir
+            .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+            .replace(/…/g, '.*?')
+            .replace(/18080/g, '\\d+')
+            .replace(/balance \\\$0\\\.00/, 'balance \\$\\d+\\.\\d\\d')
+            .replace(/, 0 queued events/, ', \\d+ queued events')}$`,
+        );
+        expect(
+          output.out.some((line) => pattern.test(line)),
+          `README sample "${sample}" not printed; got:\n${output.out.join('\n')}`,
+        ).toBe(true);
+      }
       // No secret is ever printed.
       expect(output.out.join('\n')).not.toContain(state.api_key);
       expect(output.out.join('\n')).not.toContain(state.webhook_secret);
@@ -148,6 +179,34 @@ describe('example bot', () => {
     expect(again.out).toContainEqual(
       expect.stringMatching(/^status active, wallet active, balance \$25\.00/),
     );
+  });
+
+  it('waits for a long claim without piling up abort listeners (no MaxListenersExceededWarning)', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    const owner = await createOwner(svc);
+    const output = lines();
+    const bot = runBot({
+      baseUrl,
+      botName: 'patient',
+      ownerEmail: owner.email,
+      stateFile: join(dir, 'patient.json'),
+      receiver: 'direct',
+      receiverPort: 0,
+      claimPollMs: 1,
+      log: output.log,
+    });
+    try {
+      await output.waitFor(/^waiting for the owner/);
+      // Dozens of status polls, each with a sleep on the bot's one signal.
+      await new Promise((r) => setTimeout(r, 600));
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      await bot.stop();
+    }
   });
 
   it('prints the tunnel client command when registered without a callback URL', async () => {

@@ -48,6 +48,14 @@ describe('install hygiene', () => {
     }
   });
 
+  it('the example bot keeps its credentials in a git-ignored directory, not where it was started', () => {
+    const main = readFileSync(join(ROOT, 'examples/bot/main.ts'), 'utf8');
+    expect(main).toContain("new URL('./.state/bot.json', import.meta.url)");
+    const ignore = readFileSync(join(ROOT, '.gitignore'), 'utf8').split('\n');
+    expect(ignore).toContain('examples/bot/.state/');
+    expect(ignore).toContain('profiles*.json');
+  });
+
   it('cookies are signed and parsed by the pinned cookie module', async () => {
     const { default: Fastify } = await import('fastify');
     const { default: cookie } = await import('@fastify/cookie');

@@ -1,7 +1,14 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.ts';
+import { openDatabase } from '../../src/platform/db/open.ts';
 import { sha256Hex } from '../../src/platform/crypto.ts';
 import { newId } from '../../src/platform/ids.ts';
 import { csrfIn, type FormClient, signIn } from '../dashboard/browserless.ts';
+import { isPostgres } from '../support/db.ts';
+import { runCli } from '../support/process.ts';
 import { createOwner, createTestService, type TestService } from '../support/service.ts';
 
 // Owner API tokens managed by a signed-in owner: the settings page (post/redirect/get, shown once)
@@ -212,4 +219,35 @@ describe('owner API tokens', () => {
     expect(res.body).toContain('Revoke one');
     expect(res.body).toContain('one too many');
   });
+
+  // A fresh embedded database (initdb and every migration) in a child process: slow on a busy machine.
+  it.runIf(!isPostgres)(
+    'the CLI still makes the first token, named with --name, listed like the others',
+    { timeout: 120_000 },
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'botpay-cli-token-'));
+      try {
+        const run = await runCli(
+          ['owner', 'token', 'create', '--email', 'cli@example.com', '--name', 'build box'],
+          {
+            DATA_DIR: dataDir,
+          },
+        );
+        expect(run.code).toBe(0);
+        const token = run.stdout.trim();
+        expect(token).toMatch(/^svc_owner_[0-9a-f]{48}$/);
+        const db = await openDatabase(parseConfig({ DATA_DIR: dataDir }));
+        try {
+          const rows = await db.query<{ label: string; token_hash: string }>(
+            'SELECT label, token_hash FROM owner_tokens',
+          );
+          expect(rows).toEqual([{ label: 'build box', token_hash: sha256Hex(token) }]);
+        } finally {
+          await db.close();
+        }
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isPostgres } from '../support/db.ts';
 import { childEnv, freePort } from '../support/process.ts';
 
 // The README's walk-through, run as written. Its blocks are fenced as ```sh walkthrough (run in
@@ -42,7 +43,8 @@ function samplePattern(sample: string): RegExp {
 
 const ROOT = process.cwd();
 
-describe('README walk-through', () => {
+// The walk-through uses the embedded database, as a newcomer does: it runs once, in the embedded leg.
+describe.runIf(!isPostgres)('README walk-through', () => {
   let dir: string;
   let port: number;
   let blocks: Block[];

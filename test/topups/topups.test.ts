@@ -127,6 +127,44 @@ describe('asking', () => {
   });
 });
 
+describe('listing', () => {
+  it('the bot pages its requests newest first with limit and before; bad paging is 400', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await ask(svc, bot, { amount_cents: 100 + i, reason: `page ${i}` })).json().topup_id);
+      svc.clock.advance(1000);
+    }
+    const first = await svc.app.inject({
+      url: '/api/v1/bot/wallet/topup-requests?limit=2',
+      headers: bot.auth,
+    });
+    const page1 = first.json().topup_requests as Array<{ topup_id: string; created_at: string }>;
+    expect(page1.map((r) => r.topup_id)).toEqual([ids[2], ids[1]]);
+    const next = await svc.app.inject({
+      url: `/api/v1/bot/wallet/topup-requests?before=${encodeURIComponent(page1[1]!.created_at)}`,
+      headers: bot.auth,
+    });
+    expect(next.json().topup_requests.map((r: { topup_id: string }) => r.topup_id)).toEqual([ids[0]]);
+    for (const q of ['limit=abc', 'limit=-1', 'before=yesterday', 'limit=1&x=1']) {
+      const bad = await svc.app.inject({ url: `/api/v1/bot/wallet/topup-requests?${q}`, headers: bot.auth });
+      expect([200, 400], q).toContain(bad.statusCode);
+      if (q !== 'limit=1&x=1') expect(bad.statusCode, q).toBe(400);
+    }
+    const owned = await svc.app.inject({
+      url: '/api/v1/owner/topup-requests?status=all&limit=1',
+      headers: owner.auth,
+    });
+    expect(owned.json().topup_requests.map((r: { topup_id: string }) => r.topup_id)).toEqual([ids[2]]);
+    const badStatus = await svc.app.inject({
+      url: '/api/v1/owner/topup-requests?status=open',
+      headers: owner.auth,
+    });
+    expect(badStatus.statusCode).toBe(400);
+  });
+});
+
 describe('deciding', () => {
   it('approve funds the wallet with the asked amount, balanced ledger, events to the bot, audit; once', async () => {
     const owner = await createOwner(svc);
@@ -268,6 +306,35 @@ describe('deciding', () => {
       (e) => e.data.funding_id === approved.json().funding_id,
     )!;
     expect(funded.data.amount).toBe(10);
+  });
+});
+
+describe('atomicity', () => {
+  it('a failure late in the approval (the event insert) rolls back the funding, the ledger and the decision', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { fundCents: 100 });
+    const asked = (await ask(svc, bot, { amount_cents: 2000, reason: 'atomic' })).json();
+    // A fault injected in the database: the last write of the approval fails.
+    await svc.ctx.db.query(`CREATE FUNCTION fail_topup_event() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.type = 'wallet.topup_approved' THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`);
+    await svc.ctx.db.query(
+      'CREATE TRIGGER fail_topup_event BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION fail_topup_event()',
+    );
+    try {
+      const failed = await decide(svc, owner, asked.topup_id, 'approve');
+      expect(failed.statusCode).toBe(500);
+    } finally {
+      await svc.ctx.db.query('DROP TRIGGER fail_topup_event ON events');
+      await svc.ctx.db.query('DROP FUNCTION fail_topup_event()');
+    }
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(100);
+    await expectLedgerConsistent(svc, bot.bot_id);
+    expect(await events(svc, bot.bot_id, 'wallet.funded')).toHaveLength(1); // the initial funding only
+    expect((await auditActions(bot.bot_id)).filter((a) => a.action.startsWith('topup.'))).toEqual([]);
+    expect((await listForBot(svc, bot)).json().topup_requests[0].status).toBe('pending');
+    // Nothing half-done is left behind: the approval goes through once the fault is gone.
+    expect((await decide(svc, owner, asked.topup_id, 'approve')).statusCode).toBe(200);
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(2100);
   });
 });
 

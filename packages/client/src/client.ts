@@ -179,9 +179,15 @@ export class BotPayClient {
     return res.body;
   }
 
-  /** The bot's top-up requests and their status, newest first (GET /api/v1/bot/wallet/topup-requests). */
-  async topupRequests(options: CallOptions = {}): Promise<TopupListResponse> {
-    return (await this.get<TopupListResponse>('/api/v1/bot/wallet/topup-requests', undefined, options)).body;
+  /**
+   * The bot's top-up requests and their status, newest first (GET /api/v1/bot/wallet/topup-requests).
+   * `limit` (1–200, default 50) and `before` (the `created_at` of the last one you have) page back.
+   */
+  async topupRequests(
+    query: { limit?: number; before?: string } = {},
+    options: CallOptions = {},
+  ): Promise<TopupListResponse> {
+    return (await this.get<TopupListResponse>('/api/v1/bot/wallet/topup-requests', query, options)).body;
   }
 
   /**
@@ -378,15 +384,31 @@ export class BotPayClient {
     body: string | undefined,
     signal: AbortSignal | undefined,
   ): Promise<{ res: Response; text: string }> {
-    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
-    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    // One controller per attempt, tied to the caller's signal by a listener that is removed when the
+    // attempt ends: a bot passes one long-lived signal to hundreds of polls, and nothing may pile
+    // up on it (AbortSignal.any keeps a reference per composite on the source until GC).
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException('The request timed out.', 'TimeoutError'));
+    }, this.options.timeoutMs ?? 30_000);
+    const onAbort = () => controller.abort(signal?.reason);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const res = await this.fetchImpl(url, { method, headers, body, signal: combined, redirect: 'error' });
+      const res = await this.fetchImpl(url, {
+        method,
+        headers,
+        body,
+        signal: controller.signal,
+        redirect: 'error',
+      });
       // Read the body under the same timeout: a connection can also die half-way through it.
       return { res, text: await res.text() };
     } catch (cause) {
       if (signal?.aborted) throw signal.reason;
-      if (timeout.aborted) {
+      if (timedOut) {
         throw new BotPayError({
           status: 0,
           code: 'timeout',
@@ -400,6 +422,9 @@ export class BotPayClient {
         message: `Could not reach ${url.origin}: ${describeCause(cause)}`,
         cause,
       });
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 

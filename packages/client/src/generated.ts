@@ -130,6 +130,10 @@ export interface BotOperations {
     };
   };
   'GET /api/v1/bot/wallet/topup-requests': {
+    query: {
+      limit?: string;
+      before?: string;
+    };
     responses: {
       200: {
         topup_requests: Array<{
@@ -143,6 +147,11 @@ export interface BotOperations {
           expires_at: string;
           decided_at: string | null;
         }>;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
       };
       401: {
         error: string;

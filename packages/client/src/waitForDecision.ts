@@ -60,6 +60,9 @@ export async function waitForDecision(
         message: `No decision on ${confirmationId} within ${options.maxWaitMs} ms.`,
       });
     }
-    await sleep(elapsed < FAST_PHASE_MS ? FAST_POLL_MS : SLOW_POLL_MS, signal);
+    const interval = elapsed < FAST_PHASE_MS ? FAST_POLL_MS : SLOW_POLL_MS;
+    // The last poll falls on the deadline rather than up to one interval after it.
+    const left = options.maxWaitMs === undefined ? interval : options.maxWaitMs - elapsed;
+    await sleep(Math.min(interval, left), signal);
   }
 }

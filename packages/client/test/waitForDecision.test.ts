@@ -143,4 +143,19 @@ describe('waitForDecision', () => {
     });
     expect(polledAt).toEqual([0, 5_000, 10_000, 15_000, 20_000]);
   });
+
+  it('polls last at the deadline when maxWaitMs is not a whole number of intervals', async () => {
+    const time = fakeTime();
+    const { server, polledAt } = await statusServer(Number.POSITIVE_INFINITY, 'approved', time);
+    const client = new BotPayClient({
+      baseUrl: server.url,
+      apiKey: API_KEY,
+      sleep: time.sleep,
+      now: time.now,
+    });
+    await expect(client.waitForDecision('chk_a', { maxWaitMs: 7_000 })).rejects.toMatchObject({
+      code: 'timeout',
+    });
+    expect(polledAt).toEqual([0, 5_000, 7_000]);
+  });
 });

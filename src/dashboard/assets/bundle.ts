@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 const cache = new Map<string, Promise<string>>();
 
-export function bundleAsset(name: 'cardWizard'): Promise<string> {
+export function bundleAsset(name: 'cardWizard' | 'dashboard'): Promise<string> {
   let pending = cache.get(name);
   if (!pending) {
     pending = (async () => {

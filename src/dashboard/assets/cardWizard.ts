@@ -76,6 +76,8 @@ function start(form: HTMLFormElement): void {
       el.value = '';
     });
     form.hidden = true;
+    // One step at a time: the typing step gives way to the saving step.
+    document.getElementById('wizard-step2')?.setAttribute('hidden', '');
     const blob = new Blob([`${JSON.stringify(file, null, 2)}\n`], { type: 'application/json' });
     const link = document.getElementById('wizard-download') as HTMLAnchorElement | null;
     if (link) {
