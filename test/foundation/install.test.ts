@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -32,6 +32,19 @@ describe('install hygiene', () => {
     );
   });
 
+  it('every optional platform package a locked package names is in the lock (else npm ci refuses it)', () => {
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
+    const packages = lock.packages as Record<string, { optionalDependencies?: Record<string, string> }>;
+    const missing: string[] = [];
+    for (const [path, entry] of Object.entries(packages)) {
+      for (const name of Object.keys(entry.optionalDependencies ?? {})) {
+        if (!packages[`node_modules/${name}`] && !packages[`${path}/node_modules/${name}`])
+          missing.push(`${name} (wanted by ${path || 'the project'})`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
   it('the postinstall step has nothing to add to the committed lock', () => {
     const dir = mkdtempSync(join(tmpdir(), 'botpay-lock-'));
     try {
@@ -43,6 +56,31 @@ describe('install hygiene', () => {
       expect(readFileSync(join(dir, 'package-lock.json'), 'utf8')).toBe(
         readFileSync(join(ROOT, 'package-lock.json'), 'utf8'),
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('npm ci accepts the committed lock (package.json and lock in sync, every optional platform recorded)', () => {
+    // `npm ci --dry-run` checks the lock against package.json without touching node_modules; it is
+    // what refused the lock when a platform package's name said amd64 instead of x64.
+    const dir = mkdtempSync(join(tmpdir(), 'botpay-ci-'));
+    try {
+      for (const f of ['package.json', 'package-lock.json']) copyFileSync(join(ROOT, f), join(dir, f));
+      mkdirSync(join(dir, 'packages/client'), { recursive: true });
+      copyFileSync(join(ROOT, 'packages/client/package.json'), join(dir, 'packages/client/package.json'));
+      const result = spawnSync(
+        'npm',
+        ['ci', '--dry-run', '--ignore-scripts', '--offline', '--no-audit', '--no-fund'],
+        { cwd: dir, encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(
+        result.stderr
+          .split('\n')
+          .filter((l) => l.startsWith('npm error'))
+          .join('\n'),
+      ).toBe('');
+      expect(result.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
