@@ -4,7 +4,6 @@ import { findOrCreateOwner, createOwnerToken } from './owners/auth.ts';
 import { systemClock } from './platform/clock.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { DataDirBusyError, openDatabase } from './platform/db/open.ts';
-import { startService } from './server.ts';
 
 const USAGE = `Usage: botpay <command> [options]
 
@@ -27,6 +26,8 @@ type Command = (args: string[]) => Promise<number>;
 const commands: Record<string, Command> = {
   serve: async () => {
     const config = parseConfig();
+    // Loaded here: the other commands (card split, tunnel, …) start without the whole service.
+    const { startService } = await import('./server.ts');
     const service = await startService(config);
     const log = service.ctx.logger;
     log.info(

@@ -49,7 +49,6 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
   const now = ctx.clock.now();
   let alert: { deficitMicro: bigint; ownerEmail: string | null; botName: string } | null = null;
   const result = await ctx.db.transaction(async (tx) => {
-    const w = (await loadWallet(tx, botId, true))!;
     const r: ReconcileResult = {
       block: block.number,
       balanceMicro: balance,
@@ -58,55 +57,63 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
       depositedCents: 0,
       deficitMicro: 0n,
     };
-    if (w.address !== wallet.address || BigInt(String(w.reconciled_block)) >= block.number) return r;
+    // Lock order as elsewhere: payment rows, then counters (a lapse gives them back), then the
+    // wallet row (explicitly, or through the ledger trigger). Outcomes follow the row's status, so
+    // a second instance finds nothing left to do.
+    const due: Array<{ row: X402PaymentRow; used: boolean; txHash: string | null }> = [];
     for (const p of open) {
       const o = outcomes.get(p.id)!;
-      const locked = await maybeOne<X402PaymentRow>(
+      const row = await maybeOne<X402PaymentRow>(
         tx,
         `SELECT * FROM x402_payments WHERE id = $1 AND status = 'authorized' FOR UPDATE`,
         [p.id],
       );
-      if (!locked) continue;
-      const amount = Number(locked.amount_cents);
-      if (o.used) {
+      // transferWithAuthorization requires block.timestamp < validBefore: from then on it can never be used.
+      if (row && (o.used || block.timestamp >= BigInt(row.valid_before!))) due.push({ row, ...o });
+    }
+    for (const d of due) {
+      if (d.used) continue;
+      await subtractFromCounters(
+        tx,
+        x402CounterSpecs(botId, d.row.owner_id),
+        Number(d.row.amount_cents),
+        new Date(d.row.created_at).getTime(),
+      );
+    }
+    for (const { row, used, txHash } of due) {
+      const amount = Number(row.amount_cents);
+      if (used) {
         await tx.query(
           `UPDATE x402_payments SET status = 'settled', tx_hash = $2, finished_at = $3 WHERE id = $1`,
-          [p.id, o.txHash, new Date(now)],
+          [row.id, txHash, new Date(now)],
         );
-        await x402Moves.settle(tx, botId, amount, now, p.id);
+        await x402Moves.settle(tx, botId, amount, now, row.id);
         await emitEvent(tx, {
           botId,
           type: 'x402.settled',
           data: {
-            payment_id: p.id,
+            payment_id: row.id,
             amount: centsToUsd(amount),
-            pay_to: p.pay_to,
-            tx_hash: o.txHash,
+            pay_to: row.pay_to,
+            tx_hash: txHash,
             description: 'x402 payment settled on chain',
           },
           at: now,
         });
         r.settled++;
-      } else if (block.timestamp >= BigInt(locked.valid_before!)) {
-        // transferWithAuthorization requires block.timestamp < validBefore: from here on it can never be used.
+      } else {
         await tx.query(`UPDATE x402_payments SET status = 'lapsed', finished_at = $2 WHERE id = $1`, [
-          p.id,
+          row.id,
           new Date(now),
         ]);
-        await subtractFromCounters(
-          tx,
-          x402CounterSpecs(botId, locked.owner_id),
-          amount,
-          new Date(locked.created_at).getTime(),
-        );
-        await x402Moves.lapse(tx, botId, amount, now, p.id);
+        await x402Moves.lapse(tx, botId, amount, now, row.id);
         await emitEvent(tx, {
           botId,
           type: 'x402.lapsed',
           data: {
-            payment_id: p.id,
+            payment_id: row.id,
             amount: centsToUsd(amount),
-            pay_to: p.pay_to,
+            pay_to: row.pay_to,
             description: 'x402 authorisation expired unused; the amount is back',
           },
           at: now,
@@ -114,6 +121,8 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
         r.lapsed++;
       }
     }
+    const w = (await loadWallet(tx, botId, true))!;
+    if (w.address !== wallet.address || BigInt(String(w.reconciled_block)) >= block.number) return r;
     const after = (await loadWallet(tx, botId))!;
     const ledgerMicro =
       BigInt(after.available_cents + after.held_cents + after.authorized_cents) * MICRO_PER_CENT;

@@ -86,6 +86,12 @@ export function chooseRequirement(cfg: X402Config, offered: unknown[]): CheckedR
       reasons.push(`${field}.scheme is ${JSON.stringify(r.scheme)}, only "exact" is supported`);
       continue;
     }
+    if (typeof r.network === 'string' && !r.network.includes(':')) {
+      reasons.push(
+        `${field}.network is ${JSON.stringify(r.network)}, an x402 v1 name: send x402 v2 requirements (CAIP-2 network, e.g. ${cfg.network})`,
+      );
+      continue;
+    }
     if (r.network !== cfg.network) {
       reasons.push(`${field}.network is ${JSON.stringify(r.network)}, this service pays on ${cfg.network}`);
       continue;

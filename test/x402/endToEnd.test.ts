@@ -313,6 +313,20 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     }
   });
 
+  it('two reconcilers at once credit a deposit once', async () => {
+    const bot = await activeBot(svc, owner);
+    const on = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
+      headers: owner.auth,
+      payload: { status: 'active' },
+    });
+    await token.mint(on.json().address, 70_000n);
+    const results = await Promise.all([0, 1, 2].map(() => reconcileWallet(svc.ctx, bot.bot_id)));
+    expect(results.reduce((sum, r) => sum + (r?.depositedCents ?? 0), 0)).toBe(7);
+    expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available).toBe(7);
+  });
+
   it('money that leaves the wallet outside the service raises an owner alert', async () => {
     const { bot, address } = await fundedBot(100);
     // Someone with the key (an imported key used elsewhere) moves money out directly.

@@ -285,6 +285,11 @@ describe('x402 partner wallet', () => {
       ['zero amount', requirement({ amount: '0' }), /greater than zero/],
       ['negative amount', requirement({ amount: '-10000' }), /only digits/],
       ['amount as a number', requirement({ amount: 10000 }), /amount/],
+      [
+        'x402 v1 requirement',
+        { ...requirement({ network: 'base' }), maxAmountRequired: '10000', amount: undefined },
+        /x402 v1/,
+      ],
       ['unsupported scheme', requirement({ scheme: 'upto' }), /only "exact"/],
       [
         'permit2 transfer',
