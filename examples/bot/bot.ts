@@ -86,10 +86,10 @@ export function runBot(options: BotOptions): RunningBot {
       if (options.spawnTunnel) {
         tunnel = startTunnelClient(state.tunnel_client_command, state.tunnel_token ?? '', log);
       } else {
-        // The command holds no token; the client reads it from BOTPAY_TUNNEL_TOKEN.
+        // The command passes the token in BOTPAY_TUNNEL_TOKEN; it is masked here (the state file has it).
         log(
           `tunnel: run the tunnel client and keep it running: ${maskTunnelToken(state.tunnel_client_command)} ` +
-            `with BOTPAY_TUNNEL_TOKEN set to tunnel_token from ${options.stateFile}`,
+            `(tunnel_token is in ${options.stateFile})`,
         );
       }
     }
@@ -268,7 +268,10 @@ export function maskTunnelToken(command: string): string {
  * logs what the client prints, with the token masked.
  */
 function startTunnelClient(command: string, token: string, log: (line: string) => void): ChildProcess {
-  const [program, ...args] = command.split(' ');
+  // BOTPAY_TUNNEL_TOKEN=<token> botpay tunnel …: the token goes into the client's environment.
+  const words = command.split(' ');
+  if (words[0]?.startsWith('BOTPAY_TUNNEL_TOKEN=')) words.shift();
+  const [program, ...args] = words;
   if (program !== 'botpay') throw new Error(`unexpected tunnel client command: ${maskTunnelToken(command)}`);
   const child = spawn(process.execPath, [BOTPAY_BIN, ...args], {
     env: { ...process.env, BOTPAY_TUNNEL_TOKEN: token },

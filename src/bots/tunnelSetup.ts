@@ -69,14 +69,20 @@ export function shellQuote(word: string): string {
 }
 
 /**
- * The command that runs the tunnel client, as one POSIX sh line with every argument quoted. The
- * token is not in it (a command line is visible to every user in `ps`): the client reads it from
- * the environment variable BOTPAY_TUNNEL_TOKEN (or a file with --token-file).
+ * The command that runs the tunnel client with its token, as one POSIX sh line that works as
+ * printed, every word quoted. The token travels in the environment variable BOTPAY_TUNNEL_TOKEN
+ * (an assignment before the command), never as an argument: arguments are visible to every user
+ * in `ps`, a process's environment only to its own user. A bot that keeps the token in a file runs
+ * the same command without the assignment and with --token-file FILE.
  */
-export function tunnelClientCommand(baseUrl: string, localPort: number, webhookPath: string): string {
-  return [CLI_NAME, 'tunnel', '--server', baseUrl, '--port', String(localPort), '--path', webhookPath]
-    .map(shellQuote)
-    .join(' ');
+export function tunnelClientCommand(
+  baseUrl: string,
+  localPort: number,
+  webhookPath: string,
+  tunnelToken: string,
+): string {
+  const argv = [CLI_NAME, 'tunnel', '--server', baseUrl, '--port', String(localPort), '--path', webhookPath];
+  return `${TUNNEL_TOKEN_ENV}=${shellQuote(tunnelToken)} ${argv.map(shellQuote).join(' ')}`;
 }
 
 export function primaryGatewayConfig(webhookPath: string): PrimaryGatewayConfig {
@@ -108,12 +114,17 @@ export function buildTunnelSetup(options: {
   webhookPath: string;
   primary: boolean;
 }): TunnelSetup {
-  const command = tunnelClientCommand(options.baseUrl, options.localPort, options.webhookPath);
+  const command = tunnelClientCommand(
+    options.baseUrl,
+    options.localPort,
+    options.webhookPath,
+    options.tunnelToken,
+  );
   const steps = [
     `Install the client: npm install -g bot-payment-service (provides the ${CLI_NAME} command).`,
     `Run your webhook receiver on http://127.0.0.1:${options.localPort}${options.webhookPath}.`,
-    `Put tunnel_token in the environment variable ${TUNNEL_TOKEN_ENV} of the tunnel client (or in a file only you can read, passed with --token-file FILE); it is never on the command line, where ps would show it.`,
     `Start the tunnel and keep it running: ${command}`,
+    `The command passes tunnel_token in the environment variable ${TUNNEL_TOKEN_ENV}, which ps does not show to other users; it is never an argument. To keep it in a file only you can read instead, drop the ${TUNNEL_TOKEN_ENV}=… assignment and add --token-file FILE.`,
     'Verify the X-Service-Signature header of every delivery with your webhook_secret (HMAC-SHA256 of the raw body).',
   ];
   if (options.primary) {

@@ -172,8 +172,9 @@ export async function rotateTunnelToken(ctx: AppContext, ownerId: string, botId:
         ctx.config.baseUrl,
         bot.local_port ?? 8080,
         bot.webhook_path ?? '/webhook',
+        token,
       ),
-      note: `Shown once. The previous tunnel token no longer works and its client was disconnected. Run the command with ${TUNNEL_TOKEN_ENV} set to the new tunnel_token (or pass --token-file FILE).`,
+      note: `Shown once. The previous tunnel token no longer works and its client was disconnected. Run tunnel_client_command as printed: it passes the new token in ${TUNNEL_TOKEN_ENV} (or put it in a file and use --token-file FILE).`,
     },
   };
 }

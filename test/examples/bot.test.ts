@@ -223,10 +223,14 @@ describe('example bot', () => {
     });
     try {
       const line = await output.waitFor(/^tunnel: /);
-      // The command holds no token (the client reads BOTPAY_TUNNEL_TOKEN); the token is in the state file.
-      expect(line).toMatch(/botpay tunnel --server \S+ --port \d+ --path \/webhook with BOTPAY_TUNNEL_TOKEN/);
+      // The command passes the token in BOTPAY_TUNNEL_TOKEN; the bot prints it masked.
+      expect(line).toMatch(
+        /BOTPAY_TUNNEL_TOKEN=svc_tun_… botpay tunnel --server \S+ --port \d+ --path \/webhook \(tunnel_token is in /,
+      );
       const state = JSON.parse(await readFile(join(dir, 'tunnel.json'), 'utf8'));
-      expect(state.tunnel_client_command).not.toMatch(/svc_tun_/);
+      expect(state.tunnel_client_command).toContain(
+        `BOTPAY_TUNNEL_TOKEN=${state.tunnel_token} botpay tunnel`,
+      );
       expect(state.tunnel_token).toMatch(/^svc_tun_[0-9a-f]{48}$/);
       await output.waitFor(/^claim link: /);
       expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);

@@ -115,7 +115,7 @@ describe('POST /api/v1/bots/register', () => {
       webhook_headers: { 'X-Service-Signature': 'sha256=<hmac>', 'X-Service-Event': '<event_type>' },
     });
     expect(setup.tunnel_client_command).toBe(
-      'botpay tunnel --server http://localhost:8080 --port 18789 --path /hooks/service',
+      `BOTPAY_TUNNEL_TOKEN=${body.tunnel_token} botpay tunnel --server http://localhost:8080 --port 18789 --path /hooks/service`,
     );
     expect(setup.steps.length).toBeGreaterThan(2);
     expect(setup.retry_policy).toMatch(/5 times/);

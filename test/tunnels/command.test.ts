@@ -1,4 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { chmod, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -82,23 +83,32 @@ describe('tunnel_client_command and webhook_path', () => {
     for (const path of ['/webhook', '/hooks/service', '/a-b_c.d/e~f/%41:@+,=', '/', '/trailing/']) {
       expect(isValidWebhookPath(path), path).toBe(true);
     }
-    expect(tunnelClientCommand('https://pay.example.com', 18789, '/hooks/service')).toBe(
-      'botpay tunnel --server https://pay.example.com --port 18789 --path /hooks/service',
+    expect(tunnelClientCommand('https://pay.example.com', 18789, '/hooks/service', 'svc_tun_0a1b')).toBe(
+      'BOTPAY_TUNNEL_TOKEN=svc_tun_0a1b botpay tunnel --server https://pay.example.com --port 18789 --path /hooks/service',
     );
   });
 
-  it('the printed command carries no token and names the environment variable in the steps', async () => {
+  it('the printed command passes the token in the environment, never as an argument', async () => {
     const bot = (await registerBot(svc, { callback_url: undefined, webhook_path: '/in' })) as Record<
       string,
       // biome-ignore lint/suspicious/noExplicitAny: a JSON answer
       any
     >;
     const command = bot.tunnel_setup.tunnel_client_command as string;
-    expect(command).toBe('botpay tunnel --server http://localhost:8080 --port 18789 --path /in');
-    expect(command).not.toContain(bot.tunnel_token);
-    expect(command).not.toMatch(/svc_tun_/);
+    expect(command).toBe(
+      `BOTPAY_TUNNEL_TOKEN=${bot.tunnel_token} botpay tunnel --server http://localhost:8080 --port 18789 --path /in`,
+    );
+    // What the client process gets as arguments (what ps shows) holds no token.
+    expect(argvThroughSh(command, dir)).toEqual([
+      'tunnel',
+      '--server',
+      'http://localhost:8080',
+      '--port',
+      '18789',
+      '--path',
+      '/in',
+    ]);
     expect((bot.tunnel_setup.steps as string[]).join('\n')).toMatch(/BOTPAY_TUNNEL_TOKEN/);
-    expect((bot.tunnel_setup.steps as string[]).join('\n')).not.toContain(bot.tunnel_token);
 
     // The owner's rotation prints the same kind of command.
     const owner = await createOwner(svc);
@@ -109,15 +119,16 @@ describe('tunnel_client_command and webhook_path', () => {
       headers: owner.auth,
     });
     expect(rotated.statusCode).toBe(200);
-    expect(rotated.json().tunnel_client_command).toBe(command);
-    expect(rotated.json().tunnel_client_command).not.toContain(rotated.json().tunnel_token);
+    expect(rotated.json().tunnel_client_command).toBe(
+      `BOTPAY_TUNNEL_TOKEN=${rotated.json().tunnel_token} botpay tunnel --server http://localhost:8080 --port 18789 --path /in`,
+    );
     expect(rotated.json().note).toMatch(/BOTPAY_TUNNEL_TOKEN/);
   });
 
   it('through sh -c, hostile values stay single words and run nothing', async () => {
     const path = "/x';touch PWNED;'$(touch PWNED2)`touch PWNED3`|id&&touch PWNED4 \\ \n\"";
     expect(isValidWebhookPath(path)).toBe(false); // refused at registration; quoted anyway
-    const command = tunnelClientCommand("http://h'o;st:1", 8080, path);
+    const command = tunnelClientCommand("http://h'o;st:1", 8080, path, "svc_tun_';touch PWNED5");
     expect(argvThroughSh(command, dir)).toEqual([
       'tunnel',
       '--server',
@@ -179,8 +190,16 @@ describe('the printed command runs as printed, and the token stays out of ps', (
     await rm(bin, { recursive: true, force: true });
   });
 
+  /**
+   * Runs `command` the way a person or a start script does: as a line of a shell script (typed
+   * into a terminal it is the same). `sh -c "<command>"` would itself put the whole line, token
+   * included, into ps; docs/tunnels.md says so.
+   */
+  let scripts = 0;
   function run(command: string, env: Record<string, string>) {
-    const child = spawn('sh', ['-c', command], {
+    const script = join(bin, `start-${++scripts}.sh`);
+    writeFileSync(script, `${command}\n`, { mode: 0o700 });
+    const child = spawn('sh', [script], {
       env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -215,11 +234,11 @@ describe('the printed command runs as printed, and the token stays out of ps', (
     return { child, output: () => out, exit, stop };
   }
 
-  it('with BOTPAY_TUNNEL_TOKEN set, sh -c "<tunnel_client_command>" connects and relays; ps never shows the token', async () => {
+  it('tunnel_client_command as printed (a line of a start script) connects and relays; ps never shows the token', async () => {
     const bot = await registerTunnelBot(svc, receiver.port);
     const command = (bot as unknown as { tunnel_setup: { tunnel_client_command: string } }).tunnel_setup
       .tunnel_client_command;
-    const client = run(command, { BOTPAY_TUNNEL_TOKEN: bot.tunnel_token });
+    const client = run(command, {});
     try {
       await until(() => client.output().includes('tunnel: connected'), 20_000);
       const res = await hostRequest(port, bot.hostname, {

@@ -91,11 +91,13 @@ describe('tunnel client across service restarts and as a command', () => {
         tunnel_setup: { tunnel_client_command: string };
         hostname: string;
       };
-      const [cli, ...args] = bot.tunnel_setup.tunnel_client_command.split(' ');
+      // BOTPAY_TUNNEL_TOKEN=<token> botpay tunnel …: the assignment becomes the client's environment.
+      const [assignment, cli, ...args] = bot.tunnel_setup.tunnel_client_command.split(' ');
       expect(cli).toBe('botpay');
-      const run = runCli(args, {
-        BOTPAY_TUNNEL_TOKEN: (bot as unknown as { tunnel_token: string }).tunnel_token,
-      });
+      expect(assignment).toBe(
+        `BOTPAY_TUNNEL_TOKEN=${(bot as unknown as { tunnel_token: string }).tunnel_token}`,
+      );
+      const run = runCli(args, { BOTPAY_TUNNEL_TOKEN: assignment!.split('=')[1]! });
       await until(() => run.output().includes('tunnel: connected'), 20_000);
       const res = await hostRequest(port, bot.hostname, {
         method: 'POST',

@@ -407,9 +407,9 @@ describe('managed tunnel relay', () => {
       const body = res.json();
       expect(body.tunnel_token).toMatch(/^svc_tun_[0-9a-f]{48}$/);
       expect(body.tunnel_token).not.toBe(bot.tunnel_token);
-      // The token is not on the command line: the client reads BOTPAY_TUNNEL_TOKEN.
+      // The token is in the environment assignment, not an argument of the client.
       expect(body.tunnel_client_command).toBe(
-        `botpay tunnel --server http://localhost:8080 --port ${receiver.port} --path /hooks/service`,
+        `BOTPAY_TUNNEL_TOKEN=${body.tunnel_token} botpay tunnel --server http://localhost:8080 --port ${receiver.port} --path /hooks/service`,
       );
       const oldExit = await old.exit;
       expect(oldExit.code).toBe(EXIT_TOKEN_REJECTED);
