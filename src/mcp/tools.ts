@@ -53,6 +53,9 @@ const CheckoutInput = Type.Object(
   { additionalProperties: false },
 );
 
+// Query schemas leave other query parameters alone; a tool's arguments are closed.
+const CheckoutStatusInput = Type.Object({ ...StatusQuery.properties }, { additionalProperties: false });
+
 const WaitInput = Type.Object(
   {
     ...StatusQuery.properties,
@@ -117,7 +120,7 @@ export const BOT_TOOLS: readonly BotTool[] = [
     title: 'Purchase status',
     description:
       'One look at a purchase held for the owner: pending, approved (with the card details), denied or expired.',
-    input: StatusQuery,
+    input: CheckoutStatusInput,
     annotations: { readOnlyHint: true },
     run: (args, { client, signal }) => client.checkoutStatus(args.confirmation_id, signal ? { signal } : {}),
   }),
@@ -212,7 +215,8 @@ export function describeTool(t: BotTool) {
 /**
  * Runs a tool: checks the arguments against its schema (a refusal is the service's own
  * `validation_error` with the field), then calls the service. Errors the service answers — and
- * transport failures after the SDK's retries — become tool errors carrying the spec's code.
+ * transport failures after the SDK's retries — become tool errors carrying the spec's code; any
+ * other failure is a tool error `internal_error`.
  */
 export async function callTool(t: BotTool, rawArgs: unknown, ctx: ToolContext): Promise<ToolOutcome> {
   const args = rawArgs ?? {};
@@ -244,6 +248,11 @@ export async function callTool(t: BotTool, rawArgs: unknown, ctx: ToolContext): 
         },
       };
     }
-    throw error;
+    // Anything else is a fault on this side: still a tool error the agent can read, with the
+    // service's code for it, rather than a broken protocol exchange.
+    return {
+      isError: true,
+      body: { error: 'internal_error', message: error instanceof Error ? error.message : String(error) },
+    };
   }
 }
