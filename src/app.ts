@@ -16,6 +16,7 @@ import Fastify, {
 import { registerBotRoutes } from './bots/routes.ts';
 import { htmlNotFound, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
+import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
 import { registerSkillRoutes } from './mcp/skill.ts';
@@ -83,6 +84,21 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  // No field stores a NUL: refused before validation and before any handler could strip it (names
+  // are cleaned of control characters, which would otherwise turn "a\u0000b" into a stored "ab").
+  app.addHook('preValidation', async (request) => {
+    const where =
+      nulPath(request.body, 'body') ?? nulPath(request.query, 'query') ?? nulPath(request.params, 'params');
+    if (where) {
+      throw new ApiError(
+        'validation_error',
+        `${where} contains a NUL character (\\u0000), which no field accepts.`,
+        {
+          field: where.replace(/^(body|query|params)\.?/, ''),
+        },
+      );
+    }
   });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
@@ -171,6 +187,12 @@ export async function buildApp(ctx: AppContext): Promise<App> {
           botKey: { type: 'http', scheme: 'bearer', description: 'svc_live_<48 hex>' },
           ownerToken: { type: 'http', scheme: 'bearer', description: 'svc_owner_<48 hex>' },
           tunnelToken: { type: 'http', scheme: 'bearer', description: 'svc_tun_<48 hex>' },
+          dashboardSession: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: sessionCookieName(ctx.config),
+            description: 'The dashboard session (HTML pages; forms carry a CSRF token)',
+          },
         },
       },
     },
@@ -225,9 +247,11 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 /**
  * The OpenAPI document as `redocly lint` (recommended rules, .ci/run) wants it, for every route
  * without each route repeating it: an operationId from method and path, and the error answers
- * every such route gives whether it declares them or not (400 when it validates input, 401 when
- * it needs credentials). The dashboard's HTML pages (tag `dashboard`) are for a browser, not part
- * of the API, and are left out (docs/owners.md describes them).
+ * every API route gives whether it declares them or not (400 when it validates input, 401 when it
+ * needs credentials). Dashboard pages (tag `dashboard`) declare the session cookie, or `[]` when
+ * public. The one-click approval pages are signed e-mail links, not something a client builds:
+ * their template `/approvals/one-click/{decision}` overlaps `/approvals/{confirmation_id}/approve`
+ * (ambiguous to a client), so they are left out of the document.
  */
 function openapiTransform({
   schema,
@@ -236,10 +260,10 @@ function openapiTransform({
 }: {
   schema: unknown;
   url: string;
-  route: { method: string | string[] };
+  route: { method: string | string[]; config?: { public?: boolean } };
 }) {
   const s = { ...((schema ?? {}) as Record<string, unknown>) };
-  if ((s.tags as string[] | undefined)?.includes('dashboard')) return { schema: { ...s, hide: true }, url };
+  if (url.startsWith('/approvals/one-click/')) return { schema: { ...s, hide: true }, url };
   if (s.operationId === undefined && typeof route.method === 'string') {
     const words = url
       .replace(/^\/api\/v1\//, '/')
@@ -254,11 +278,29 @@ function openapiTransform({
   const response = { ...((s.response ?? {}) as Record<string, unknown>) };
   const has4xx = Object.keys(response).some((code) => /^4/.test(code));
   const validates = s.body !== undefined || s.querystring !== undefined || s.params !== undefined;
+  if ((s.tags as string[] | undefined)?.includes('dashboard')) {
+    s.security ??= route.config?.public === true ? [] : [{ dashboardSession: [] }];
+    return { schema: s, url };
+  }
   if (!has4xx && validates) response[400] = ErrorBody;
   const secured = Array.isArray(s.security) && s.security.length > 0;
   if (secured && response[401] === undefined) response[401] = ErrorBody;
   s.response = response;
   return { schema: s, url };
+}
+
+/** Where (body.a.0.b) a string or key holding U+0000 is, or undefined; bounded depth. */
+function nulPath(value: unknown, at: string, depth = 0): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? at : undefined;
+  if (value === null || typeof value !== 'object' || depth > 32 || ArrayBuffer.isView(value))
+    return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const path = at ? `${at}.${key}` : key;
+    if (key.includes('\u0000')) return at;
+    const found = nulPath(item, path, depth + 1);
+    if (found) return found;
+  }
+  return undefined;
 }
 
 /**

@@ -125,7 +125,7 @@ export async function cardCommand(args: string[]): Promise<number> {
     },
   };
   input.number = await readNumber();
-  // Check the card before anything is created, with a placeholder start (positions 8–10).
+  // Check the card before anything is created, with a placeholder start (0-based positions 9–11).
   const preview: CardStart = {
     card_id: 'preview',
     bot_id: values.bot!,

@@ -22,6 +22,7 @@ import {
   when,
 } from './layout.ts';
 import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMail.ts';
+import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { notFoundPage } from './routes.ts';
 import { preSessionCsrfToken } from './sessions.ts';
 import { verifyLink } from './signedLinks.ts';
@@ -408,19 +409,46 @@ ${await topupSection(ctx, session.ownerId, csrf)}
         throw err;
       }
       const approved = decision === 'approve';
+      // Post/redirect/get: the outcome is shown by a GET, so reloading it decides nothing again.
+      const outcome = {
+        kind: 'decided' as const,
+        title: approved ? 'Purchase approved' : 'Purchase denied',
+        text: approved
+          ? `${t.bot_name} may now buy ${t.item_name} at ${t.merchant_name} for ${usd(centsToUsd(Number(t.amount_cents)))}.`
+          : `${t.bot_name} will not buy ${t.item_name}. The held ${usd(centsToUsd(Number(t.amount_cents)))} is back in its wallet.`,
+      };
+      const holder = flashHolder(request);
+      const id = holder ? await putFlash(ctx, holder, outcome) : undefined;
+      return reply.redirect(`/approvals/one-click/done${id ? `?flash=${id}` : ''}`, 303);
+    },
+  );
+
+  app.get<{ Querystring: { flash?: string } }>(
+    '/approvals/one-click/done',
+    {
+      schema: {
+        tags,
+        summary: 'One-click approve or deny: the outcome (after the redirect)',
+        querystring: Type.Object({ flash: Text(64) }),
+      },
+      config: { public: true },
+    },
+    async (request, reply) => {
+      const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
+      const outcome =
+        shown?.kind === 'decided'
+          ? shown
+          : {
+              title: 'Decision recorded',
+              text: 'Your decision was recorded. The approvals inbox shows every purchase and how it was decided.',
+            };
       return sendHtml(
         reply,
         200,
-        messagePage(
-          approved ? 'Purchase approved' : 'Purchase denied',
-          approved
-            ? `${t.bot_name} may now buy ${t.item_name} at ${t.merchant_name} for ${usd(centsToUsd(Number(t.amount_cents)))}.`
-            : `${t.bot_name} will not buy ${t.item_name}. The held ${usd(centsToUsd(Number(t.amount_cents)))} is back in its wallet.`,
-          {
-            session: request.dashboard,
-            actions: html`<a class="button" href="/approvals">Open the approvals inbox</a>`,
-          },
-        ),
+        messagePage(outcome.title, outcome.text, {
+          session: request.dashboard,
+          actions: html`<a class="button" href="/approvals">Open the approvals inbox</a>`,
+        }),
       );
     },
   );

@@ -33,6 +33,7 @@ import {
 } from './layout.ts';
 import { guardrailsForm } from './ownerPages.ts';
 import { APPROVAL_WORDS, auditNames, auditTable, NOTICES, parseUsdToCents } from './present.ts';
+import { partnerWalletSection, postPartnerRail, registerX402Pages, X402_NOTICES } from './x402Pages.ts';
 
 // The overview of the owner's bots and the page of one bot with its actions. Every action calls
 // the owner service (which checks ownership, writes the audit log and emits events) and answers a
@@ -187,6 +188,13 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     const frozen = bot.wallet.status === 'frozen';
     const rail = (key: 'card_wallet' | 'partner_wallet') => bot.rails.find((r) => r.rail === key);
     const lastTx = transactions.at(-1);
+    const partnerSection = await partnerWalletSection(
+      ctx,
+      session.ownerId,
+      bot.bot_id,
+      rail('partner_wallet')?.status ?? 'inactive',
+      csrf,
+    );
     const body = html`
 <p class="small"><a href="/">← All bots</a></p>
 <div class="spread"><h1>${bot.bot_name}</h1>${pill(frozen ? 'frozen' : bot.status)}</div>
@@ -237,19 +245,7 @@ ${options.top ?? ''}
         fields: { status: rail('card_wallet')?.status === 'active' ? 'inactive' : 'active' },
       },
     )}</div>
-  <div class="spread"><div><strong>Partner wallet</strong> ${pill(rail('partner_wallet')?.status ?? 'inactive')}
-    <div class="muted small">${rail('partner_wallet')?.address ? html`Address <code>${rail('partner_wallet')?.address ?? ''}</code>` : 'Pays to a partner wallet address.'}</div></div>
-    ${
-      rail('partner_wallet')?.status === 'active'
-        ? postButton(`${base}/rails/partner_wallet`, 'Turn off', csrf, {
-            className: 'secondary',
-            fields: { status: 'inactive' },
-          })
-        : html`<form method="post" action="${base}/rails/partner_wallet" class="inline-form">${csrfField(csrf)}
-      <input type="hidden" name="status" value="active">
-      <div class="field"><label for="address">Address</label><input id="address" name="address" maxlength="200" value="${rail('partner_wallet')?.address ?? ''}"></div>
-      <button type="submit" class="secondary">Turn on</button></form>`
-    }</div>
+  ${partnerSection}
 </section>
 
 <section class="card stack" aria-labelledby="cards-h"><div class="spread"><h2 id="cards-h">Cards</h2><a href="${base}/cards">${bot.cards.length ? 'Manage cards' : 'Add a card'} →</a></div>${
@@ -341,6 +337,8 @@ ${options.top ?? ''}
     return sendHtml(reply, options.status ?? 200, page({ title: bot.bot_name, session, nav: 'bots', body }));
   };
 
+  registerX402Pages(app, ctx, botPage);
+
   app.get<{ Params: BotParamsT; Querystring: { notice?: string; before?: string; flash?: string } }>(
     '/bots/:bot_id',
     {
@@ -357,7 +355,9 @@ ${options.top ?? ''}
     },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      const text = request.query.notice ? NOTICES[request.query.notice] : undefined;
+      const text = request.query.notice
+        ? (NOTICES[request.query.notice] ?? X402_NOTICES[request.query.notice])
+        : undefined;
       let top: SafeHtml | string = text ? flash('ok', text) : '';
       if (request.query.flash) {
         // The one-time value of a rotation: shown by this view only (taking it deletes it).
@@ -458,14 +458,14 @@ ${options.top ?? ''}
         });
       }
       const { bot_id: botId, rail_key: railKey } = request.params;
-      if (railKey === 'partner_wallet' && request.body.status === 'active' && !address) {
-        const bot = await getBot(ctx, request.dashboard!.ownerId, botId);
-        if (!bot.rails.find((r) => r.rail === 'partner_wallet')?.address) {
-          return botPage(request, reply, botId, {
-            status: 400,
-            top: flash('bad', 'Enter the partner wallet address to turn this rail on.'),
-          });
-        }
+      if (railKey === 'partner_wallet') {
+        // The partner wallet's address comes from its key (src/dashboard/x402Pages.ts).
+        const r = await postPartnerRail(ctx, request.dashboard!.ownerId, botId, request.body.status);
+        if (!r.ok) return botPage(request, reply, botId, { status: r.status, top: flash('bad', r.message) });
+        return reply.redirect(
+          `/bots/${botId}?notice=${request.body.status === 'active' ? 'x402_on' : 'x402_off'}`,
+          303,
+        );
       }
       await setRail(ctx, request.dashboard!.ownerId, botId, railKey, request.body.status, address);
       return reply.redirect(`/bots/${botId}?notice=rail`, 303);

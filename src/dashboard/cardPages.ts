@@ -43,8 +43,8 @@ const MAX_LIMIT_CENTS = 100_000_000;
 
 const MODES: Array<[ApprovalMode, string]> = [
   ['ask_for_everything', 'Ask me for every purchase'],
-  ['auto_approve_under_threshold', 'Approve automatically below a threshold'],
-  ['auto_approve_by_category', 'Approve automatically in chosen categories'],
+  ['auto_approve_under_threshold', 'Auto-approve below a threshold'],
+  ['auto_approve_by_category', 'Auto-approve chosen categories'],
 ];
 const RULES: Array<[ProfileApprovalRule, string]> = [
   ['follow_card', 'Follow the card'],

@@ -17,7 +17,9 @@ export type FlashPayload =
   | { kind: 'pairing_code'; value: string; expires_at: string }
   | { kind: 'check_email'; email: string }
   /** A message that depends on what was saved (e.g. limits out of order). */
-  | { kind: 'notice'; level: 'ok' | 'warn'; text: string };
+  | { kind: 'notice'; level: 'ok' | 'warn'; text: string }
+  /** The outcome of a one-click decision from the approval e-mail. */
+  | { kind: 'decided'; title: string; text: string };
 
 /** Whose flashes these are: the session, else the pre-sign-in cookie; undefined when neither. */
 export function flashHolder(request: FastifyRequest): string | undefined {

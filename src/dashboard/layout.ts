@@ -68,7 +68,7 @@ export function page(options: PageOptions): string {
               item.key === 'approvals' ? navBadge(session.pendingApprovals) : ''
             }</a>`,
         )}</nav>
-  <div class="who"><span class="small">${session.email}</span>
+  <div class="who"><span class="small" title="${session.email}">${session.email}</span>
     <form method="post" action="/signout">${csrfField(session.csrfToken)}<button class="link" type="submit">Sign out</button></form></div>`
       : ''
   }

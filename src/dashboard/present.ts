@@ -30,8 +30,8 @@ export const NOTICES: Record<string, string> = {
 /** Approval modes of a card in words (card pages and the bot page's cards table). */
 export const APPROVAL_WORDS: Record<string, string> = {
   ask_for_everything: 'Ask me for every purchase',
-  auto_approve_under_threshold: 'Approve automatically below a threshold',
-  auto_approve_by_category: 'Approve automatically in chosen categories',
+  auto_approve_under_threshold: 'Auto-approve below a threshold',
+  auto_approve_by_category: 'Auto-approve chosen categories',
   follow_card: 'Follow the card',
 };
 
@@ -72,6 +72,9 @@ const AUDIT_WORDS: Record<string, string> = {
   'wallet.frozen': 'Froze the wallet',
   'wallet.unfrozen': 'Unfroze the wallet',
   'rail.updated': 'Changed a payment rail',
+  'x402.key_created': 'Created the partner wallet',
+  'x402.key_imported': 'Imported a partner wallet key',
+  'x402.settings_updated': 'Changed partner wallet limits or lists',
   'master_guardrails.updated': 'Changed master guardrails',
   'api_key.rotated': 'Rotated the API key',
   'webhook_secret.rotated': 'Rotated the webhook secret',

@@ -109,7 +109,7 @@ details[open]>summary{margin-bottom:10px}
 .card-caption{display:block;font-size:11px;text-transform:uppercase;letter-spacing:.08em;opacity:.8;margin-bottom:4px}
 .profile-list{list-style:none;margin:0;padding:0;display:grid;gap:12px}
 .profile-item{border:1px solid var(--line);border-radius:10px;padding:12px}
-.profile-form{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px;align-items:end}
+.profile-form{display:grid;grid-template-columns:repeat(auto-fit,minmax(230px,1fr));gap:10px;align-items:end}
 .profile-form .field{margin:0;min-width:0}
 .profile-form select,.profile-form input{max-width:none}
 .steps{list-style:none;margin:0 0 16px;padding:0;display:flex;gap:6px;flex-wrap:wrap;counter-reset:step}
@@ -145,11 +145,12 @@ footer{max-width:1040px;margin:0 auto;padding:0 16px 32px;color:var(--muted);fon
   .steps li::before{display:grid;margin:0 auto 2px}
 }
 @media (min-width:720px){
-  nav.main{order:0;width:auto}
+  td .when time{white-space:nowrap}
   .grid.two{grid-template-columns:1fr 1fr}
   .grid.three{grid-template-columns:repeat(3,1fr)}
   .facts{grid-template-columns:repeat(4,minmax(0,1fr))}
   h1{font-size:1.9rem}
   .center .facts{grid-template-columns:repeat(2,minmax(0,1fr))}
 }
+
 `;

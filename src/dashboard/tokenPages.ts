@@ -43,12 +43,13 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
   ) => {
     const session = request.dashboard!;
     const tokens = await listOwnerTokens(ctx.db, session.ownerId);
+    // One block per token rather than a table: name, prefix and dates stay readable at phone width.
     const rows = tokens.map(
       (
         t,
-      ) => html`<tr data-testid="token-row"><td><strong>${t.name}</strong></td><td><code>${t.token_prefix}…</code></td>
-        <td>${when(t.created_at)}</td><td>${t.last_used_at ? when(t.last_used_at) : html`<span class="muted">never</span>`}</td>
-        <td>${postButton(`/settings/tokens/${t.token_id}/revoke`, 'Revoke', session.csrfToken, { className: 'danger' })}</td></tr>`,
+      ) => html`<div class="spread" data-testid="token-row"><div><strong>${t.name || 'unnamed'}</strong> <code>${t.token_prefix}…</code>
+        <div class="small muted">Created ${when(t.created_at)} · last used ${t.last_used_at ? when(t.last_used_at) : 'never'}</div></div>
+        ${postButton(`/settings/tokens/${t.token_id}/revoke`, 'Revoke', session.csrfToken, { className: 'danger' })}</div>`,
     );
     return sendHtml(
       reply,
@@ -61,11 +62,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
 ${top}
 <div class="card stack"><h2>Owner API tokens</h2>
   <p class="muted small">A token lets a program act as you through the owner API (<code>Authorization: Bearer svc_owner_…</code>): claim and fund bots, add cards, approve purchases. Only a hash is stored: a token is shown once, when it is created. Revoke a token you no longer use or may have leaked; it stops working at once.</p>
-  ${
-    rows.length
-      ? html`<div class="table-wrap"><table><thead><tr><th>Name</th><th>Starts with</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
-      : html`<p class="muted">No active tokens.</p>`
-  }
+  ${rows.length ? html`<div class="stack">${rows}</div>` : html`<p class="muted">No active tokens.</p>`}
   <form method="post" action="/settings/tokens" class="stack">${csrfField(session.csrfToken)}
     <div class="field"><label for="token-name">Name of a new token</label><input id="token-name" name="name" type="text" required maxlength="100" placeholder="e.g. laptop, backup script" value="${typedName}" autocomplete="off"></div>
     <button type="submit">Create token</button></form></div>`,
@@ -90,7 +87,7 @@ ${top}
           if (fresh.s === session.idHash) {
             top = html`<div class="flash ok stack" role="status"><div>Your new token “${fresh.n}”. Copy it now: it is shown only this once.</div>
   <div><code data-testid="new-token">${fresh.t}</code></div>
-  <div class="small">Use it as <code>Authorization: Bearer ${fresh.t.slice(0, 14)}…</code>. If you lose it, revoke it and create another.</div></div>`;
+  <div class="small">Programs send it in the header <code>Authorization: Bearer svc_owner_…</code>. If you lose it, revoke it and create another.</div></div>`;
           }
         } catch {
           // Tampered, or encrypted under another key: show nothing.

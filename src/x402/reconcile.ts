@@ -87,7 +87,8 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
           at: now,
         });
         r.settled++;
-      } else if (block.timestamp > BigInt(locked.valid_before!)) {
+      } else if (block.timestamp >= BigInt(locked.valid_before!)) {
+        // transferWithAuthorization requires block.timestamp < validBefore: from here on it can never be used.
         await tx.query(`UPDATE x402_payments SET status = 'lapsed', finished_at = $2 WHERE id = $1`, [
           p.id,
           new Date(now),

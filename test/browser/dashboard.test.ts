@@ -148,6 +148,10 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`,
       MAIL_FROM: 'Bot Payment Service <no-reply@botpay.test>',
       LOG_LEVEL: 'warn',
+      // The partner wallet can be turned on; nothing here reads the chain.
+      X402_NETWORK: 'eip155:31337',
+      X402_RPC_URL: 'http://127.0.0.1:9',
+      X402_USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
     });
     // The real webhook worker runs (the delivery log and its retry are tested below).
     service = await startService(config, { db: database.db, jobs: [webhookDeliveryJob] });
@@ -278,6 +282,14 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Unfreeze wallet' }).click();
     await arrive(/notice=unfrozen/);
     expect(await page.getByTestId('wallet-status').textContent()).toBe('active');
+
+    // The partner wallet: turned on, its address shown with a QR code to fund it.
+    await page.getByRole('button', { name: 'Turn on (creates a wallet)' }).click();
+    await arrive(/notice=x402_on/);
+    const address = (await page.getByTestId('partner-address').textContent())!.trim();
+    expect(address).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(await page.locator('[data-testid=partner-qr] svg').isVisible()).toBe(true);
+    await shoot('07b-partner-wallet');
 
     // Rotate the API key: shown once, the old one stops working.
     await page.getByText('Rotate the API key…').click();
@@ -518,13 +530,31 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await expect(page.locator('.limit-warning').isVisible()).resolves.toBe(true);
     await page.getByLabel('Per purchase, $').fill('20');
     await expect(page.locator('.limit-warning').isHidden()).resolves.toBe(true);
-    // The profiles' selects show their whole text (not cut off).
-    const cut = await page.evaluate(() =>
-      Array.from(document.querySelectorAll<HTMLSelectElement>('.profile-form select'))
-        .filter((el) => el.scrollWidth > el.clientWidth + 1)
-        .map((el) => el.id),
-    );
-    expect(cut).toEqual([]);
+    // Every select is wide enough for its longest option (nothing cut off), at both widths.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      const cut = await page.evaluate(() => {
+        const probe = document.createElement('span');
+        probe.style.position = 'absolute';
+        probe.style.visibility = 'hidden';
+        probe.style.whiteSpace = 'nowrap';
+        document.body.append(probe);
+        const out: string[] = [];
+        for (const el of Array.from(document.querySelectorAll<HTMLSelectElement>('select'))) {
+          probe.style.font = getComputedStyle(el).font;
+          for (const option of Array.from(el.options)) {
+            probe.textContent = option.text;
+            // Text plus the select's padding and its arrow (about 36px).
+            if (probe.getBoundingClientRect().width + 36 > el.clientWidth)
+              out.push(`${el.id}: ${option.text}`);
+          }
+        }
+        probe.remove();
+        return out;
+      });
+      expect(cut, `selects cut at ${width}px`).toEqual([]);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
 
     // The bot buys three things over HTTP on its real profile: each is held for the owner.
     const buy = async (item: string, cents: number) => {
@@ -551,6 +581,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     // The overview's "3 purchases waiting" links to the inbox; the menu entry shows the count.
     await page.goto(`${base}/`);
     expect(await page.getByTestId('nav-count').textContent()).toBe('3');
+    await shoot('22c-overview-waiting');
     await page.getByTestId('waiting-link').click();
     await arrive(`${base}/approvals`);
     const firstCard = page.locator(`[data-confirmation="${first}"]`);
@@ -710,6 +741,28 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       'Retried a webhook delivery',
     ]) {
       await expect(page.getByText(words).first().isVisible(), words).resolves.toBe(true);
+    }
+
+    // Every page of the signed-in dashboard once more, at both widths: none scrolls sideways.
+    const everyPage: Array<[string, string]> = [
+      ['40-overview', '/'],
+      ['41-bot', `/bots/${bot.bot_id}`],
+      ['42-cards', `/bots/${bot.bot_id}/cards`],
+      ['43-card', `/bots/${bot.bot_id}/cards/${cardId}`],
+      ['44-webhooks', `/bots/${bot.bot_id}/webhooks`],
+      ['45-webhooks-retrying', `/bots/${bot.bot_id}/webhooks?status=retrying`],
+      ['46-schedules', `/bots/${bot.bot_id}/schedules`],
+      ['47-approvals', '/approvals'],
+      ['48-pairing', '/pairing'],
+      ['49-guardrails', '/guardrails'],
+      ['50-activity', '/activity'],
+      ['51-claim-form', '/claim'],
+      ['52-settings', '/settings'],
+      ['53-not-found', '/nothing-here'],
+    ];
+    for (const [name, path] of everyPage) {
+      await page.goto(`${base}${path}`);
+      await shoot(name);
     }
     expect(cspViolations).toEqual([]);
     expect(overflows).toEqual([]);

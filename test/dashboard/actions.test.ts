@@ -101,32 +101,21 @@ describe('bot page actions', () => {
     expect((await state()).status).toBe('active');
   });
 
-  it('turns rails on and off; the partner wallet needs an address', async () => {
-    const missing = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
+  it('turns rails on and off; the partner wallet needs X402_NETWORK (test/dashboard/x402.test.ts has one)', async () => {
+    const page = await client.get(botUrl);
+    expect(page.body).toContain('no X402_NETWORK configured');
+    // No button is offered; a hand-made post gets the reason.
+    const missing = await client.post(`${botUrl}/rails/partner_wallet`, {
+      _csrf: csrfIn(page.body, `${botUrl}/fund`),
       status: 'active',
-      address: '',
     });
-    expect(missing.statusCode).toBe(400);
-    expect(missing.body).toContain('Enter the partner wallet address');
-    const spaces = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
-      status: 'active',
-      address: 'a b',
-    });
-    expect(spaces.statusCode).toBe(400);
-    const on = await client.submit(botUrl, `${botUrl}/rails/partner_wallet`, {
-      status: 'active',
-      address: 'pw_123',
-    });
-    expect(on.statusCode).toBe(303);
-    const rails = await svc.ctx.db.query<{ rail_key: string; status: string; address: string | null }>(
-      'SELECT rail_key, status, address FROM rails WHERE bot_id = $1 ORDER BY rail_key',
+    expect(missing.statusCode).toBe(409);
+    expect(missing.body).toContain('X402_NETWORK');
+    const rails = await svc.ctx.db.query<{ rail_key: string }>(
+      `SELECT rail_key FROM rails WHERE bot_id = $1 AND rail_key = 'partner_wallet'`,
       [bot.bot_id],
     );
-    expect(rails.find((r) => r.rail_key === 'partner_wallet')).toMatchObject({
-      status: 'active',
-      address: 'pw_123',
-    });
-    expect(await lastAudit()).toMatchObject({ action: 'rail.updated', details: { rail: 'partner_wallet' } });
+    expect(rails).toEqual([]);
     const bad = await client.submit(botUrl, `${botUrl}/rails/card_wallet`, { status: 'sideways' });
     expect(bad.statusCode).toBe(400);
   });

@@ -415,8 +415,16 @@ describe('approvals inbox and e-mail', () => {
       ...form,
       _csrf: csrfIn(view.body, '/approvals/one-click/approve'),
     });
-    expect(decided.statusCode).toBe(200);
-    expect(decided.body).toContain('Purchase approved');
+    // Post/redirect/get: the outcome page is a GET, shown once; reloading it decides nothing.
+    expect(decided.statusCode).toBe(303);
+    const outcomeUrl = String(decided.headers.location);
+    expect(outcomeUrl).toMatch(/^\/approvals\/one-click\/done\?flash=[0-9a-f]{32}$/);
+    const outcome = await phone.get(outcomeUrl);
+    expect(outcome.statusCode).toBe(200);
+    expect(outcome.body).toContain('Purchase approved');
+    expect(outcome.body).toContain('Via mail');
+    const reload = await phone.get(outcomeUrl);
+    expect(reload.body).toContain('Decision recorded');
     expect(await confirmationStatus(id)).toBe('approved');
 
     const reused = await phone.get(link);

@@ -52,7 +52,10 @@ const botActions = (id: string): Array<[string, Record<string, string>]> => [
   [`/bots/${id}/freeze`, {}],
   [`/bots/${id}/unfreeze`, {}],
   [`/bots/${id}/rails/card_wallet`, { status: 'inactive' }],
-  [`/bots/${id}/rails/partner_wallet`, { status: 'active', address: 'addr1' }],
+  [`/bots/${id}/rails/partner_wallet`, { status: 'active' }],
+  [`/bots/${id}/x402/import`, { private_key: `0x${'1'.repeat(64)}` }],
+  [`/bots/${id}/x402/settings`, { daily_usd: '1' }],
+  [`/bots/${id}/x402/refresh`, {}],
   [`/bots/${id}/api-key/rotate`, {}],
   [`/bots/${id}/webhook-secret/rotate`, {}],
 ];

@@ -39,6 +39,26 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/owner/bots/{bot_id}/tunnel-token/rotate': {},
   'GET /api/v1/owner/bots/{bot_id}/tunnel': {},
   'PATCH /api/v1/owner/bots/{bot_id}/tunnel': { body: { forward: 'all' } },
+  'POST /api/v1/bot/x402/pay': {
+    body: {
+      resource_url: 'https://api.example.com/data',
+      payment_requirements: [
+        {
+          scheme: 'exact',
+          network: 'eip155:8453',
+          asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+          amount: '10000',
+          payTo: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+          maxTimeoutSeconds: 60,
+          extra: { name: 'USD Coin', version: '2' },
+        },
+      ],
+    },
+  },
+  'GET /api/v1/bot/x402/payments/{payment_id}': {},
+  'GET /api/v1/owner/bots/{bot_id}/x402': {},
+  'PATCH /api/v1/owner/bots/{bot_id}/x402': { body: { daily_cents: 100 } },
+  'GET /api/v1/owner/bots/{bot_id}/x402/payments': {},
   'POST /api/v1/bot/merchant/checkout': {
     body: {
       profile_index: 1,

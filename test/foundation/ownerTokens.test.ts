@@ -220,8 +220,10 @@ describe('owner API tokens', () => {
     expect(res.body).toContain('one too many');
   });
 
+  // A fresh embedded database (initdb and every migration) in a child process: slow on a busy machine.
   it.runIf(!isPostgres)(
     'the CLI still makes the first token, named with --name, listed like the others',
+    { timeout: 120_000 },
     async () => {
       const dataDir = await mkdtemp(join(tmpdir(), 'botpay-cli-token-'));
       try {

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { ERROR_STATUS, type ErrorCode } from '../../src/platform/errors.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   activeBot,
@@ -11,12 +12,28 @@ import {
 // Property-based hostile input over every route of the OpenAPI document (so routes added later
 // are covered without touching this file): malformed, oversized, wrongly typed, unicode-heavy and
 // injection-shaped bodies, query strings and headers. Never a 5xx, never a state change, and the
-// expected 4xx code.
+// expected 4xx code. Every string field and string query parameter also gets NUL with control
+// characters, lone surrogates and very long text around it (refused with a service code, nothing
+// stored), and control characters without NUL (never a 5xx).
+
+interface PropertySchema {
+  type?: string | string[];
+  format?: string;
+  pattern?: string;
+  minimum?: number;
+  minLength?: number;
+  const?: unknown;
+  enum?: unknown[];
+  anyOf?: PropertySchema[];
+  items?: PropertySchema;
+}
 
 interface Operation {
   method: string;
   path: string;
-  body?: { properties?: Record<string, { type?: string | string[] }>; required?: string[] };
+  body?: { properties?: Record<string, PropertySchema>; required?: string[] };
+  /** Query parameters of type string. */
+  query: string[];
 }
 
 const INJECTIONS = [
@@ -41,6 +58,44 @@ const hostileString = fc.oneof(
   fc.nat({ max: 20_000 }).map((n) => 'x'.repeat(n)),
 );
 
+// Control characters (C0, DEL, C1), lone surrogates, and what else breaks text handling.
+const CONTROL_CHARS = [
+  ...Array.from({ length: 32 }, (_, i) => String.fromCharCode(i)),
+  '\u007f',
+  '\u0085',
+  '\u009b',
+  '\u2028',
+  '\u2029',
+  '\ufeff',
+  '\ud800',
+  '\udfff',
+  '\udc00\ud800',
+];
+
+/**
+ * A string with at least one NUL, which no string field may store: anything around it drawn from
+ * control characters, lone surrogates, unicode and injections, sometimes very long (up to 200 KB).
+ */
+const nulString: fc.Arbitrary<string> = fc
+  .tuple(
+    fc.oneof(fc.constant(''), fc.constantFrom(...INJECTIONS), fc.string({ unit: 'binary', maxLength: 40 })),
+    fc.array(fc.constantFrom(...CONTROL_CHARS), { maxLength: 6 }),
+    fc.oneof(
+      { weight: 4, arbitrary: fc.string({ unit: 'grapheme', maxLength: 30 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 1_000, max: 200_000 }).map((n) => 'y'.repeat(n)) },
+    ),
+  )
+  .map(([before, controls, after]) => `${before}\u0000${controls.join('')}${after}`);
+
+/** Control characters, lone surrogates or great length, but no NUL: may be stored, never a 5xx. */
+const controlString: fc.Arbitrary<string> = fc.oneof(
+  fc
+    .array(fc.constantFrom(...CONTROL_CHARS.filter((c) => c !== '\u0000')), { minLength: 1, maxLength: 8 })
+    .map((cs) => `a${cs.join('')}b`),
+  fc.constantFrom('\ud800', 'x\udfffx', '\ud83d', 'ok\ud800\u0001\u001b[31m'),
+  fc.integer({ min: 1_000, max: 200_000 }).map((n) => 'z'.repeat(n)),
+);
+
 const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   hostileString,
   fc.double(),
@@ -57,7 +112,13 @@ function operations(svc: TestService): Operation[] {
   const doc = svc.app.swagger() as {
     paths: Record<
       string,
-      Record<string, { requestBody?: { content?: Record<string, { schema?: Operation['body'] }> } }>
+      Record<
+        string,
+        {
+          requestBody?: { content?: Record<string, { schema?: Operation['body'] }> };
+          parameters?: Array<{ in: string; name: string; schema?: PropertySchema }>;
+        }
+      >
     >;
   };
   const ops: Operation[] = [];
@@ -68,10 +129,69 @@ function operations(svc: TestService): Operation[] {
         method: method.toUpperCase(),
         path,
         body: op.requestBody?.content?.['application/json']?.schema,
+        query: (op.parameters ?? [])
+          .filter((p) => p.in === 'query' && isStringSchema(p.schema))
+          .map((p) => p.name),
       });
     }
   }
   return ops;
+}
+
+function isStringSchema(schema: PropertySchema | undefined): boolean {
+  if (!schema) return false;
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+  return types.includes('string') || (schema.anyOf ?? []).some(isStringSchema);
+}
+
+// Values that pass the schema of fields with a pattern, so that the field under test is the one that
+// decides (field name → value); everything else is derived from the schema.
+const KNOWN_VALID: Record<string, unknown> = {
+  bin: '411111',
+  expiry_month: '12',
+  expiry_year: '2030',
+  card_length: 16,
+  profile_index: 1,
+  amount_cents: 100,
+  merchant_url: 'https://shop.example.com/item',
+  callback_url: 'https://bot.example.com/hook',
+  resource_url: 'https://api.example.com/data',
+  owner_email: 'fuzz-owner@example.com',
+  cron: '0 9 * * *',
+  timezone: 'UTC',
+  webhook_path: '/webhook',
+};
+
+/** A value of the schema's type that passes it where that is easy (a baseline body). */
+function sampleValue(name: string, schema: PropertySchema): unknown {
+  if (name in KNOWN_VALID) return KNOWN_VALID[name];
+  if (schema.const !== undefined) return schema.const;
+  if (schema.enum?.length) return schema.enum[0];
+  if (schema.anyOf?.length) return sampleValue(name, schema.anyOf[0]!);
+  const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
+  switch (type) {
+    case 'integer':
+    case 'number':
+      return Math.max(schema.minimum ?? 1, 1);
+    case 'boolean':
+      return false;
+    case 'array':
+      return [];
+    case 'object':
+      return {};
+    default:
+      return schema.format === 'email' ? 'fuzz@example.com' : 'sample'.padEnd(schema.minLength ?? 0, 'x');
+  }
+}
+
+/** The required fields with sample values. */
+function baseline(body: Operation['body']): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const name of body?.required ?? []) {
+    const schema = body?.properties?.[name];
+    if (schema) out[name] = sampleValue(name, schema);
+  }
+  return out;
 }
 
 /** Percent-encodes a path segment; a lone surrogate becomes a malformed escape on purpose. */
@@ -103,7 +223,14 @@ describe('hostile input on every route', () => {
   let bot: Awaited<ReturnType<typeof activeBot>>;
 
   beforeAll(async () => {
-    svc = await createTestService({ env: { LOG_LEVEL: 'silent' } });
+    // Limits high enough that every request reaches the field under test instead of a 429.
+    svc = await createTestService({
+      env: {
+        LOG_LEVEL: 'silent',
+        REGISTRATION_RATE_LIMIT_PER_HOUR: '1000000',
+        CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000',
+      },
+    });
     owner = await createOwner(svc);
     bot = await activeBot(svc, owner, { fundCents: 5000 });
   });
@@ -217,6 +344,85 @@ describe('hostile input on every route', () => {
     }
     expect(checked).toBeGreaterThan(5);
     expect(await snapshot()).toBe(before);
+  });
+
+  /** The request's credentials by the route's audience. */
+  const authFor = (path: string) =>
+    path.startsWith('/api/v1/bot/') ? bot.auth : path.startsWith('/api/v1/owner/') ? owner.auth : {};
+
+  /** A 4xx in the one envelope whose code is one of the service's, with that code's status. */
+  function expectCodedRefusal(res: { statusCode: number; body: string }, what: string): void {
+    expect(res.statusCode, `${what} → ${res.body.slice(0, 200)}`).toBeGreaterThanOrEqual(400);
+    expect(res.statusCode, `${what} → ${res.body.slice(0, 200)}`).toBeLessThan(500);
+    const body = JSON.parse(res.body) as { error?: string; message?: unknown };
+    expect(body.error! in ERROR_STATUS, `${what}: code ${body.error}`).toBe(true);
+    expect(ERROR_STATUS[body.error as ErrorCode], `${what}: ${body.error}`).toBe(res.statusCode);
+  }
+
+  let randomIp = 0;
+  const nextRandomIp = () => `10.77.${(++randomIp >> 8) & 255}.${randomIp & 255}`;
+
+  it('a NUL (with control characters, lone surrogates, great length) in every string field and query parameter: 4xx with the service code, nothing changes', async () => {
+    const before = await snapshot();
+    let fields = 0;
+    for (const op of operations(svc)) {
+      const props = Object.entries(op.body?.properties ?? {}).filter(
+        ([, schema]) => isStringSchema(schema) || (schema.type === 'array' && isStringSchema(schema.items)),
+      );
+      for (const [name, schema] of props) {
+        fields++;
+        await fc.assert(
+          fc.asyncProperty(nulString, async (value) => {
+            const payload = { ...baseline(op.body), [name]: schema.type === 'array' ? [value] : value };
+            const res = await svc.app.inject({
+              method: op.method as 'POST',
+              url: fillPath(op.path),
+              headers: authFor(op.path),
+              remoteAddress: nextRandomIp(),
+              payload,
+            });
+            expectCodedRefusal(res, `${op.method} ${op.path} ${name}=${JSON.stringify(value).slice(0, 60)}`);
+          }),
+          { numRuns: 6 },
+        );
+      }
+      for (const name of op.query) {
+        fields++;
+        await fc.assert(
+          fc.asyncProperty(nulString, async (value) => {
+            const url = `${fillPath(op.path)}?${new URLSearchParams({ [name]: value.slice(0, 4000) })}`;
+            const res = await svc.app.inject({ method: op.method as 'GET', url, headers: authFor(op.path) });
+            expectCodedRefusal(res, `${op.method} ${op.path}?${name}`);
+          }),
+          { numRuns: 4 },
+        );
+      }
+    }
+    expect(fields).toBeGreaterThan(20);
+    expect(await snapshot()).toBe(before);
+  });
+
+  it('control characters, lone surrogates and very long strings without NUL: never a 5xx, refusals in the envelope', async () => {
+    for (const op of operations(svc)) {
+      const props = Object.entries(op.body?.properties ?? {}).filter(([, schema]) => isStringSchema(schema));
+      for (const [name] of props) {
+        await fc.assert(
+          fc.asyncProperty(controlString, async (value) => {
+            const res = await svc.app.inject({
+              method: op.method as 'POST',
+              url: fillPath(op.path),
+              headers: authFor(op.path),
+              remoteAddress: nextRandomIp(),
+              payload: { ...baseline(op.body), [name]: value },
+            });
+            const what = `${op.method} ${op.path} ${name}=${JSON.stringify(value).slice(0, 60)}`;
+            expect(res.statusCode, `${what} → ${res.body.slice(0, 200)}`).toBeLessThan(500);
+            if (res.statusCode >= 400) expectCodedRefusal(res, what);
+          }),
+          { numRuns: 3 },
+        );
+      }
+    }
   });
 
   it('oversized bodies are 413 and oversized headers are refused, on every route with a body', async () => {

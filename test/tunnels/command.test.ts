@@ -142,9 +142,9 @@ describe('tunnel_client_command and webhook_path', () => {
           expect(argvThroughSh(command, dir)).toEqual(words);
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 30 },
     );
-  });
+  }, 120_000);
 });
 
 describe('the printed command runs as printed, and the token stays out of ps', () => {
@@ -238,7 +238,7 @@ describe('the printed command runs as printed, and the token stays out of ps', (
     } finally {
       if (client.child.exitCode === null) client.child.kill('SIGKILL');
     }
-  });
+  }, 120_000);
 
   it('--token-file works (and warns when others can read the file); --token works with a warning', async () => {
     const bot = await registerTunnelBot(svc, receiver.port);
@@ -269,7 +269,7 @@ describe('the printed command runs as printed, and the token stays out of ps', (
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  });
+  }, 120_000);
 
   it('without a token the client exits 2 and says where to put it', async () => {
     const missing = run(`botpay tunnel --server http://127.0.0.1:${port} --port ${receiver.port}`, {
@@ -283,5 +283,5 @@ describe('the printed command runs as printed, and the token stays out of ps', (
     );
     expect(await unreadable.exit).toBe(2);
     expect(unreadable.output()).toMatch(/--token-file \/nonexistent\/token cannot be read/);
-  });
+  }, 120_000);
 });

@@ -16,6 +16,13 @@ import type {
   WalletCheckResponse,
 } from './types.ts';
 import { type WaitForDecisionOptions, waitForDecision } from './waitForDecision.ts';
+import {
+  type FetchWithX402Options,
+  fetchWithX402,
+  type X402PayRequest,
+  type X402PayResult,
+  type X402PaymentStatus,
+} from './x402.ts';
 
 export const CLIENT_VERSION = '0.1.0';
 
@@ -31,6 +38,8 @@ export const CLIENT_OPERATIONS = [
   'POST /api/v1/bot/messages/ack',
   'POST /api/v1/bot/wallet/topup-requests',
   'GET /api/v1/bot/wallet/topup-requests',
+  'POST /api/v1/bot/x402/pay',
+  'GET /api/v1/bot/x402/payments/{payment_id}',
 ] as const;
 
 export interface BotPayClientOptions {
@@ -250,6 +259,51 @@ export class BotPayClient {
     return res.body;
   }
 
+  /**
+   * Asks the service to pay an HTTP 402 resource from the partner wallet (POST /api/v1/bot/x402/pay)
+   * with the requirements the 402 response carried. Approved: `payment_header` is the value of the
+   * PAYMENT-SIGNATURE header for the retried request; held: wait with `waitForX402Payment`.
+   * Refusals reject with a BotPayError. Retries carry the same Idempotency-Key (one payment).
+   */
+  async payX402(request: X402PayRequest, options: CheckoutOptions = {}): Promise<X402PayResult> {
+    const key = options.idempotencyKey ?? (this.options.idempotencyKey ?? defaultIdempotencyKey)();
+    const res = await this.request<X402PayResult>({
+      method: 'POST',
+      path: '/api/v1/bot/x402/pay',
+      body: request,
+      headers: { 'idempotency-key': key },
+      auth: true,
+      retry: 'idempotent',
+      signal: options.signal,
+    });
+    return res.body;
+  }
+
+  /** One poll of an x402 payment (GET /api/v1/bot/x402/payments/{payment_id}). */
+  async x402Payment(paymentId: string, options: CallOptions = {}): Promise<X402PaymentStatus> {
+    const path = `/api/v1/bot/x402/payments/${encodeURIComponent(paymentId)}`;
+    return (await this.get<X402PaymentStatus>(path, undefined, options)).body;
+  }
+
+  /** Polls a held x402 payment until the owner decides or it expires (the checkout poll schedule). */
+  waitForX402Payment(paymentId: string, options: WaitForDecisionOptions = {}): Promise<X402PaymentStatus> {
+    const poller = {
+      checkoutStatus: (id: string, o?: { signal?: AbortSignal }) => this.x402Payment(id, o),
+      sleep: this.sleep,
+      now: this.now,
+    };
+    return waitForDecision(
+      poller as never,
+      paymentId,
+      options as never,
+    ) as unknown as Promise<X402PaymentStatus>;
+  }
+
+  /** fetch(url) that pays a 402 answer through the service and retries once (see fetchWithX402). */
+  fetchWithX402(url: string, init: RequestInit = {}, options: FetchWithX402Options = {}): Promise<Response> {
+    return fetchWithX402(this, url, init, options);
+  }
+
   /** Events not yet delivered by webhook or acknowledged (GET /api/v1/bot/messages). */
   async messages(
     query: Record<string, string | number | undefined> = {},
@@ -330,15 +384,31 @@ export class BotPayClient {
     body: string | undefined,
     signal: AbortSignal | undefined,
   ): Promise<{ res: Response; text: string }> {
-    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 30_000);
-    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    // One controller per attempt, tied to the caller's signal by a listener that is removed when the
+    // attempt ends: a bot passes one long-lived signal to hundreds of polls, and nothing may pile
+    // up on it (AbortSignal.any keeps a reference per composite on the source until GC).
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException('The request timed out.', 'TimeoutError'));
+    }, this.options.timeoutMs ?? 30_000);
+    const onAbort = () => controller.abort(signal?.reason);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const res = await this.fetchImpl(url, { method, headers, body, signal: combined, redirect: 'error' });
+      const res = await this.fetchImpl(url, {
+        method,
+        headers,
+        body,
+        signal: controller.signal,
+        redirect: 'error',
+      });
       // Read the body under the same timeout: a connection can also die half-way through it.
       return { res, text: await res.text() };
     } catch (cause) {
       if (signal?.aborted) throw signal.reason;
-      if (timeout.aborted) {
+      if (timedOut) {
         throw new BotPayError({
           status: 0,
           code: 'timeout',
@@ -352,6 +422,9 @@ export class BotPayClient {
         message: `Could not reach ${url.origin}: ${describeCause(cause)}`,
         cause,
       });
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 

@@ -25,3 +25,13 @@ export {
   verifySignature,
   verifyStandardWebhook,
 } from './webhooks/verify.ts';
+export {
+  type FetchWithX402Options,
+  fetchWithX402,
+  readPaymentRequired,
+  type X402PaymentRequired,
+  type X402PaymentRequirements,
+  type X402PaymentStatus,
+  type X402PayRequest,
+  type X402PayResult,
+} from './x402.ts';

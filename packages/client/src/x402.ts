@@ -1,0 +1,197 @@
+// Paying HTTP 402 ("x402") resources from the bot's partner wallet. The bot never holds the
+// wallet's key: it hands the 402 response's payment requirements to the service, which checks its
+// owner's guardrails and signs (or holds the payment for the owner), and retries the request with
+// the PAYMENT-SIGNATURE header the service returned.
+
+import { BotPayError } from './errors.ts';
+import type { ResponseOf } from './types.ts';
+
+/** One entry of an x402 v2 402 response's `accepts` list. */
+export interface X402PaymentRequirements {
+  scheme: string;
+  network: string;
+  asset: string;
+  amount: string;
+  payTo: string;
+  maxTimeoutSeconds: number;
+  extra?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** The decoded body of a 402 response (the PAYMENT-REQUIRED header, or the JSON body). */
+export interface X402PaymentRequired {
+  x402Version: number;
+  error?: string;
+  resource?: { url?: string; description?: string; mimeType?: string; [key: string]: unknown };
+  accepts: X402PaymentRequirements[];
+  [key: string]: unknown;
+}
+
+export interface X402PayRequest {
+  resource_url: string;
+  payment_requirements: X402PaymentRequirements | X402PaymentRequirements[];
+  resource?: { url?: string; description?: string; mimeType?: string };
+  description?: string;
+}
+
+interface X402Common {
+  payment_id: string;
+  confirmation_id: string;
+  amount_usd: number;
+  amount_atomic: string;
+  network: string;
+  asset: string;
+  pay_to: string;
+  resource_url: string;
+  message: string;
+}
+
+export type X402PayApproved = ResponseOf<
+  'POST /api/v1/bot/x402/pay',
+  200,
+  X402Common & {
+    approved: true;
+    status: 'approved';
+    valid_before: string;
+    payment_header_name: 'PAYMENT-SIGNATURE';
+    payment_header: string;
+    payment_payload: Record<string, unknown>;
+  }
+>;
+
+export type X402PayPending = ResponseOf<
+  'POST /api/v1/bot/x402/pay',
+  202,
+  X402Common & { approved: false; status: 'pending_confirmation'; expires_at: string }
+>;
+
+export type X402PayResult = X402PayApproved | X402PayPending;
+
+export type X402PaymentStatus = ResponseOf<
+  'GET /api/v1/bot/x402/payments/{payment_id}',
+  200,
+  {
+    payment_id: string;
+    confirmation_id: string;
+    status: 'pending' | 'approved' | 'denied' | 'expired';
+    payment_status: 'pending' | 'authorized' | 'settled' | 'lapsed' | 'denied' | 'expired';
+    amount_usd: number;
+    amount_atomic: string;
+    pay_to: string;
+    resource_url: string;
+    tx_hash: string | null;
+    message: string;
+    expires_at?: string;
+    valid_before?: string;
+    payment_header_name?: 'PAYMENT-SIGNATURE';
+    payment_header?: string;
+    payment_payload?: Record<string, unknown>;
+  }
+>;
+
+function decodeBase64Json(value: string): unknown {
+  const binary = atob(value.trim());
+  const bytes = Uint8Array.from(binary, (c) => c.charCodeAt(0));
+  return JSON.parse(new TextDecoder().decode(bytes));
+}
+
+/** The payment requirements of a 402 response: the PAYMENT-REQUIRED header (v2), else the JSON body. */
+export async function readPaymentRequired(res: Response): Promise<X402PaymentRequired> {
+  const header = res.headers.get('payment-required');
+  let parsed: unknown;
+  try {
+    parsed = header ? decodeBase64Json(header) : await res.json();
+  } catch (cause) {
+    throw new BotPayError({
+      status: res.status,
+      code: 'unexpected_response',
+      message: 'The 402 response carries no readable payment requirements.',
+      cause,
+    });
+  }
+  const accepts = (parsed as { accepts?: unknown }).accepts;
+  if (!Array.isArray(accepts) || accepts.length === 0) {
+    throw new BotPayError({
+      status: res.status,
+      code: 'unexpected_response',
+      message: 'The 402 response lists no payment requirements (accepts).',
+    });
+  }
+  return parsed as X402PaymentRequired;
+}
+
+/** The slice of BotPayClient that fetchWithX402 needs. */
+export interface X402Payer {
+  payX402(request: X402PayRequest, options?: { signal?: AbortSignal }): Promise<X402PayResult>;
+  waitForX402Payment(
+    paymentId: string,
+    options?: { signal?: AbortSignal; maxWaitMs?: number },
+  ): Promise<X402PaymentStatus>;
+}
+
+export interface FetchWithX402Options {
+  /** The fetch used for the resource. Default: the global fetch. */
+  fetch?: typeof fetch;
+  /** Wait for the owner when the payment is held (default true); false rejects with `payment_held`. */
+  waitForApproval?: boolean;
+  /** Gives up waiting for the owner after this many ms. */
+  maxWaitMs?: number;
+  /** Called with the service's answer before the retry (for logging). */
+  onPayment?: (payment: X402PayResult | X402PaymentStatus) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * Fetches `url`; when it answers 402, asks the service to pay (its guardrails, possibly the
+ * owner's approval) and repeats the request once with the PAYMENT-SIGNATURE header. Resolves with
+ * the final Response (check `ok`: a resource server can still refuse). A refusal by the service
+ * rejects with its BotPayError (`rail_guardrail_violation`, `destination_not_allowed`, …).
+ */
+export async function fetchWithX402(
+  payer: X402Payer,
+  url: string,
+  init: RequestInit = {},
+  options: FetchWithX402Options = {},
+): Promise<Response> {
+  const fetchImpl = options.fetch ?? globalThis.fetch;
+  const signal = options.signal ?? init.signal ?? undefined;
+  const first = await fetchImpl(url, { ...init, ...(signal ? { signal } : {}) });
+  if (first.status !== 402) return first;
+  const required = await readPaymentRequired(first);
+  const payment = await payer.payX402(
+    {
+      resource_url: url,
+      payment_requirements: required.accepts,
+      ...(required.resource?.description ? { description: required.resource.description } : {}),
+    },
+    signal ? { signal } : {},
+  );
+  options.onPayment?.(payment);
+  let header: string | undefined;
+  if (payment.approved) header = payment.payment_header;
+  else {
+    if (options.waitForApproval === false) {
+      throw new BotPayError({
+        status: 202,
+        code: 'payment_held',
+        message: `The payment ${payment.payment_id} is held for the owner's approval until ${payment.expires_at}.`,
+      });
+    }
+    const decided = await payer.waitForX402Payment(payment.payment_id, {
+      ...(signal ? { signal } : {}),
+      ...(options.maxWaitMs !== undefined ? { maxWaitMs: options.maxWaitMs } : {}),
+    });
+    options.onPayment?.(decided);
+    if (decided.status !== 'approved' || !decided.payment_header) {
+      throw new BotPayError({
+        status: 403,
+        code: decided.status === 'denied' ? 'payment_denied' : 'payment_expired',
+        message: decided.message,
+      });
+    }
+    header = decided.payment_header;
+  }
+  const headers = new Headers(init.headers);
+  headers.set('PAYMENT-SIGNATURE', header);
+  return fetchImpl(url, { ...init, headers, ...(signal ? { signal } : {}) });
+}

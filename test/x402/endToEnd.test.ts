@@ -1,0 +1,387 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BotPayClient, isBotPayError } from '../../packages/client/src/index.ts';
+import { x402Facilitator } from '@x402/core/facilitator';
+import { HTTPFacilitatorClient } from '@x402/core/server';
+import { ExactEvmScheme as FacilitatorScheme } from '@x402/evm/exact/facilitator';
+import { ExactEvmScheme as ServerScheme } from '@x402/evm/exact/server';
+import { toFacilitatorEvmSigner } from '@x402/evm';
+import { paymentMiddleware, x402ResourceServer } from '@x402/express';
+import express from 'express';
+import { type Address, createWalletClient, erc20Abi, http, publicActions } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ledgerBalances } from '../../src/wallet/ledger.ts';
+import { x402Reconcile } from '../../src/x402/job.ts';
+import { reconcileWallet } from '../../src/x402/reconcile.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestService,
+  type TestOwner,
+  type TestService,
+} from '../support/service.ts';
+import {
+  ANVIL_KEYS,
+  anvilBinary,
+  compileToken,
+  type DeployedToken,
+  deployToken,
+  type LocalChain,
+  startAnvil,
+} from './localChain.ts';
+
+// The whole x402 path with real parts on a local EVM chain the test starts (anvil from its npm
+// package): a USDC-like EIP-3009 token compiled here from Solidity; a resource server behind the
+// reference Express middleware (@x402/express) that answers 402; a facilitator built from the
+// reference packages (@x402/core facilitator + @x402/evm exact scheme with a viem wallet) served
+// over HTTP; the service on a real port; the bot through the SDK. Nothing is mocked.
+
+const binary = anvilBinary();
+if ('reason' in binary) console.warn(`x402 end-to-end tests skipped: ${binary.reason}`);
+
+const NETWORK = 'eip155:31337' as const;
+const PRICE = '20000'; // $0.02
+
+describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
+  let chain: LocalChain;
+  let token: DeployedToken;
+  let svc: TestService;
+  let owner: TestOwner;
+  let serviceUrl: string;
+  let facilitatorServer: Server;
+  let resourceServer: Server;
+  let resourceUrl: string;
+  const payTo = privateKeyToAccount(ANVIL_KEYS[2]).address;
+
+  beforeAll(async () => {
+    const compiled = await compileToken();
+    chain = await startAnvil((binary as { path: string }).path);
+    token = await deployToken(chain, compiled);
+
+    svc = await createTestService({
+      env: {
+        X402_NETWORK: NETWORK,
+        X402_RPC_URL: chain.rpcUrl,
+        X402_USDC_ADDRESS: token.address,
+        X402_MAX_VALIDITY_SECONDS: '60',
+        X402_RECONCILE_SECONDS: '1',
+        CHECKOUT_RATE_LIMIT_PER_HOUR: '1000',
+      },
+    });
+    serviceUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
+    owner = await createOwner(svc);
+
+    // The facilitator: verifies and settles on chain with its own account (anvil's second key).
+    const facilitatorAccount = privateKeyToAccount(ANVIL_KEYS[1]);
+    const facilitatorWallet = createWalletClient({
+      account: facilitatorAccount,
+      chain: chain.chain,
+      transport: http(chain.rpcUrl),
+    }).extend(publicActions);
+    const signer = toFacilitatorEvmSigner({
+      address: facilitatorAccount.address,
+      readContract: (args) => facilitatorWallet.readContract(args as never),
+      verifyTypedData: (args) => facilitatorWallet.verifyTypedData(args as never),
+      writeContract: (args) => facilitatorWallet.writeContract(args as never),
+      sendTransaction: (args) => facilitatorWallet.sendTransaction(args as never),
+      waitForTransactionReceipt: (args) => facilitatorWallet.waitForTransactionReceipt(args as never),
+      getCode: (args) => facilitatorWallet.getCode(args),
+    });
+    const facilitator = new x402Facilitator().register(NETWORK, new FacilitatorScheme(signer));
+    const fApp = express();
+    fApp.use(express.json());
+    fApp.get('/supported', (_req, res) => {
+      res.json(facilitator.getSupported());
+    });
+    fApp.post('/verify', async (req, res) => {
+      res.json(await facilitator.verify(req.body.paymentPayload, req.body.paymentRequirements));
+    });
+    fApp.post('/settle', async (req, res) => {
+      res.json(await facilitator.settle(req.body.paymentPayload, req.body.paymentRequirements));
+    });
+    facilitatorServer = await listen(fApp);
+
+    // The resource server: 402 until paid, through the reference middleware.
+    const rApp = express();
+    const server = new x402ResourceServer(
+      new HTTPFacilitatorClient({ url: `http://127.0.0.1:${port(facilitatorServer)}` }),
+    ).register(NETWORK, new ServerScheme());
+    rApp.use(
+      paymentMiddleware(
+        {
+          'GET /weather': {
+            accepts: {
+              scheme: 'exact',
+              network: NETWORK,
+              payTo,
+              price: { asset: token.address, amount: PRICE, extra: { name: 'USD Coin', version: '2' } },
+              maxTimeoutSeconds: 300,
+            },
+            description: 'Weather report',
+            mimeType: 'application/json',
+          },
+        },
+        server,
+      ),
+    );
+    rApp.get('/weather', (_req, res) => {
+      res.json({ forecast: 'sunny', temperature_c: 21 });
+    });
+    resourceServer = await listen(rApp);
+    resourceUrl = `http://127.0.0.1:${port(resourceServer)}/weather`;
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([close(resourceServer), close(facilitatorServer)]);
+    await svc?.close();
+    await chain?.stop();
+  });
+
+  async function fundedBot(cents: number, settings: Record<string, unknown> = {}) {
+    const bot = await activeBot(svc, owner);
+    const on = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
+      headers: owner.auth,
+      payload: { status: 'active' },
+    });
+    expect(on.statusCode, on.body).toBe(200);
+    const address = on.json().address as string;
+    if (Object.keys(settings).length > 0) {
+      const patch = await svc.app.inject({
+        method: 'PATCH',
+        url: `/api/v1/owner/bots/${bot.bot_id}/x402`,
+        headers: owner.auth,
+        payload: settings,
+      });
+      expect(patch.statusCode, patch.body).toBe(200);
+    }
+    // The owner funds the address on chain; the service notices on its next read.
+    await token.mint(address, BigInt(cents) * 10_000n);
+    const r = await reconcileWallet(svc.ctx, bot.bot_id);
+    expect(r?.depositedCents).toBe(cents);
+    const client = new BotPayClient({ baseUrl: serviceUrl, apiKey: bot.api_key });
+    return { bot, address, client };
+  }
+
+  async function expectChainMatchesLedger(botId: string, address: string) {
+    const onChain = await token.balanceOf(address);
+    const l = await ledgerBalances(svc.ctx.db, botId);
+    expect(BigInt(l.x402_available + l.x402_held + l.x402_authorized) * 10_000n).toBe(onChain);
+    expect(-l.x402_deposits - l.x402_paid).toBe(l.x402_available + l.x402_held + l.x402_authorized);
+  }
+
+  it('the bot pays a 402 through the SDK; the resource server settles; chain and ledger agree', async () => {
+    const { bot, address, client } = await fundedBot(100);
+    const status = await client.status();
+    expect(status.rails.partner_wallet).toMatchObject({ status: 'active', address, balance_usd: 1 });
+    expect(status.rails.partner_wallet?.balance_read_at).toEqual(expect.any(String));
+
+    const unpaid = await fetch(resourceUrl);
+    expect(unpaid.status).toBe(402);
+    expect(unpaid.headers.get('payment-required')).toBeTruthy();
+
+    const payments: unknown[] = [];
+    const res = await client.fetchWithX402(resourceUrl, {}, { onPayment: (p) => payments.push(p) });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(await res.json()).toEqual({ forecast: 'sunny', temperature_c: 21 });
+    expect(res.headers.get('payment-response')).toBeTruthy();
+    expect(payments).toHaveLength(1);
+    const paymentId = (payments[0] as { payment_id: string }).payment_id;
+
+    // On chain: the wallet paid $0.02 to the resource server's address.
+    expect(await token.balanceOf(address)).toBe(980_000n);
+    expect(await token.balanceOf(payTo)).toBe(20_000n);
+    // The reconciliation job sees the authorisation used and records the transaction.
+    const r = await reconcileWallet(svc.ctx, bot.bot_id);
+    expect(r).toMatchObject({ settled: 1, lapsed: 0, depositedCents: 0, deficitMicro: 0n });
+    const poll = await client.x402Payment(paymentId);
+    expect(poll).toMatchObject({
+      status: 'approved',
+      payment_status: 'settled',
+      tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+    });
+    const receipt = await createWalletClient({ chain: chain.chain, transport: http(chain.rpcUrl) })
+      .extend(publicActions)
+      .getTransactionReceipt({ hash: poll.tx_hash as `0x${string}` });
+    expect(receipt.status).toBe('success');
+    const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
+    expect(l).toMatchObject({
+      x402_deposits: -100,
+      x402_available: 98,
+      x402_held: 0,
+      x402_authorized: 0,
+      x402_paid: 2,
+    });
+    await expectChainMatchesLedger(bot.bot_id, address);
+    const listed = await svc.app.inject({
+      method: 'GET',
+      url: `/api/v1/owner/bots/${bot.bot_id}/x402/payments`,
+      headers: owner.auth,
+    });
+    expect(listed.json().payments[0]).toMatchObject({
+      payment_id: paymentId,
+      status: 'settled',
+      tx_hash: poll.tx_hash,
+    });
+    const events = await svc.ctx.db.query<{ type: string }>(
+      'SELECT type FROM events WHERE bot_id = $1 ORDER BY created_at',
+      [bot.bot_id],
+    );
+    expect(events.map((e) => e.type)).toEqual(
+      expect.arrayContaining(['x402.funded', 'purchase.approved', 'x402.settled']),
+    );
+  });
+
+  it('a held payment waits for the owner; after approval the bot gets the resource', async () => {
+    const { bot, address, client } = await fundedBot(50, { approval_mode: 'ask_for_everything' });
+    const pending = client.fetchWithX402(resourceUrl, {}, {});
+    let approvalId: string | undefined;
+    for (let i = 0; i < 100 && !approvalId; i++) {
+      const inbox = await svc.app.inject({
+        method: 'GET',
+        url: '/api/v1/owner/approvals',
+        headers: owner.auth,
+      });
+      approvalId = inbox
+        .json()
+        .approvals.find((a: { bot_id: string }) => a.bot_id === bot.bot_id)?.confirmation_id;
+      if (!approvalId) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(approvalId).toBeDefined();
+    const ok = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/approvals/${approvalId}/approve`,
+      headers: owner.auth,
+    });
+    expect(ok.statusCode, ok.body).toBe(200);
+    // The SDK polls every 5 s in its first minute; this answer arrives at the next poll.
+    const res = await pending;
+    expect(res.status).toBe(200);
+    await reconcileWallet(svc.ctx, bot.bot_id);
+    await expectChainMatchesLedger(bot.bot_id, address);
+  }, 30_000);
+
+  it('an authorisation never used comes back after it expires; the budget is given back too', async () => {
+    const { bot, address, client } = await fundedBot(100, { daily_cents: 2, per_transaction_cents: 2 });
+    const unpaid = await fetch(resourceUrl);
+    const required = JSON.parse(Buffer.from(unpaid.headers.get('payment-required')!, 'base64').toString());
+    const paid = await client.payX402({ resource_url: resourceUrl, payment_requirements: required.accepts });
+    expect(paid.approved).toBe(true);
+    // The bot never uses it. The daily limit is taken meanwhile.
+    await expect(
+      client.payX402({ resource_url: resourceUrl, payment_requirements: required.accepts }),
+    ).rejects.toSatisfy((e) => isBotPayError(e) && e.code === 'rail_guardrail_violation');
+    let r = await reconcileWallet(svc.ctx, bot.bot_id);
+    expect(r).toMatchObject({ settled: 0, lapsed: 0 });
+    // Chain time passes the signed validBefore (at most X402_MAX_VALIDITY_SECONDS = 60 s).
+    await chain.rpc('evm_increaseTime', [120]);
+    await chain.rpc('evm_mine');
+    r = await reconcileWallet(svc.ctx, bot.bot_id);
+    expect(r).toMatchObject({ settled: 0, lapsed: 1 });
+    const poll = await client.x402Payment(paid.payment_id);
+    expect(poll).toMatchObject({ payment_status: 'lapsed' });
+    expect(poll.payment_header).toBeUndefined();
+    const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
+    expect(l).toMatchObject({ x402_available: 100, x402_authorized: 0, x402_paid: 0 });
+    await expectChainMatchesLedger(bot.bot_id, address);
+    // The budget is free again. (Not used here: the chain's clock now runs 120 s ahead of ours.)
+    const again = await client.payX402({ resource_url: resourceUrl, payment_requirements: required.accepts });
+    expect(again.approved).toBe(true);
+  });
+
+  it('the x402-reconcile background job credits a deposit by itself', async () => {
+    const bot = await activeBot(svc, owner);
+    const on = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
+      headers: owner.auth,
+      payload: { status: 'active' },
+    });
+    await token.mint(on.json().address, 250_000n);
+    const job = await x402Reconcile.start(svc.ctx);
+    try {
+      let available = 0;
+      for (let i = 0; i < 100 && available === 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        available = (await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available;
+      }
+      expect(available).toBe(25);
+    } finally {
+      await job.stop();
+    }
+  });
+
+  it('money that leaves the wallet outside the service raises an owner alert', async () => {
+    const { bot, address } = await fundedBot(100);
+    // Someone with the key (an imported key used elsewhere) moves money out directly.
+    const keyEnc = (
+      await svc.ctx.db.query<{ key_enc: string }>('SELECT key_enc FROM x402_wallets WHERE bot_id = $1', [
+        bot.bot_id,
+      ])
+    )[0]!.key_enc;
+    const thief = privateKeyToAccount(svc.ctx.secrets.decrypt(keyEnc) as `0x${string}`);
+    const minter = createWalletClient({
+      account: privateKeyToAccount(ANVIL_KEYS[0]),
+      chain: chain.chain,
+      transport: http(chain.rpcUrl),
+    }).extend(publicActions);
+    await minter.waitForTransactionReceipt({
+      hash: await minter.sendTransaction({
+        to: address as Address,
+        value: 10n ** 16n,
+        chain: chain.chain,
+        account: privateKeyToAccount(ANVIL_KEYS[0]),
+      }),
+    });
+    const w = createWalletClient({
+      account: thief,
+      chain: chain.chain,
+      transport: http(chain.rpcUrl),
+    }).extend(publicActions);
+    await w.waitForTransactionReceipt({
+      hash: await w.writeContract({
+        address: token.address,
+        abi: erc20Abi,
+        functionName: 'transfer',
+        args: [payTo, 300_000n],
+        chain: chain.chain,
+        account: thief,
+      }),
+    });
+    const sentBefore = svc.mailer.sent.length;
+    const r = await reconcileWallet(svc.ctx, bot.bot_id);
+    expect(r?.deficitMicro).toBe(300_000n);
+    const events = await svc.ctx.db.query<{ type: string; body: string }>(
+      `SELECT type, body FROM events WHERE bot_id = $1 AND type = 'x402.balance_mismatch'`,
+      [bot.bot_id],
+    );
+    expect(events).toHaveLength(1);
+    expect(JSON.parse(events[0]!.body).data).toMatchObject({
+      chain_balance: 0.7,
+      ledger_balance: 1,
+      missing: 0.3,
+    });
+    expect(svc.mailer.sent.length).toBe(sentBefore + 1);
+    expect(svc.mailer.sent.at(-1)!.subject).toMatch(/holds less than expected/);
+    // The same deficit is not reported again at the next block.
+    await chain.rpc('evm_mine');
+    await reconcileWallet(svc.ctx, bot.bot_id);
+    expect(svc.mailer.sent.length).toBe(sentBefore + 1);
+  });
+});
+
+function listen(app: express.Express): Promise<Server> {
+  return new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+}
+
+function port(s: Server): number {
+  return (s.address() as AddressInfo).port;
+}
+
+function close(s: Server | undefined): Promise<void> {
+  return new Promise((resolve) => (s ? s.close(() => resolve()) : resolve()));
+}
