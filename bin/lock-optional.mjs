@@ -36,8 +36,8 @@ function fixLock() {
         if (packages[key] || packages[nested] || !/^\d+\.\d+\.\d+/.test(range)) continue;
         const parts = name.split('/').pop().split('-');
         const os = parts.find((p) => OS.includes(p));
-        // Some packages name the CPU as Go does (amd64 for x64, e.g. @foundry-rs/anvil-darwin-amd64).
-        const cpu = parts.map((p) => (p === 'amd64' ? 'x64' : p)).find((p) => CPU.includes(p));
+        // Some packages name x64 by its Go/Debian name (e.g. @foundry-rs/anvil-darwin-amd64).
+        const cpu = parts.includes('amd64') ? 'x64' : parts.find((p) => CPU.includes(p));
         if (!os || !cpu) continue;
         const libc = parts.includes('musl')
           ? 'musl'

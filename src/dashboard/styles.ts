@@ -34,6 +34,7 @@ h2{font-size:1.15rem;margin:0 0 12px}
 .muted{color:var(--muted)}
 .small{font-size:14px}
 .big{font-size:1.8rem;font-weight:700}
+.lead .approval{color:var(--ink)}
 label{display:block;font-weight:600;margin-bottom:4px}
 .hint{display:block;font-weight:400;color:var(--muted);font-size:14px}
 input[type=text],input[type=email],input[type=number],input[type=url],input:not([type]),select{width:100%;max-width:420px;min-width:0;padding:10px 12px;border:1px solid #c5cbd6;border-radius:8px;font:inherit;background:#fff}

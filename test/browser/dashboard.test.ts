@@ -68,6 +68,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   const cspViolations: string[] = [];
   /** Pages that scrolled sideways at phone width (see shoot). */
   const overflows: string[] = [];
+  /** Selects too narrow for an option's text (see shoot). */
+  const cutSelects: string[] = [];
   let receiver: HttpServer;
   let receiverHealthy = false;
   let receiverHits = 0;
@@ -102,6 +104,28 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     ] as const) {
       await page.setViewportSize({ width, height });
       await page.screenshot({ path: join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
+      // Every select is wide enough for its longest option (nothing cut off).
+      const cut = await page.evaluate(() => {
+        const probe = document.createElement('span');
+        probe.style.position = 'absolute';
+        probe.style.visibility = 'hidden';
+        probe.style.whiteSpace = 'nowrap';
+        document.body.append(probe);
+        const out: string[] = [];
+        for (const el of Array.from(document.querySelectorAll<HTMLSelectElement>('select'))) {
+          if (el.offsetParent === null) continue; // not shown
+          probe.style.font = getComputedStyle(el).font;
+          for (const option of Array.from(el.options)) {
+            probe.textContent = option.text;
+            // Text plus the select's padding and its arrow (about 36px).
+            if (probe.getBoundingClientRect().width + 36 > el.clientWidth)
+              out.push(`${el.id}: ${option.text}`);
+          }
+        }
+        probe.remove();
+        return out;
+      });
+      for (const c of cut) cutSelects.push(`${name}-${suffix}: ${c}`);
       if (suffix === 'phone') {
         // Responsive: nothing may stick out sideways on a phone (no horizontal scroll). Collected
         // and asserted at the end of each test, so one run names every page that overflows.
@@ -392,6 +416,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     expect(new URL(page.url()).pathname).toBe('/signin');
     expect(cspViolations).toEqual([]);
     expect(overflows).toEqual([]);
+    expect(cutSelects).toEqual([]);
   });
   it('adds and activates a card, downloads the profiles file, approves from the inbox and the e-mail, denies, retries a webhook', async () => {
     const ownerEmail = 'cards.browser@example.com';
@@ -530,31 +555,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await expect(page.locator('.limit-warning').isVisible()).resolves.toBe(true);
     await page.getByLabel('Per purchase, $').fill('20');
     await expect(page.locator('.limit-warning').isHidden()).resolves.toBe(true);
-    // Every select is wide enough for its longest option (nothing cut off), at both widths.
-    for (const width of [1280, 390]) {
-      await page.setViewportSize({ width, height: 900 });
-      const cut = await page.evaluate(() => {
-        const probe = document.createElement('span');
-        probe.style.position = 'absolute';
-        probe.style.visibility = 'hidden';
-        probe.style.whiteSpace = 'nowrap';
-        document.body.append(probe);
-        const out: string[] = [];
-        for (const el of Array.from(document.querySelectorAll<HTMLSelectElement>('select'))) {
-          probe.style.font = getComputedStyle(el).font;
-          for (const option of Array.from(el.options)) {
-            probe.textContent = option.text;
-            // Text plus the select's padding and its arrow (about 36px).
-            if (probe.getBoundingClientRect().width + 36 > el.clientWidth)
-              out.push(`${el.id}: ${option.text}`);
-          }
-        }
-        probe.remove();
-        return out;
-      });
-      expect(cut, `selects cut at ${width}px`).toEqual([]);
-    }
-    await page.setViewportSize({ width: 1280, height: 900 });
+    await shoot('22d-card-limits');
 
     // The bot buys three things over HTTP on its real profile: each is held for the owner.
     const buy = async (item: string, cents: number) => {
@@ -760,11 +761,18 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       ['52-settings', '/settings'],
       ['53-not-found', '/nothing-here'],
     ];
+    // A receiver that answers with one long unbroken error line must not widen the webhook log.
+    await database.db.query(
+      `UPDATE webhook_deliveries SET error = $2, response_excerpt = $3
+        WHERE id = (SELECT id FROM webhook_deliveries WHERE bot_id = $1 ORDER BY created_at LIMIT 1)`,
+      [bot.bot_id, `connect ECONNREFUSED ${'x'.repeat(400)}`, `<html>${'y'.repeat(900)}</html>`],
+    );
     for (const [name, path] of everyPage) {
       await page.goto(`${base}${path}`);
       await shoot(name);
     }
     expect(cspViolations).toEqual([]);
     expect(overflows).toEqual([]);
+    expect(cutSelects).toEqual([]);
   });
 });

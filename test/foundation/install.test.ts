@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -43,6 +43,31 @@ describe('install hygiene', () => {
       expect(readFileSync(join(dir, 'package-lock.json'), 'utf8')).toBe(
         readFileSync(join(ROOT, 'package-lock.json'), 'utf8'),
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('npm ci accepts the committed lock (package.json and lock in sync, every optional platform recorded)', () => {
+    // `npm ci --dry-run` checks the lock against package.json without touching node_modules; it is
+    // what refused the lock when a platform package's name said amd64 instead of x64.
+    const dir = mkdtempSync(join(tmpdir(), 'botpay-ci-'));
+    try {
+      for (const f of ['package.json', 'package-lock.json']) copyFileSync(join(ROOT, f), join(dir, f));
+      mkdirSync(join(dir, 'packages/client'), { recursive: true });
+      copyFileSync(join(ROOT, 'packages/client/package.json'), join(dir, 'packages/client/package.json'));
+      const result = spawnSync(
+        'npm',
+        ['ci', '--dry-run', '--ignore-scripts', '--offline', '--no-audit', '--no-fund'],
+        { cwd: dir, encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(
+        result.stderr
+          .split('\n')
+          .filter((l) => l.startsWith('npm error'))
+          .join('\n'),
+      ).toBe('');
+      expect(result.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
