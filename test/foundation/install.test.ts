@@ -32,6 +32,19 @@ describe('install hygiene', () => {
     );
   });
 
+  it('every optional platform package a locked package names is in the lock (else npm ci refuses it)', () => {
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
+    const packages = lock.packages as Record<string, { optionalDependencies?: Record<string, string> }>;
+    const missing: string[] = [];
+    for (const [path, entry] of Object.entries(packages)) {
+      for (const name of Object.keys(entry.optionalDependencies ?? {})) {
+        if (!packages[`node_modules/${name}`] && !packages[`${path}/node_modules/${name}`])
+          missing.push(`${name} (wanted by ${path || 'the project'})`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
   it('the postinstall step has nothing to add to the committed lock', () => {
     const dir = mkdtempSync(join(tmpdir(), 'botpay-lock-'));
     try {

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runIsFiltered, skippedSuites } from '../support/skipped.ts';
 
@@ -12,7 +14,7 @@ describe('skipped suites notice', () => {
       chromiumExists: () => false,
       privatePostgres: () => ({ reason: 'x' }),
     });
-    expect(lines).toHaveLength(5);
+    expect(lines).toHaveLength(6);
     for (const group of ['concurrency', 'crash', 'scale', 'notify'])
       expect(lines.find((l) => l.startsWith(`skipped: ${group} suite`))).toMatch(
         /TEST_DATABASE_URL=postgres:\/\//,
@@ -56,4 +58,21 @@ describe('skipped suites notice', () => {
     expect(runIsFiltered([...vitest, 'run', '--project', 'embedded', 'test/x.test.ts'])).toBe(true);
     expect(runIsFiltered([...vitest, 'run', '-t', 'name'])).toBe(true);
   });
+
+  it('names every suite that runs only on PostgreSQL (so a new one cannot be skipped in silence)', () => {
+    const text = skippedSuites({ env: {}, ...none }).join('\n');
+    const files = walk('test').filter((f) => /describe\.runIf\(isPostgres\)/.test(readFileSync(f, 'utf8')));
+    expect(files.length).toBeGreaterThan(5);
+    const unnamed = files.filter((f) => !text.includes(f) && !text.includes(dirname(f)));
+    expect(unnamed).toEqual([]);
+  });
 });
+
+function walk(dir: string, out: string[] = []): string[] {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) walk(path, out);
+    else if (name.endsWith('.test.ts')) out.push(path);
+  }
+  return out;
+}

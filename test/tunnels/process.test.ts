@@ -78,7 +78,9 @@ describe.runIf(isPostgres)('tunnel client against a real service process', () =>
     });
     try {
       await client.waitConnected();
-      expect((await hostRequest(port, hostname, { path: '/hooks/service' })).status).toBe(200);
+      expect((await hostRequest(port, hostname, { method: 'POST', path: '/hooks/service' })).status).toBe(
+        200,
+      );
 
       first.kill('SIGKILL');
       await until(() => !client.connected, 10_000);
