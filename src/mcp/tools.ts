@@ -4,7 +4,9 @@ import type { BotPayClient } from '../../packages/client/src/index.ts';
 import { isBotPayError } from '../../packages/client/src/index.ts';
 import { CheckoutBody, StatusQuery } from '../checkout/routes.ts';
 import { TopupRequestBody } from '../topups/routes.ts';
+import { IdParam } from '../platform/schemas.ts';
 import { AckBody } from '../webhooks/routes.ts';
+import { PayBody } from '../x402/schemas.ts';
 
 // The bot's tools for agents that speak MCP (docs/bots.md, "Agents over MCP"). Each tool's input
 // schema is built from the TypeBox schema of the route it calls — TypeBox schemas are JSON Schema,
@@ -53,6 +55,9 @@ const CheckoutInput = Type.Object(
   { additionalProperties: false },
 );
 
+// Query schemas leave other query parameters alone; a tool's arguments are closed.
+const CheckoutStatusInput = Type.Object({ ...StatusQuery.properties }, { additionalProperties: false });
+
 const WaitInput = Type.Object(
   {
     ...StatusQuery.properties,
@@ -75,6 +80,22 @@ const MessagesInput = Type.Object(
 );
 
 const AckInput = Type.Object({ ...AckBody.properties }, { additionalProperties: false });
+
+const X402PayInput = Type.Object(
+  {
+    ...PayBody.properties,
+    idempotency_key: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        description: 'One key per payment; reuse it to retry the same payment. Omitted: made and returned.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const X402StatusInput = Type.Object({ payment_id: IdParam('chk') }, { additionalProperties: false });
 
 function tool<S extends TObject>(definition: BotTool<S>): BotTool {
   return definition as unknown as BotTool;
@@ -117,7 +138,7 @@ export const BOT_TOOLS: readonly BotTool[] = [
     title: 'Purchase status',
     description:
       'One look at a purchase held for the owner: pending, approved (with the card details), denied or expired.',
-    input: StatusQuery,
+    input: CheckoutStatusInput,
     annotations: { readOnlyHint: true },
     run: (args, { client, signal }) => client.checkoutStatus(args.confirmation_id, signal ? { signal } : {}),
   }),
@@ -193,9 +214,34 @@ export const BOT_TOOLS: readonly BotTool[] = [
     annotations: { readOnlyHint: true },
     run: (_args, { client, signal }) => client.topupRequests({}, signal ? { signal } : {}),
   }),
-  // x402: the partner_wallet payment tool goes here once the SDK has the x402 pay method (another
-  // branch adds it to packages/client/src). Same shape: its input schema is the x402 route's
-  // TypeBox body, its run() calls the SDK method, and refusals are tool errors with the code.
+  // x402: the partner wallet rail (src/x402). Same pattern as checkout: the route's body plus the
+  // Idempotency-Key as an argument; a held payment is waited for with x402_payment_status.
+  tool({
+    name: 'x402_pay',
+    title: 'Pay an HTTP 402 resource',
+    description:
+      'When a resource answered 402 Payment Required (x402) and your owner turned on the partner wallet: send resource_url and the payment_requirements from that answer. Approved: retry the resource with payment_header as its PAYMENT-SIGNATURE header. Held for the owner (status pending_confirmation): poll x402_payment_status with payment_id. Refusals are tool errors (rail_not_active, rail_guardrail_violation, destination_not_allowed, insufficient_funds, …).',
+    input: X402PayInput,
+    annotations: { destructiveHint: false, idempotentHint: true },
+    async run(args, { client, signal }) {
+      const { idempotency_key, ...request } = args;
+      const key = idempotency_key ?? globalThis.crypto.randomUUID();
+      const result = await client.payX402(request as Parameters<BotPayClient['payX402']>[0], {
+        idempotencyKey: key,
+        ...(signal ? { signal } : {}),
+      });
+      return { ...result, idempotency_key: key };
+    },
+  }),
+  tool({
+    name: 'x402_payment_status',
+    title: 'x402 payment status',
+    description:
+      'One look at an x402 payment: pending, approved (with the signed payment), denied or expired, and its settlement.',
+    input: X402StatusInput,
+    annotations: { readOnlyHint: true },
+    run: (args, { client, signal }) => client.x402Payment(args.payment_id, signal ? { signal } : {}),
+  }),
 ];
 
 /** The tools/list entry of a tool: inputSchema is the TypeBox schema as plain JSON Schema. */
@@ -212,7 +258,8 @@ export function describeTool(t: BotTool) {
 /**
  * Runs a tool: checks the arguments against its schema (a refusal is the service's own
  * `validation_error` with the field), then calls the service. Errors the service answers — and
- * transport failures after the SDK's retries — become tool errors carrying the spec's code.
+ * transport failures after the SDK's retries — become tool errors carrying the spec's code; any
+ * other failure is a tool error `internal_error`.
  */
 export async function callTool(t: BotTool, rawArgs: unknown, ctx: ToolContext): Promise<ToolOutcome> {
   const args = rawArgs ?? {};
@@ -244,6 +291,11 @@ export async function callTool(t: BotTool, rawArgs: unknown, ctx: ToolContext): 
         },
       };
     }
-    throw error;
+    // Anything else is a fault on this side: still a tool error the agent can read, with the
+    // service's code for it, rather than a broken protocol exchange.
+    return {
+      isError: true,
+      body: { error: 'internal_error', message: error instanceof Error ? error.message : String(error) },
+    };
   }
 }

@@ -14,7 +14,7 @@ const Message = Type.Object({
   data: Type.Object({}, { additionalProperties: true }),
 });
 
-export const MessagesQuery = Type.Object({
+const MessagesQuery = Type.Object({
   limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
 });
 

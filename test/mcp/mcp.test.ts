@@ -89,6 +89,8 @@ describe('botpay mcp over stdio against a real service', () => {
         'request_topup',
         'status',
         'topup_requests',
+        'x402_pay',
+        'x402_payment_status',
         'wait_for_decision',
         'wallet_check',
       ].sort(),
@@ -181,6 +183,15 @@ describe('botpay mcp over stdio against a real service', () => {
     await expect(client.callTool({ name: 'transfer_everything', arguments: {} })).rejects.toThrow(
       /Unknown tool/,
     );
+
+    // x402 through the same path: this service has no partner wallet rail configured, and says so.
+    const x402 = await call('x402_pay', {
+      resource_url: 'https://api.example.com/paid',
+      payment_requirements: { scheme: 'exact', network: 'eip155:8453', amount: '10000' },
+    });
+    expect(x402).toMatchObject({ isError: true, body: { error: 'rail_not_active', http_status: 403 } });
+    const noPayment = await call('x402_payment_status', { payment_id: 'chk_aaaaaaaaaaaaaaaa' });
+    expect(noPayment).toMatchObject({ isError: true, body: { error: 'not_found' } });
   });
 
   it('next_task, messages and ack_messages work through the queue', async () => {
