@@ -72,7 +72,8 @@ async function main(): Promise<void> {
       tunnel_setup: { tunnel_client_command: string };
     };
     const host = new URL(bot.webhook_url).host;
-    const [, ...args] = bot.tunnel_setup.tunnel_client_command.split(' ');
+    // BOTPAY_TUNNEL_TOKEN=<token> botpay tunnel …: the assignment is the client's environment.
+    const [, , ...args] = bot.tunnel_setup.tunnel_client_command.split(' ');
     // The client logs one line per request; like under systemd, that goes to a file, not to a
     // pipe this (busy) process would have to drain.
     const clientLog = openSync(join(dataDir, 'client.log'), 'w');
