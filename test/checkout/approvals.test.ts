@@ -46,7 +46,21 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const card = await setupCard(svc, o, bot.bot_id);
     const res = await checkout(svc, bot, purchase(card.real_profile_index, amount));
     expect(res.statusCode, res.body).toBe(202);
-    return { bot, card, id: res.json().confirmation_id as string };
+    const id = res.json().confirmation_id as string;
+    // The checkout wakes the owner-mail job after its commit; that job claims the confirmation row
+    // with FOR UPDATE SKIP LOCKED, and the expiry pass below skips a row it holds. Let the mail go
+    // out first, so what the expiry pass finds never depends on the scheduler.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const [row] = await svc.ctx.db.query<{ sent: boolean }>(
+        'SELECT owner_mailed_at IS NOT NULL AS sent FROM checkout_confirmations WHERE id = $1',
+        [id],
+      );
+      if (row?.sent) break;
+      if (Date.now() > deadline) throw new Error('the owner mail of the held purchase was not sent');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return { bot, card, id };
   }
 
   function decide(id: string, decision: 'approve' | 'deny', o = owner) {
