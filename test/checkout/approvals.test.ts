@@ -7,6 +7,7 @@ import {
   type TestOwner,
   type TestService,
 } from '../support/service.ts';
+import { until } from '../support/wait.ts';
 import {
   checkout,
   counter,
@@ -50,16 +51,13 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     // The checkout wakes the owner-mail job after its commit; that job claims the confirmation row
     // with FOR UPDATE SKIP LOCKED, and the expiry pass below skips a row it holds. Let the mail go
     // out first, so what the expiry pass finds never depends on the scheduler.
-    const deadline = Date.now() + 10_000;
-    for (;;) {
+    await until(async () => {
       const [row] = await svc.ctx.db.query<{ sent: boolean }>(
         'SELECT owner_mailed_at IS NOT NULL AS sent FROM checkout_confirmations WHERE id = $1',
         [id],
       );
-      if (row?.sent) break;
-      if (Date.now() > deadline) throw new Error('the owner mail of the held purchase was not sent');
-      await new Promise((r) => setTimeout(r, 10));
-    }
+      return row?.sent === true;
+    }, 10_000);
     return { bot, card, id };
   }
 
