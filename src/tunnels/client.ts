@@ -1,18 +1,16 @@
-import { readFileSync, statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-import { Pool } from 'undici';
+import { type Dispatcher, Pool } from 'undici';
 import WebSocket from 'ws';
-import { TUNNEL_TOKEN_ENV } from '../bots/tunnelSetup.ts';
 import {
   CLOSE_AUTH_REJECTED,
   CLOSE_REPLACED,
-  decodeFrame,
-  encodeFrame,
+  type Codec,
+  codecForHello,
   type FrameHeader,
-  forwardableHeaders,
+  forwardableFlat,
   type HeaderPairs,
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
+  SUBPROTOCOL_V2,
   sendFrame,
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
@@ -26,6 +24,14 @@ export const EXIT_OK = 0;
 export const EXIT_USAGE = 2;
 export const EXIT_TOKEN_REJECTED = 3;
 export const EXIT_REPLACED = 4;
+
+/** At most this many requests are forwarded at once; more are answered with an error frame at once. */
+export const CLIENT_MAX_IN_FLIGHT = 256;
+/**
+ * Above this many bytes of answers not yet written to the relay, the client stops reading new
+ * requests until they have left (the relay's own bound then answers 503): 8 MiB.
+ */
+export const CLIENT_MAX_QUEUED_BYTES = 8 * MAX_BODY_BYTES;
 
 export interface TunnelClientOptions {
   /** The service's BASE_URL (http → ws, https → wss). */
@@ -44,6 +50,10 @@ export interface TunnelClientOptions {
   backoffMaxMs?: number;
   /** Local host to forward to (default 127.0.0.1). */
   localHost?: string;
+  /** Requests forwarded at once (default CLIENT_MAX_IN_FLIGHT). */
+  maxInFlight?: number;
+  /** Bytes of answers that may wait for the relay before reading pauses (default CLIENT_MAX_QUEUED_BYTES). */
+  maxQueuedBytes?: number;
 }
 
 export interface TunnelExit {
@@ -59,7 +69,10 @@ export class TunnelClient {
   private attempt = 0;
   private pool: Pool;
   private readonly inflight = new Map<number, () => void>();
+  /** The frame format of the current connection, set by the relay's hello. */
+  private codec: Codec | undefined;
   private readonly log: (line: string) => void;
+  private readonly maxQueuedBytes: number;
   private readonly wsUrl: string;
   private connectedWaiters: Array<() => void> = [];
   private finish!: (exit: TunnelExit) => void;
@@ -73,6 +86,7 @@ export class TunnelClient {
 
   constructor(private readonly options: TunnelClientOptions) {
     this.log = options.log ?? ((line) => console.log(line));
+    this.maxQueuedBytes = options.maxQueuedBytes ?? CLIENT_MAX_QUEUED_BYTES;
     this.wsUrl = connectUrl(options.server);
     const localHost = options.localHost ?? '127.0.0.1';
     this.pool = new Pool(`http://${localHost}:${options.port}`, {
@@ -126,7 +140,10 @@ export class TunnelClient {
 
   private connect(): void {
     if (this.stopped) return;
-    const ws = new WebSocket(this.wsUrl, {
+    // Offers the binary protocol; a relay from before it answers without a subprotocol (or echoes
+    // it without speaking it): the hello's first byte tells (codecForHello).
+    this.codec = undefined;
+    const ws = new WebSocket(this.wsUrl, [SUBPROTOCOL_V2], {
       headers: { authorization: `Bearer ${this.options.token}` },
       maxPayload: MAX_FRAME_BYTES,
       perMessageDeflate: false,
@@ -169,7 +186,7 @@ export class TunnelClient {
     });
     ws.on('message', (data: Buffer, isBinary) => {
       alive = true;
-      if (isBinary) this.onFrame(ws, data);
+      if (isBinary && this.ws === ws) this.onFrame(ws, data);
     });
     ws.on('close', (code, reasonBuffer) => {
       if (heartbeat) clearInterval(heartbeat);
@@ -207,12 +224,13 @@ export class TunnelClient {
   }
 
   private onFrame(ws: WebSocket, data: Buffer): void {
+    this.codec ??= codecForHello(data);
     let header: FrameHeader;
     let body: Buffer;
     try {
-      ({ header, body } = decodeFrame(data));
+      ({ header, body } = this.codec.decode(data));
     } catch {
-      return;
+      return; // refused: nothing reaches the local service
     }
     switch (header.type) {
       case 'hello': {
@@ -230,7 +248,7 @@ export class TunnelClient {
         return;
       }
       case 'request':
-        void this.handleRequest(ws, header, Buffer.from(body));
+        void this.handleRequest(ws, header, body);
         return;
       case 'cancel':
         this.inflight.get(header.id)?.();
@@ -245,28 +263,33 @@ export class TunnelClient {
     request: Extract<FrameHeader, { type: 'request' }>,
     body: Buffer,
   ): Promise<void> {
+    const codec = this.codec!;
+    if (this.inflight.has(request.id)) return; // a duplicate id: the first one is answered
+    const maxInFlight = this.options.maxInFlight ?? CLIENT_MAX_IN_FLIGHT;
+    if (this.inflight.size >= maxInFlight) {
+      const message = `the tunnel client already has ${maxInFlight} requests in flight`;
+      this.send(ws, codec.encode({ type: 'error', id: request.id, message }));
+      this.log(`${stamp()} ${request.method} ${request.path} → error: ${message}`);
+      return;
+    }
     const started = performance.now();
-    // A little longer than the relay waits, so that the relay's own timeout (504) answers first.
+    // A little longer than the relay waits, so that the relay's own timeout (504) answers first;
+    // undici enforces it (no timer of our own per request), and the relay's cancel aborts sooner.
     const timeoutMs = Math.min(Math.max(request.timeout_ms || 10_000, 100), 120_000) + 1_000;
     let line: string;
-    let timedOut = false;
     const call = localRequest(this.pool, {
       method: request.method,
       path: request.path,
-      headers: flatten(forwardableHeaders(request.headers)),
+      headers: forwardableFlat(request.headers),
       body,
       timeoutMs,
     });
     this.inflight.set(request.id, call.abort);
-    const timer = setTimeout(() => {
-      timedOut = true;
-      call.abort();
-    }, timeoutMs);
     try {
       const response = await call.response;
-      send(
+      this.send(
         ws,
-        encodeFrame(
+        codec.encode(
           {
             type: 'response',
             id: request.id,
@@ -278,17 +301,37 @@ export class TunnelClient {
       );
       line = `${request.method} ${request.path} → ${response.status}`;
     } catch (error) {
-      const message = timedOut
-        ? 'the local service did not answer in time'
-        : `the local service at 127.0.0.1:${this.options.port} failed: ${describeError(error)}`;
-      send(ws, encodeFrame({ type: 'error', id: request.id, message }));
+      const code = (error as { code?: string }).code;
+      const message =
+        code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
+          ? 'the local service did not answer in time'
+          : `the local service at 127.0.0.1:${this.options.port} failed: ${describeError(error)}`;
+      this.send(ws, codec.encode({ type: 'error', id: request.id, message }));
       line = `${request.method} ${request.path} → error: ${message}`;
     } finally {
-      clearTimeout(timer);
       this.inflight.delete(request.id);
     }
     this.log(`${stamp()} ${line} ${Math.round(performance.now() - started)} ms`);
   }
+
+  /**
+   * Sends a frame to the relay. Backpressure: when the relay does not read what it is sent, the
+   * client stops reading new requests (ws.pause) until what waits has left; it never queues more
+   * than about CLIENT_MAX_QUEUED_BYTES plus one frame.
+   */
+  private send(ws: WebSocket, frame: Buffer): void {
+    if (ws.readyState !== WebSocket.OPEN) return;
+    sendFrame(ws as WebSocket & { _socket?: unknown }, frame, this.afterSend);
+    if (!ws.isPaused && ws.bufferedAmount > this.maxQueuedBytes) ws.pause();
+  }
+
+  /** After a frame has been written: reading resumes once less than half the bound waits. */
+  private readonly afterSend = (): void => {
+    const ws = this.ws;
+    if (ws?.isPaused && ws.readyState === WebSocket.OPEN && ws.bufferedAmount < this.maxQueuedBytes / 2) {
+      ws.resume();
+    }
+  };
 }
 
 interface LocalResponse {
@@ -304,64 +347,85 @@ interface LocalResponse {
 function localRequest(
   pool: Pool,
   options: { method: string; path: string; headers: string[]; body: Buffer; timeoutMs: number },
-): { response: Promise<LocalResponse>; abort: () => void } {
-  let abort: (() => void) | undefined;
-  let aborted = false;
-  const response = new Promise<LocalResponse>((resolve, reject) => {
-    let status = 0;
-    let headers: HeaderPairs = [];
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const fail = (error: Error) => {
-      if (settled) return;
-      settled = true;
-      reject(error);
-    };
-    pool.dispatch(
-      {
-        method: options.method as 'GET',
-        path: options.path,
-        headers: options.headers,
-        body: options.body.length > 0 ? options.body : null,
-        headersTimeout: options.timeoutMs,
-        bodyTimeout: options.timeoutMs,
-      },
-      {
-        onRequestStart(controller) {
-          abort = () => controller.abort(new Error('aborted'));
-          if (aborted) abort();
-        },
-        onResponseStart(controller, statusCode) {
-          status = statusCode;
-          headers = rawHeaderPairs(controller.rawHeaders);
-        },
-        onResponseData(controller, chunk) {
-          size += chunk.length;
-          if (size > MAX_BODY_BYTES) {
-            controller.abort(new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`));
-            return;
-          }
-          chunks.push(chunk);
-        },
-        onResponseEnd() {
-          if (settled) return;
-          settled = true;
-          resolve({ status, headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
-        },
-        onResponseError(_controller, error) {
-          fail(error);
-        },
-      },
-    );
-  });
-  return {
-    response,
-    abort: () => {
-      aborted = true;
-      abort?.();
+): LocalCall {
+  const call = new LocalCall();
+  pool.dispatch(
+    {
+      method: options.method as 'GET',
+      path: options.path,
+      headers: options.headers,
+      body: options.body.length > 0 ? options.body : null,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
     },
+    call,
+  );
+  return call;
+}
+
+/**
+ * The undici handler of one local request and its result (a class rather than a handful of
+ * closures per request).
+ */
+class LocalCall implements Dispatcher.DispatchHandler {
+  readonly response: Promise<LocalResponse>;
+  private settle!: (response: LocalResponse) => void;
+  private fail!: (error: Error) => void;
+  private controller: Dispatcher.DispatchController | undefined;
+  private aborted = false;
+  private settled = false;
+  private status = 0;
+  private headers: HeaderPairs = [];
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  /** Aborts the local request (the relay cancelled it, or the connection went away). */
+  readonly abort = (): void => {
+    this.aborted = true;
+    this.controller?.abort(new Error('aborted'));
   };
+
+  constructor() {
+    this.response = new Promise<LocalResponse>((resolve, reject) => {
+      this.settle = resolve;
+      this.fail = reject;
+    });
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.aborted) controller.abort(new Error('aborted'));
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number): void {
+    this.status = statusCode;
+    this.headers = rawHeaderPairs(controller.rawHeaders);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > MAX_BODY_BYTES) {
+      controller.abort(new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`));
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.settled) return;
+    this.settled = true;
+    const chunks = this.chunks;
+    this.settle({
+      status: this.status,
+      headers: this.headers,
+      body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks),
+    });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.fail(error);
+  }
 }
 
 function rawHeaderPairs(raw: Buffer[] | string[] | Record<string, unknown> | null | undefined): HeaderPairs {
@@ -377,36 +441,20 @@ function rawHeaderPairs(raw: Buffer[] | string[] | Record<string, unknown> | nul
   return out;
 }
 
-function send(ws: WebSocket, frame: Buffer): void {
-  if (ws.readyState === WebSocket.OPEN) sendFrame(ws as WebSocket & { _socket?: unknown }, frame);
+let stampMs = 0;
+let stampText = '';
+
+/** The log lines' timestamp (computed once per millisecond: a busy tunnel logs many lines). */
+export function stamp(): string {
+  const now = Date.now();
+  if (now !== stampMs) {
+    stampMs = now;
+    stampText = new Date(now).toISOString();
+  }
+  return stampText;
 }
 
-/** Console output, one line per call, written once per tick (a busy tunnel logs many lines). */
-function bufferedStdout(): (line: string) => void {
-  let pending: string[] = [];
-  return (line) => {
-    if (pending.length === 0) {
-      setImmediate(() => {
-        const text = `${pending.join('\n')}\n`;
-        pending = [];
-        process.stdout.write(text);
-      });
-    }
-    pending.push(line);
-  };
-}
-
-function flatten(pairs: HeaderPairs): string[] {
-  const out: string[] = [];
-  for (const [name, value] of pairs) out.push(name, value);
-  return out;
-}
-
-function stamp(): string {
-  return new Date().toISOString();
-}
-
-function describeError(error: unknown): string {
+export function describeError(error: unknown): string {
   if (error instanceof Error) {
     const code = (error as { code?: string }).code;
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
@@ -426,130 +474,4 @@ export function connectUrl(server: string): string {
   url.search = '';
   url.hash = '';
   return url.toString();
-}
-
-const USAGE = `Usage: BOTPAY_TUNNEL_TOKEN=svc_tun_… botpay tunnel --server URL --port N [--path P]
-       botpay tunnel --token-file FILE --server URL --port N [--path P]
-
-Connects this machine to the Bot Payment Service so that webhooks sent to your bot's tunnel
-hostname reach http://127.0.0.1:N (at the path they were sent to; P is your webhook path).
-
-  --server URL       the service's address (BASE_URL), e.g. https://pay.example.com
-                     (BOTPAY_SERVER if omitted)
-  --port N           local port of your webhook receiver (1-65535)
-  --path P           your webhook path, e.g. /hooks/service (shown in logs)
-  --token-file FILE  a file holding the tunnel token (svc_tun_…); make it readable only by you
-  --token T          the tunnel token itself: works, but every user of this machine can read
-                     it in ps; prefer BOTPAY_TUNNEL_TOKEN or --token-file
-
-The token comes from --token-file, else --token, else BOTPAY_TUNNEL_TOKEN.
-Exit codes: 0 stopped, 2 bad arguments, 3 token rejected, 4 replaced by another client.`;
-
-/**
- * The tunnel token from --token-file, --token or the environment (in that order), with warnings
- * for the ways it can leak: a token on the command line, a token file others can read.
- */
-export function resolveTunnelToken(
-  values: { token?: string; tokenFile?: string },
-  env: NodeJS.ProcessEnv,
-  warn: (line: string) => void,
-): { token: string } | { problem: string } {
-  if (values.tokenFile !== undefined) {
-    let text: string;
-    try {
-      const mode = statSync(values.tokenFile).mode;
-      if ((mode & 0o077) !== 0) {
-        warn(
-          `botpay tunnel: warning: ${values.tokenFile} can be read by other users (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
-        );
-      }
-      text = readFileSync(values.tokenFile, 'utf8');
-    } catch (error) {
-      return { problem: `--token-file ${values.tokenFile} cannot be read (${describeError(error)})` };
-    }
-    const token = text.trim();
-    if (!token) return { problem: `--token-file ${values.tokenFile} is empty` };
-    return { token };
-  }
-  if (values.token !== undefined) {
-    warn(
-      `botpay tunnel: warning: --token puts the token on the command line, where every user of this machine can read it (ps); set ${TUNNEL_TOKEN_ENV} or use --token-file instead`,
-    );
-    if (values.token) return { token: values.token };
-  }
-  const fromEnv = env[TUNNEL_TOKEN_ENV]?.trim();
-  if (fromEnv) return { token: fromEnv };
-  return {
-    problem: `the tunnel token is missing: set ${TUNNEL_TOKEN_ENV} to the tunnel_token from registration (or pass --token-file FILE)`,
-  };
-}
-
-/** `botpay tunnel …`: runs until SIGINT/SIGTERM, a rejected token or a replacement. */
-export async function tunnelCommand(args: string[]): Promise<number> {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        server: { type: 'string' },
-        token: { type: 'string' },
-        'token-file': { type: 'string' },
-        port: { type: 'string' },
-        path: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (error) {
-    console.error(`${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-    return EXIT_USAGE;
-  }
-  if (values.help) {
-    console.log(USAGE);
-    return EXIT_OK;
-  }
-  const server = (values.server as string | undefined) ?? process.env.BOTPAY_SERVER ?? process.env.BASE_URL;
-  const resolved = resolveTunnelToken(
-    { token: values.token as string | undefined, tokenFile: values['token-file'] as string | undefined },
-    process.env,
-    (line) => console.error(line),
-  );
-  const token = 'token' in resolved ? resolved.token : undefined;
-  const portText = values.port as string | undefined;
-  const problems: string[] = [];
-  if (!server) problems.push('--server is required (the service address, e.g. https://pay.example.com)');
-  else {
-    try {
-      connectUrl(server);
-    } catch (error) {
-      problems.push((error as Error).message);
-    }
-  }
-  if ('problem' in resolved) problems.push(resolved.problem);
-  const port = Number(portText);
-  if (!portText || !/^\d+$/.test(portText) || port < 1 || port > 65535) {
-    problems.push('--port must be a port number between 1 and 65535');
-  }
-  const path = values.path as string | undefined;
-  if (path !== undefined && !path.startsWith('/')) problems.push('--path must start with /');
-  if (problems.length > 0) {
-    console.error(`botpay tunnel: ${problems.join('; ')}\n\n${USAGE}`);
-    return EXIT_USAGE;
-  }
-
-  const client = new TunnelClient({
-    server: server!,
-    token: token!,
-    port,
-    path,
-    log: bufferedStdout(),
-  });
-  console.log(`${stamp()} tunnel: connecting to ${connectUrl(server!)} (forwarding to 127.0.0.1:${port})`);
-  const onSignal = () => void client.stop();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const exit = await client.run();
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-  if (exit.code !== EXIT_OK) console.error(`botpay tunnel: ${exit.message}`);
-  return exit.code;
 }

@@ -1,18 +1,31 @@
 // The wire protocol between the relay (in the service) and the tunnel client (docs/tunnels.md).
 //
-// Every WebSocket message is one binary frame:
-//   [4 bytes: header length N, unsigned big-endian][N bytes: UTF-8 JSON header][rest: raw body]
-// The JSON header has a `type`; bodies travel as raw bytes (no base64), so a relayed body is
-// byte-for-byte what was sent. Frames are bounded by MAX_BODY_BYTES + MAX_HEADER_BYTES.
+// Every WebSocket message is one binary frame. Version 2 (WebSocket subprotocol
+// `botpay-tunnel.2`, what `botpay tunnel` speaks) has a fixed 13-byte header and no JSON per
+// request:
+//   [1 byte type][4 bytes id][4 bytes n][4 bytes M = meta length][M bytes meta, UTF-8][body]
+// (integers unsigned big-endian; n is the timeout of a request, the status of a response). The
+// meta of a request is its method, path and header names and values, of a response its header
+// names and values, each ended by LF (no field can contain one); of an error its message; of the
+// hello a JSON object (once per connection). Version 1 (no subprotocol: clients before version 2)
+// frames were [4 bytes N][N bytes JSON header][body]; the relay still serves them.
+// Bodies are raw bytes either way, byte-for-byte what was sent; frames are bounded by
+// MAX_BODY_BYTES + MAX_HEADER_BYTES.
 
 export const TUNNEL_CONNECT_PATH = '/api/v1/tunnel/connect';
+/** The protocol version of the original JSON-header frames (a client that names no subprotocol). */
 export const PROTOCOL_VERSION = 1;
+/** The binary-header protocol, negotiated as the WebSocket subprotocol `botpay-tunnel.2`. */
+export const PROTOCOL_V2 = 2;
+export const SUBPROTOCOL_V2 = 'botpay-tunnel.2';
+/** Subprotocols the relay accepts (a client naming only others is refused with 426). */
+export const SUBPROTOCOLS = [SUBPROTOCOL_V2];
 
 /** Request and response bodies through the tunnel are limited to 1 MB. */
 export const MAX_BODY_BYTES = 1_048_576;
-/** JSON header of a frame (method, path, headers): generous, but bounded. */
+/** Header of a frame (method, path, headers): generous, but bounded. */
 export const MAX_HEADER_BYTES = 64 * 1024;
-export const MAX_FRAME_BYTES = MAX_BODY_BYTES + MAX_HEADER_BYTES + 4;
+export const MAX_FRAME_BYTES = MAX_BODY_BYTES + MAX_HEADER_BYTES + 13;
 
 /** WebSocket close codes (4000-4999 are for applications). */
 export const CLOSE_AUTH_REJECTED = 4401;
@@ -50,37 +63,50 @@ interface Corkable {
 const corked = new WeakSet<object>();
 
 /**
- * Sends a frame; frames sent in the same tick leave in one write (the socket is corked until the
- * next tick), which matters when many requests share one tunnel.
+ * Sends a frame; frames sent in the same event-loop iteration leave in one write: the socket is
+ * corked until setImmediate, which runs after every socket that was readable in this iteration
+ * has been handled (answers from many local connections, requests from many HTTP clients). With
+ * process.nextTick, nearly every frame was its own write system call under load.
  */
 export function sendFrame(
   ws: { send(data: Buffer, cb?: (error?: Error) => void): void; readonly _socket?: unknown },
   frame: Buffer,
-  cb: (error?: Error) => void = () => {},
+  cb?: (error?: Error) => void,
 ): void {
   const socket = ws._socket as Corkable | undefined;
   if (socket && typeof socket.cork === 'function' && !corked.has(socket)) {
     corked.add(socket);
     socket.cork();
-    process.nextTick(() => {
-      corked.delete(socket);
-      socket.uncork();
-    });
+    setImmediate(uncork, socket);
   }
   ws.send(frame, cb);
 }
 
-export function encodeFrame(header: FrameHeader, body: Buffer = EMPTY): Buffer {
+function uncork(socket: Corkable): void {
+  corked.delete(socket);
+  socket.uncork();
+}
+
+export class FrameError extends Error {}
+
+/** One protocol version's frame format (the relay picks one per connection, the client too). */
+export interface Codec {
+  readonly version: number;
+  encode(header: FrameHeader, body?: Buffer): Buffer;
+  /** Parses and validates one frame; throws FrameError on anything malformed. */
+  decode(data: Buffer): Frame;
+}
+
+// ---- Version 1: [4 bytes N][N bytes JSON header][body] ----
+
+export function encodeJsonFrame(header: FrameHeader, body: Buffer = EMPTY): Buffer {
   const json = Buffer.from(JSON.stringify(header), 'utf8');
   const prefix = Buffer.allocUnsafe(4);
   prefix.writeUInt32BE(json.length, 0);
   return body.length > 0 ? Buffer.concat([prefix, json, body]) : Buffer.concat([prefix, json]);
 }
 
-export class FrameError extends Error {}
-
-/** Parses and validates one frame; throws FrameError on anything malformed. */
-export function decodeFrame(data: Buffer): Frame {
+export function decodeJsonFrame(data: Buffer): Frame {
   if (data.length < 4) throw new FrameError('frame too short');
   const length = data.readUInt32BE(0);
   if (length > MAX_HEADER_BYTES || 4 + length > data.length) throw new FrameError('bad header length');
@@ -92,6 +118,148 @@ export function decodeFrame(data: Buffer): Frame {
   }
   if (!isFrameHeader(header)) throw new FrameError('unknown or malformed frame header');
   return { header, body: data.subarray(4 + length) };
+}
+
+export const jsonCodec: Codec = {
+  version: PROTOCOL_VERSION,
+  encode: encodeJsonFrame,
+  decode: decodeJsonFrame,
+};
+
+// ---- Version 2: [1 type][4 id][4 n][4 M][M meta][body] ----
+
+export const FRAME_HELLO = 1;
+export const FRAME_REQUEST = 2;
+export const FRAME_RESPONSE = 3;
+export const FRAME_ERROR = 4;
+export const FRAME_CANCEL = 5;
+/** Bytes before the meta of a version 2 frame. */
+export const BINARY_HEADER_BYTES = 13;
+const MAX_ID = 0xffff_ffff;
+const NEWLINE = /\n/;
+
+/** Appends name LF value LF for each pair; a pair containing LF (never forwardable) is left out. */
+function pairsMeta(prefix: string, pairs: HeaderPairs): string {
+  let meta = prefix;
+  for (const [name, value] of pairs) {
+    if (name.includes('\n') || value.includes('\n')) continue;
+    meta += `${name}\n${value}\n`;
+  }
+  return meta;
+}
+
+function binaryFrame(type: number, id: number, n: number, meta: string, body: Buffer): Buffer {
+  const metaBytes = Buffer.byteLength(meta, 'utf8');
+  if (metaBytes > MAX_HEADER_BYTES) throw new FrameError('frame header too large');
+  const frame = Buffer.allocUnsafe(BINARY_HEADER_BYTES + metaBytes + body.length);
+  frame[0] = type;
+  frame.writeUInt32BE(id, 1);
+  frame.writeUInt32BE(n, 5);
+  frame.writeUInt32BE(metaBytes, 9);
+  if (metaBytes > 0) frame.write(meta, BINARY_HEADER_BYTES, metaBytes, 'utf8');
+  if (body.length > 0) body.copy(frame, BINARY_HEADER_BYTES + metaBytes);
+  return frame;
+}
+
+export function encodeBinaryFrame(header: FrameHeader, body: Buffer = EMPTY): Buffer {
+  switch (header.type) {
+    case 'hello': {
+      const { type: _type, ...hello } = header;
+      return binaryFrame(FRAME_HELLO, 0, 0, JSON.stringify(hello), EMPTY);
+    }
+    case 'request':
+      if (NEWLINE.test(header.method) || NEWLINE.test(header.path)) {
+        throw new FrameError('method and path cannot contain a line feed');
+      }
+      return binaryFrame(
+        FRAME_REQUEST,
+        header.id,
+        Math.min(Math.max(0, Math.floor(header.timeout_ms)), MAX_ID),
+        pairsMeta(`${header.method}\n${header.path}\n`, header.headers),
+        body,
+      );
+    case 'response':
+      return binaryFrame(FRAME_RESPONSE, header.id, header.status, pairsMeta('', header.headers), body);
+    case 'error':
+      return binaryFrame(FRAME_ERROR, header.id, 0, header.message, EMPTY);
+    case 'cancel':
+      return binaryFrame(FRAME_CANCEL, header.id, 0, '', EMPTY);
+  }
+}
+
+/** name LF value LF … as pairs; undefined when the fields do not pair up. */
+function metaPairs(fields: string[], from: number): HeaderPairs | undefined {
+  // fields ends with the empty string after the last LF.
+  if ((fields.length - 1 - from) % 2 !== 0 || fields[fields.length - 1] !== '') return undefined;
+  const out: HeaderPairs = [];
+  for (let i = from; i + 1 < fields.length; i += 2) out.push([fields[i]!, fields[i + 1]!]);
+  return out;
+}
+
+export function decodeBinaryFrame(data: Buffer): Frame {
+  if (data.length < BINARY_HEADER_BYTES) throw new FrameError('frame too short');
+  const type = data[0]!;
+  const id = data.readUInt32BE(1);
+  const n = data.readUInt32BE(5);
+  const metaLength = data.readUInt32BE(9);
+  if (metaLength > MAX_HEADER_BYTES || BINARY_HEADER_BYTES + metaLength > data.length) {
+    throw new FrameError('bad header length');
+  }
+  const meta =
+    metaLength > 0 ? data.toString('utf8', BINARY_HEADER_BYTES, BINARY_HEADER_BYTES + metaLength) : '';
+  const body = data.subarray(BINARY_HEADER_BYTES + metaLength);
+  if (type === FRAME_HELLO) {
+    let hello: unknown;
+    try {
+      hello = { ...JSON.parse(meta), type: 'hello' };
+    } catch {
+      throw new FrameError('hello is not JSON');
+    }
+    if (!isFrameHeader(hello)) throw new FrameError('malformed hello');
+    return { header: hello, body: EMPTY };
+  }
+  if (id === 0) throw new FrameError('request id 0');
+  switch (type) {
+    case FRAME_REQUEST: {
+      const fields = meta.split('\n');
+      const headers = fields.length >= 3 ? metaPairs(fields, 2) : undefined;
+      const method = fields[0]!;
+      const path = fields[1] ?? '';
+      if (!headers || !TOKEN.test(method) || !path.startsWith('/')) throw new FrameError('malformed request');
+      return { header: { type: 'request', id, method, path, headers, timeout_ms: n }, body };
+    }
+    case FRAME_RESPONSE: {
+      const headers = metaLength === 0 ? [] : metaPairs(meta.split('\n'), 0);
+      if (!headers) throw new FrameError('malformed response');
+      return { header: { type: 'response', id, status: n, headers }, body };
+    }
+    case FRAME_ERROR:
+      return { header: { type: 'error', id, message: meta }, body: EMPTY };
+    case FRAME_CANCEL:
+      return { header: { type: 'cancel', id }, body: EMPTY };
+    default:
+      throw new FrameError(`unknown frame type ${type}`);
+  }
+}
+
+export const binaryCodec: Codec = {
+  version: PROTOCOL_V2,
+  encode: encodeBinaryFrame,
+  decode: decodeBinaryFrame,
+};
+
+/** The relay's codec for a connection, by the subprotocol the handshake settled on. */
+export function codecForSubprotocol(protocol: string): Codec {
+  return protocol === SUBPROTOCOL_V2 ? binaryCodec : jsonCodec;
+}
+
+/**
+ * The client's codec for a connection, by the relay's first frame (the hello): a version 1 frame
+ * starts with the high byte of its JSON length, always 0; a version 2 frame with its type, never 0.
+ * (A relay from before version 2 may echo the offered subprotocol without speaking it.)
+ */
+export function codecForHello(data: Buffer): Codec {
+  return data.length > 0 && data[0] !== 0 ? binaryCodec : jsonCodec;
 }
 
 function isHeaderPairs(value: unknown): value is HeaderPairs {
@@ -147,13 +315,39 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Field values: visible ASCII, spaces, tabs and obs-text; no CR, LF or NUL.
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
+function forwardable(name: string, value: string): boolean {
+  return !HOP_BY_HOP.has(name.toLowerCase()) && TOKEN.test(name) && FIELD_VALUE.test(value);
+}
+
 /** Header pairs fit to forward: valid names and values, hop-by-hop and length headers dropped. */
 export function forwardableHeaders(pairs: Iterable<[string, string]>): HeaderPairs {
   const out: HeaderPairs = [];
   for (const [name, value] of pairs) {
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || !TOKEN.test(name) || !FIELD_VALUE.test(value)) continue;
-    out.push([name, value]);
+    if (forwardable(name, value)) out.push([name, value]);
+  }
+  return out;
+}
+
+/**
+ * The forwardable headers of a request arriving over HTTP, from Node's rawHeaders ([k1, v1, …])
+ * in one pass, without the X-Forwarded-* fields (the relay sets its own).
+ */
+export function requestHeadersFromRaw(raw: string[]): HeaderPairs {
+  const out: HeaderPairs = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    const value = raw[i + 1]!;
+    if (name.length > 12 && name.slice(0, 12).toLowerCase() === 'x-forwarded-') continue;
+    if (forwardable(name, value)) out.push([name, value]);
+  }
+  return out;
+}
+
+/** The forwardable pairs as a flat [name, value, …] list (undici's header format). */
+export function forwardableFlat(pairs: HeaderPairs): string[] {
+  const out: string[] = [];
+  for (const [name, value] of pairs) {
+    if (forwardable(name, value)) out.push(name, value);
   }
   return out;
 }

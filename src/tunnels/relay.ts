@@ -5,13 +5,13 @@ import {
   CLOSE_AUTH_REJECTED,
   CLOSE_REPLACED,
   CLOSE_SERVICE_RESTART,
-  decodeFrame,
-  encodeFrame,
+  type Codec,
+  codecForSubprotocol,
+  type Frame,
   FrameError,
   forwardableHeaders,
   type HeaderPairs,
   MAX_BODY_BYTES,
-  PROTOCOL_VERSION,
   sendFrame,
 } from './protocol.ts';
 import type { TunnelPolicy } from './service.ts';
@@ -61,6 +61,16 @@ export interface TunnelRelayOptions {
   revalidateMs?: number;
 }
 
+/**
+ * What the instance cluster (cluster.ts) needs from the relay: which connections it holds (to lease
+ * them) and the requests for hostnames it does not hold (handed to the holder instance).
+ */
+export interface RelayClusterHooks {
+  attached(hostname: string, botId: string, connection: object): void;
+  detached(hostname: string, connection: object): void;
+  forward(request: RelayedRequest): Promise<RelayedResponse>;
+}
+
 /** A response as the client sent it: header pairs keep repeated fields (Set-Cookie) apart. */
 export interface RawRelayedResponse {
   status: number;
@@ -84,6 +94,8 @@ class TunnelConnection {
 
   constructor(
     readonly socket: WebSocket,
+    /** The frame format the client speaks (by the subprotocol of the handshake). */
+    readonly codec: Codec,
     readonly botId: string,
     readonly hostname: string,
     readonly tokenHash: string,
@@ -117,6 +129,8 @@ export class TunnelRelay implements LocalTunnelRelay {
   private readonly heartbeatTimer: NodeJS.Timeout;
   private readonly revalidateTimer: NodeJS.Timeout | undefined;
   private closing = false;
+  /** Set when instances share tunnels (PostgreSQL): see cluster.ts. */
+  cluster: RelayClusterHooks | undefined;
   readonly heartbeatMs: number;
   readonly maxInFlight: number;
   readonly maxQueuedBytes: number;
@@ -169,6 +183,17 @@ export class TunnelRelay implements LocalTunnelRelay {
     };
   }
 
+  /** Whether forward() can reach the hostname's tunnel: connected here, or possibly on another instance. */
+  canDeliver(hostname: string): boolean {
+    return this.cluster !== undefined || this.hasConnection(hostname);
+  }
+
+  /** Closes the connection if it is still the hostname's (cluster: the lease went to a newer one). */
+  dropConnection(hostname: string, connection: object, code: number, reason: string): void {
+    const conn = this.connections.get(hostname);
+    if (conn && conn === connection) this.drop(conn, code, reason);
+  }
+
   connectionCount(): number {
     return this.connections.size;
   }
@@ -181,9 +206,11 @@ export class TunnelRelay implements LocalTunnelRelay {
       return;
     }
     const policy = { forward: bot.forward, webhookPath: bot.webhookPath };
-    const conn = new TunnelConnection(socket, bot.id, hostname, bot.tokenHash, policy);
+    const codec = codecForSubprotocol(socket.protocol);
+    const conn = new TunnelConnection(socket, codec, bot.id, hostname, bot.tokenHash, policy);
     const previous = this.connections.get(hostname);
     this.connections.set(hostname, conn);
+    this.cluster?.attached(hostname, bot.id, conn);
     if (previous) {
       this.options.logger.info({ bot_id: bot.id, hostname }, 'tunnel client replaced by a new connection');
       this.drop(previous, CLOSE_REPLACED, 'replaced by a newer connection with the same token');
@@ -199,9 +226,9 @@ export class TunnelRelay implements LocalTunnelRelay {
     });
 
     socket.send(
-      encodeFrame({
+      codec.encode({
         type: 'hello',
-        version: PROTOCOL_VERSION,
+        version: codec.version,
         hostname,
         public_url: this.options.publicUrl(hostname),
         max_body_bytes: MAX_BODY_BYTES,
@@ -209,7 +236,10 @@ export class TunnelRelay implements LocalTunnelRelay {
         heartbeat_ms: this.heartbeatMs,
       }),
     );
-    this.options.logger.info({ bot_id: bot.id, hostname }, 'tunnel client connected');
+    this.options.logger.info(
+      { bot_id: bot.id, hostname, protocol: codec.version },
+      'tunnel client connected',
+    );
   }
 
   /** Closes the hostname's connection (token rotated): the client is told its token is no longer valid. */
@@ -245,6 +275,7 @@ export class TunnelRelay implements LocalTunnelRelay {
 
   /** The worker's entry point (LocalTunnelRelay): headers in and out as plain records. */
   async forward(request: RelayedRequest): Promise<RelayedResponse> {
+    if (this.cluster && !this.hasConnection(request.hostname)) return this.cluster.forward(request);
     const raw = await this.send({ ...request, headers: forwardableHeaders(Object.entries(request.headers)) });
     const headers: Record<string, string> = {};
     for (const [name, value] of raw.headers) {
@@ -278,19 +309,32 @@ export class TunnelRelay implements LocalTunnelRelay {
         ),
       );
     }
-    const id = conn.nextId++;
-    const headers = request.headers;
-    const frame = encodeFrame(
-      {
-        type: 'request',
-        id,
-        method: request.method.toUpperCase(),
-        path: request.path.startsWith('/') ? request.path : `/${request.path}`,
-        headers,
-        timeout_ms: request.timeoutMs,
-      },
-      request.body,
-    );
+    // Ids are unsigned 32-bit in version 2 frames: after 2^32 - 1 they start again at 1, past any
+    // still in flight.
+    let id: number;
+    do {
+      id = conn.nextId;
+      conn.nextId = id >= 0xffff_ffff ? 1 : id + 1;
+    } while (conn.pending.has(id));
+    let frame: Buffer;
+    try {
+      frame = conn.codec.encode(
+        {
+          type: 'request',
+          id,
+          method: request.method.toUpperCase(),
+          path: request.path.startsWith('/') ? request.path : `/${request.path}`,
+          headers: request.headers,
+          timeout_ms: request.timeoutMs,
+        },
+        request.body,
+      );
+    } catch (error) {
+      if (!(error instanceof FrameError)) throw error;
+      return Promise.reject(
+        new TunnelError('payload_too_large', `The request cannot be relayed: ${error.message}.`),
+      );
+    }
     // Backpressure: a client that does not read leaves frames in its socket's buffer; above the
     // bound nothing more is queued for it.
     if (conn.socket.bufferedAmount + conn.reserved + frame.length > this.maxQueuedBytes) {
@@ -299,7 +343,7 @@ export class TunnelRelay implements LocalTunnelRelay {
     return new Promise<RawRelayedResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!conn.pending.delete(id)) return;
-        if (!conn.closed) sendFrame(conn.socket, encodeFrame({ type: 'cancel', id }));
+        if (!conn.closed) sendFrame(conn.socket, conn.codec.encode({ type: 'cancel', id }));
         reject(
           new TunnelError(
             'tunnel_timeout',
@@ -372,7 +416,10 @@ export class TunnelRelay implements LocalTunnelRelay {
   }
 
   private drop(conn: TunnelConnection, code: number, reason: string): void {
-    if (this.connections.get(conn.hostname) === conn) this.connections.delete(conn.hostname);
+    if (this.connections.get(conn.hostname) === conn) {
+      this.connections.delete(conn.hostname);
+      this.cluster?.detached(conn.hostname, conn);
+    }
     if (!conn.closed) {
       conn.closed = true;
       conn.failAll(new TunnelError('tunnel_not_connected', 'The tunnel client disconnected.'));
@@ -385,6 +432,7 @@ export class TunnelRelay implements LocalTunnelRelay {
   private onClose(conn: TunnelConnection): void {
     if (this.connections.get(conn.hostname) === conn) {
       this.connections.delete(conn.hostname);
+      this.cluster?.detached(conn.hostname, conn);
       this.options.logger.info({ bot_id: conn.botId, hostname: conn.hostname }, 'tunnel client disconnected');
     }
     conn.closed = true;
@@ -393,15 +441,14 @@ export class TunnelRelay implements LocalTunnelRelay {
 
   private onMessage(conn: TunnelConnection, data: Buffer, isBinary: boolean): void {
     if (!isBinary) return;
-    let frame: ReturnType<typeof decodeFrame>;
+    let frame: Frame;
     try {
-      frame = decodeFrame(data);
+      frame = conn.codec.decode(data);
     } catch (error) {
-      if (error instanceof FrameError) {
-        this.options.logger.warn({ bot_id: conn.botId, reason: error.message }, 'malformed tunnel frame');
-        return;
-      }
-      throw error;
+      // Refused, never thrown: a hostile or broken client cannot take the service down.
+      const reason = error instanceof FrameError ? error.message : 'undecodable frame';
+      this.options.logger.warn({ bot_id: conn.botId, reason }, 'malformed tunnel frame');
+      return;
     }
     const { header, body } = frame;
     if (header.type !== 'response' && header.type !== 'error') return;
@@ -420,7 +467,7 @@ export class TunnelRelay implements LocalTunnelRelay {
     p.resolve({
       status: header.status,
       headers: forwardableHeaders(header.headers),
-      body: Buffer.from(body),
+      body, // a view of the frame, which nothing else holds: no copy
     });
   }
 }

@@ -1,22 +1,25 @@
-import proxyaddr from 'proxy-addr';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import websocket from '@fastify/websocket';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import proxyaddr from 'proxy-addr';
 import type { WebSocket } from 'ws';
-import type { App } from '../app.ts';
 import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
-import { BotParams, OWNER_SECURITY } from '../owners/routes.ts';
+import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
+import type { App } from '../platform/http.ts';
+import { OWNER_SECURITY } from '../platform/http.ts';
 import { ErrorBody } from '../platform/schemas.ts';
+import { trustFunction } from '../platform/trustProxy.ts';
 import {
-  forwardableHeaders,
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
-  pairsFromRaw,
+  requestHeadersFromRaw,
+  SUBPROTOCOLS,
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
+import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import { TunnelError, TunnelRelay } from './relay.ts';
 import {
   authenticateTunnelToken,
@@ -26,7 +29,6 @@ import {
   setTunnelForward,
   type TunnelBot,
 } from './service.ts';
-import { trustFunction } from '../platform/trustProxy.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -37,28 +39,20 @@ const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
  */
 export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<void> {
   const enabled = ctx.config.roles.has('tunnel');
-  const relay = enabled
-    ? new TunnelRelay({
-        logger: ctx.logger,
-        publicUrl: (hostname) => tunnelWebhookUrl(ctx.config.baseUrl, hostname, ''),
-        requestTimeoutMs: ctx.config.webhookTimeoutMs,
-        revalidate: (connections) => revalidateTunnels(ctx.db, connections),
-      })
-    : undefined;
+  // On PostgreSQL every instance serves every tunnel hostname (cluster.ts): the relay of an instance
+  // without the `tunnel` role holds no connections but hands requests to the instance that does.
+  const shared = ctx.db.kind === 'postgres' && ctx.config.secretKey !== undefined;
+  const relay =
+    enabled || shared
+      ? new TunnelRelay({
+          logger: ctx.logger,
+          publicUrl: (hostname) => tunnelWebhookUrl(ctx.config.baseUrl, hostname, ''),
+          requestTimeoutMs: ctx.config.webhookTimeoutMs,
+          revalidate: (connections) => revalidateTunnels(ctx.db, connections),
+        })
+      : undefined;
   if (relay) ctx.tunnelRelay = relay;
   app.decorate('tunnelRelay', relay);
-
-  await app.register(websocket, {
-    options: { maxPayload: MAX_FRAME_BYTES },
-    // Answer what is in flight and tell every client the service restarts (they reconnect).
-    preClose(done) {
-      relay?.close();
-      const server = app.websocketServer;
-      for (const client of server.clients) client.close(1012, 'service is restarting');
-      server.close(() => {});
-      done();
-    },
-  });
 
   const suffix = `.${ctx.config.tunnelDomain}`;
   /** The tunnel hostname a Host value (with or without port) addresses, or null. */
@@ -71,6 +65,46 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     if (!host.endsWith(suffix)) return null;
     return /^bot-[a-z0-9-]{1,63}$/.test(host.slice(0, -suffix.length)) ? host : null;
   };
+
+  // --- cluster hook (cluster.ts) ---
+  const cluster =
+    relay && shared
+      ? new TunnelCluster({
+          db: ctx.db,
+          logger: ctx.logger,
+          relay,
+          secretKey: ctx.config.secretKey!,
+          leaseMs: ctx.config.tunnelLeaseSeconds * 1000,
+          internalUrl: () => ctx.config.internalUrl ?? listeningUrl(app.server.address(), ctx.config.host),
+          validHostname: (hostname) => (hostname.includes(':') ? null : tunnelHostname(hostname)),
+        })
+      : undefined;
+  if (cluster) {
+    await cluster.start();
+    app.addHook('onClose', async () => cluster.close());
+  }
+  // --- end cluster hook ---
+
+  await app.register(websocket, {
+    options: {
+      maxPayload: MAX_FRAME_BYTES,
+      // Frames are small and numerous: compressing each costs more CPU than it saves (explicit,
+      // although it is ws's default).
+      perMessageDeflate: false,
+      // The binary protocol when the client offers it; none (version 1 frames) otherwise. A
+      // client offering only unknown versions was refused with 426 before the upgrade.
+      handleProtocols: (offered: Set<string>) => SUBPROTOCOLS.find((p) => offered.has(p)) ?? false,
+    },
+    // Answer what is in flight and tell every client the service restarts (they reconnect).
+    preClose(done) {
+      relay?.close();
+      const server = app.websocketServer;
+      for (const client of server.clients) client.close(1012, 'service is restarting');
+      server.close(() => {});
+      done();
+    },
+  });
+
   // The client address as Fastify determines it for the API (same TRUST_PROXY): the address the
   // trusted proxies appended, never one a client wrote into X-Forwarded-For itself.
   const setting = ctx.config.trustProxy;
@@ -102,10 +136,14 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       const info = clientInfo(req);
       const hostname = tunnelHostname(info.host);
       if (!hostname) {
+        if (cluster && req.url === INTERNAL_PATH) {
+          cluster.handle(req, res).catch((error) => onRelayFailure(error, req, res));
+          return;
+        }
         fastifyHandler.call(server, req, res);
         return;
       }
-      relayHttp(relay, hostname, req, res, info).catch((error) => onRelayFailure(error, req, res));
+      relayHttp(relay, cluster, hostname, req, res, info).catch((error) => onRelayFailure(error, req, res));
     });
   }
 
@@ -115,6 +153,13 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     const info = clientInfo(request.raw);
     const hostname = tunnelHostname(info.host);
     if (!hostname) {
+      if (cluster && request.raw.url === INTERNAL_PATH) {
+        reply.hijack();
+        cluster
+          .handle(request.raw, reply.raw)
+          .catch((error) => onRelayFailure(error, request.raw, reply.raw));
+        return;
+      }
       done();
       return;
     }
@@ -126,7 +171,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       return;
     }
     reply.hijack();
-    relayHttp(relay, hostname, request.raw, reply.raw, info).catch((error) =>
+    relayHttp(relay, cluster, hostname, request.raw, reply.raw, info).catch((error) =>
       onRelayFailure(error, request.raw, reply.raw),
     );
   });
@@ -150,10 +195,24 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     url: TUNNEL_CONNECT_PATH,
     schema: connectSchema,
     preValidation: async (request: FastifyRequest, reply: FastifyReply) => {
-      if (!relay) {
+      if (!relay || !enabled) {
         return reply
           .status(503)
           .send(new ApiError('service_unavailable', 'This instance does not run the tunnel relay.').toBody());
+      }
+      const offered = request.headers['sec-websocket-protocol'];
+      if (typeof offered === 'string') {
+        const names = offered.split(',').map((p) => p.trim());
+        if (!names.some((p) => SUBPROTOCOLS.includes(p))) {
+          return reply
+            .status(426)
+            .send(
+              new ApiError(
+                'upgrade_required',
+                `This service speaks the tunnel protocols ${SUBPROTOCOLS.join(', ')} (and the original one, offered by naming no subprotocol); the client offered ${names.join(', ').slice(0, 200)}. Use a botpay tunnel client of the service's version.`,
+              ).toBody(),
+            );
+        }
       }
       const header = request.headers.authorization;
       const token = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header.trim())?.[1] : undefined;
@@ -173,7 +232,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         .send(new ApiError('upgrade_required', 'Connect with a WebSocket (botpay tunnel).').toBody()),
     wsHandler: (socket: WebSocket, request: FastifyRequest) => {
       const bot = connectAuth.get(request);
-      if (!relay || !bot) {
+      if (!relay || !enabled || !bot) {
         socket.close(1011, 'not authenticated');
         return;
       }
@@ -181,7 +240,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     },
   });
 
-  app.post<{ Params: { bot_id: string } }>(
+  app.post(
     '/api/v1/owner/bots/:bot_id/tunnel-token/rotate',
     {
       schema: {
@@ -219,7 +278,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         '`webhook_only` (default): the tunnel forwards only POST requests to webhook_path; other paths are 404, other methods 405, and never reach the bot. `all`: any method and path.',
     }),
   });
-  app.get<{ Params: { bot_id: string } }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/tunnel',
     {
       schema: {
@@ -232,7 +291,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     },
     async (request) => getTunnelSettings(ctx, request.owner!.id, request.params.bot_id),
   );
-  app.patch<{ Params: { bot_id: string }; Body: { forward: 'webhook_only' | 'all' } }>(
+  app.patch(
     '/api/v1/owner/bots/:bot_id/tunnel',
     {
       schema: {
@@ -274,19 +333,31 @@ function lastValue(value: string | string[] | undefined): string | undefined {
   return last ? last : undefined;
 }
 
+/** The address other instances reach this one at when INTERNAL_URL is not set. */
+function listeningUrl(address: ReturnType<App['server']['address']>, host: string): string | undefined {
+  if (!address || typeof address !== 'object') return undefined;
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '';
+  const ip = wildcard ? '127.0.0.1' : address.address;
+  return `http://${ip.includes(':') ? `[${ip}]` : ip}:${address.port}`;
+}
+
 async function relayHttp(
   relay: TunnelRelay | undefined,
+  cluster: TunnelCluster | undefined,
   hostname: string,
   req: IncomingMessage,
   res: ServerResponse,
   client: ClientInfo,
 ): Promise<void> {
-  if (!relay?.hasConnection(hostname)) {
+  // Held here: this relay's socket. Otherwise, with instances sharing tunnels, the holder's (which
+  // applies the forwarding policy); else nobody's.
+  const local = relay?.hasConnection(hostname) === true;
+  if (!relay || (!local && !cluster)) {
     req.resume(); // the body (if any) is not wanted
     sendError(req, res, 'tunnel_not_connected', notConnectedMessage(hostname));
     return;
   }
-  const refused = relay.refusal(hostname, req.method ?? 'GET', req.url ?? '/');
+  const refused = local ? relay.refusal(hostname, req.method ?? 'GET', req.url ?? '/') : undefined;
   if (refused) {
     req.resume();
     sendError(req, res, refused.code, refused.message, false, refused.code === 'method_not_allowed');
@@ -301,7 +372,7 @@ async function relayHttp(
   // Room for the body among what waits for this tunnel, before reading it (a chunked body may be
   // up to the limit); a tunnel whose client stopped reading gets no more.
   const expected = req.headers['transfer-encoding'] !== undefined ? MAX_BODY_BYTES : declared || 0;
-  const release = relay.reserve(hostname, expected);
+  const release = local ? relay.reserve(hostname, expected) : () => {};
   if (release instanceof TunnelError) {
     req.resume();
     sendError(req, res, release.code, release.message, true);
@@ -318,23 +389,23 @@ async function relayHttp(
     sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
     return;
   }
-  const headers = forwardableHeaders(
-    pairsFromRaw(req.rawHeaders).filter(([name]) => !/^x-forwarded-/i.test(name)),
-  );
+  const headers = requestHeadersFromRaw(req.rawHeaders);
   headers.push(
     ['X-Forwarded-For', client.ip],
     ['X-Forwarded-Host', client.host],
     ['X-Forwarded-Proto', client.protocol],
   );
   try {
-    const response = await relay.send({
+    const request = {
       hostname,
       method: req.method ?? 'GET',
       path: req.url ?? '/',
       headers,
       body,
       timeoutMs: relay.requestTimeoutMs,
-    });
+    };
+    const response =
+      local || !cluster ? await relay.send(request) : await cluster.send({ ...request, kind: 'http' });
     const out: string[] = [];
     for (const [name, value] of response.headers) out.push(name, value);
     const head = req.method === 'HEAD' || response.status === 204 || response.status === 304;
@@ -344,7 +415,7 @@ async function relayHttp(
   } catch (error) {
     if (!(error instanceof TunnelError)) throw error;
     const message = error.code === 'tunnel_not_connected' ? notConnectedMessage(hostname) : error.message;
-    sendError(req, res, error.code, message);
+    sendError(req, res, error.code, message, false, error.code === 'method_not_allowed');
   }
 }
 
@@ -354,36 +425,57 @@ function notConnectedMessage(hostname: string): string {
 
 /** Reads the body, or null (and stops reading) once it exceeds `limit` bytes. */
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        req.pause();
-        resolve(null);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-    };
-    const onError = (error: Error) => {
-      cleanup();
-      reject(error);
-    };
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
+  return new Promise((resolve, reject) => new BodyReader(req, limit, resolve, reject));
+}
+
+/**
+ * One body being read (a class rather than four closures per request: relayed requests are many,
+ * and each named closure costs an allocation and a defineProperty under tsx).
+ */
+class BodyReader {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private readonly onData = this.data.bind(this);
+  private readonly onEnd = this.end.bind(this);
+  private readonly onError = this.error.bind(this);
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly limit: number,
+    private readonly resolve: (body: Buffer | null) => void,
+    private readonly reject: (error: Error) => void,
+  ) {
+    req.on('data', this.onData);
+    req.on('end', this.onEnd);
+    req.on('error', this.onError);
+  }
+
+  private data(chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > this.limit) {
+      this.cleanup();
+      this.req.pause();
+      this.resolve(null);
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  private end(): void {
+    this.cleanup();
+    this.resolve(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
+  }
+
+  private error(error: Error): void {
+    this.cleanup();
+    this.reject(error);
+  }
+
+  private cleanup(): void {
+    this.req.off('data', this.onData);
+    this.req.off('end', this.onEnd);
+    this.req.off('error', this.onError);
+  }
 }
 
 const TITLES: Record<string, string> = {

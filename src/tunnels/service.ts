@@ -1,5 +1,6 @@
 import { TUNNEL_TOKEN_ENV, tunnelClientCommand, tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
-import { audit, lockOwnedBot } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
+import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';

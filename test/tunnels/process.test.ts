@@ -1,17 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectionFor, createTestDatabase, isPostgres, type TestDatabase } from '../support/db.ts';
 import { TEST_SECRET_KEY } from '../support/service.ts';
 import { hostRequest, startClient, startReceiver, until } from './helpers.ts';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from '../support/process.ts';
 
 // The real service process (`botpay serve` on PostgreSQL) killed with SIGKILL mid-flight and started
 // again on the same port: the tunnel client notices, reconnects with backoff and traffic resumes.
