@@ -5,7 +5,8 @@ import { tasksEngine } from '../tasks/job.ts';
 import { topupExpiry } from '../topups/job.ts';
 import { webhookDeliveryJob } from '../webhooks/job.ts';
 import { x402Reconcile } from '../x402/job.ts';
-import { type BackgroundJob, housekeeping, intervalJob } from './runner.ts';
+import { retentionJob } from './retention.ts';
+import { type BackgroundJob, intervalJob } from './runner.ts';
 
 const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (ctx) =>
   pruneSignInRecords(ctx.db, ctx.clock.now()),
@@ -13,7 +14,7 @@ const pruneSignIns = intervalJob('prune-sign-in-records', 'worker', 3_600_000, (
 
 /** Every background job of the service; each module adds its own here. */
 export const ALL_JOBS: readonly BackgroundJob[] = [
-  housekeeping,
+  retentionJob,
   pruneSignIns,
   webhookDeliveryJob,
   checkoutDecisions,

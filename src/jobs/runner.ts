@@ -1,6 +1,5 @@
 import type { Role } from '../config.ts';
 import type { AppContext } from '../platform/context.ts';
-import { pruneRateLimitHits } from '../platform/rateLimit.ts';
 
 // Background work of an instance, chosen by its roles. Every job is safe to run on several
 // instances at once: queue work is claimed with FOR UPDATE SKIP LOCKED, leader-only work sits
@@ -44,10 +43,6 @@ export function intervalJob(
     },
   };
 }
-
-export const housekeeping = intervalJob('prune-rate-limits', 'worker', 600_000, (ctx) =>
-  pruneRateLimitHits(ctx.db, ctx.clock.now()),
-);
 
 export async function startJobs(
   ctx: AppContext,

@@ -1,10 +1,10 @@
-import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../app.ts';
-import { BOT_SECURITY } from '../bots/routes.ts';
-import { BotParams, OWNER_SECURITY } from '../owners/routes.ts';
+import { Type } from '@sinclair/typebox';
+import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
+import type { App } from '../platform/http.ts';
+import { BOT_SECURITY, OWNER_SECURITY } from '../platform/http.ts';
 import { ErrorBody, IdParam } from '../platform/schemas.ts';
-import { ackMessages, listDeliveries, listMessages, retryDelivery } from './service.ts';
+import { ackMessages, getDelivery, listDeliveries, listMessages, retryDelivery } from './service.ts';
 
 const Message = Type.Object({
   id: Type.String(),
@@ -44,6 +44,22 @@ const Delivery = Type.Object({
   target: Type.Union([Type.String(), Type.Null()]),
 });
 
+const Attempt = Type.Object({
+  attempt: Type.Integer({ description: '1 for the first attempt' }),
+  attempted_at: Type.String(),
+  ok: Type.Boolean({ description: 'A 2xx answer arrived' }),
+  response_status: Type.Union([Type.Integer(), Type.Null()]),
+  response_excerpt: Type.Union([Type.String(), Type.Null()], {
+    description: 'First 1,024 bytes of the answer',
+  }),
+  error: Type.Union([Type.String(), Type.Null()]),
+  duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+  target: Type.Union([Type.String(), Type.Null()]),
+});
+
+/** A delivery with every attempt kept for it (DELIVERY_LOG_RETENTION_DAYS), oldest first. */
+const DeliveryWithAttempts = Type.Composite([Delivery, Type.Object({ attempt_log: Type.Array(Attempt) })]);
+
 const DeliveriesQuery = Type.Object({
   limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
   status: Type.Optional(
@@ -55,6 +71,11 @@ const DeliveriesQuery = Type.Object({
     ]),
   ),
   before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
+  include: Type.Optional(
+    Type.Literal('attempts', {
+      description: 'attempts: each delivery also lists its attempts (attempt_log)',
+    }),
+  ),
 });
 
 function limitOf(raw: string | undefined): number {
@@ -63,7 +84,7 @@ function limitOf(raw: string | undefined): number {
 }
 
 export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
-  app.get<{ Querystring: Static<typeof MessagesQuery> }>(
+  app.get(
     '/api/v1/bot/messages',
     {
       schema: {
@@ -81,7 +102,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
     async (request) => listMessages(ctx, request.bot!.id, limitOf(request.query.limit)),
   );
 
-  app.post<{ Body: Static<typeof AckBody> }>(
+  app.post(
     '/api/v1/bot/messages/ack',
     {
       schema: {
@@ -102,7 +123,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
     async (request) => ackMessages(ctx, request.bot!.id, request.body.event_ids),
   );
 
-  app.get<{ Params: Static<typeof BotParams>; Querystring: Static<typeof DeliveriesQuery> }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/webhook-deliveries',
     {
       schema: {
@@ -112,7 +133,12 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         params: BotParams,
         querystring: DeliveriesQuery,
         response: {
-          200: Type.Object({ deliveries: Type.Array(Delivery), has_more: Type.Boolean() }),
+          200: Type.Object({
+            deliveries: Type.Array(
+              Type.Composite([Delivery, Type.Object({ attempt_log: Type.Optional(Type.Array(Attempt)) })]),
+            ),
+            has_more: Type.Boolean(),
+          }),
           400: ErrorBody,
           401: ErrorBody,
           404: ErrorBody,
@@ -124,10 +150,30 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         limit: limitOf(request.query.limit),
         ...(request.query.status ? { status: request.query.status } : {}),
         ...(request.query.before ? { before: request.query.before } : {}),
+        includeAttempts: request.query.include === 'attempts',
       }),
   );
 
-  app.post<{ Params: { delivery_id: string } }>(
+  app.get(
+    '/api/v1/owner/webhook-deliveries/:delivery_id',
+    {
+      schema: {
+        tags: ['owner'],
+        summary: 'One webhook delivery with every attempt kept for it, oldest first',
+        security: OWNER_SECURITY,
+        params: Type.Object({ delivery_id: IdParam('whd') }),
+        response: {
+          200: Type.Object({ delivery: DeliveryWithAttempts }),
+          400: ErrorBody,
+          401: ErrorBody,
+          404: ErrorBody,
+        },
+      },
+    },
+    async (request) => getDelivery(ctx, request.owner!.id, request.params.delivery_id),
+  );
+
+  app.post(
     '/api/v1/owner/webhook-deliveries/:delivery_id/retry',
     {
       schema: {

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { Agent, request } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { LocalTunnelRelay } from '../platform/context.ts';
 import {
   assertLiteralAllowed,
@@ -126,6 +126,108 @@ export function describeError(error: unknown, timeoutMs: number): string {
   return message.slice(0, 300) || 'request failed';
 }
 
+interface ParsedTarget {
+  origin: string;
+  path: string;
+  hostname: string;
+  /** The URL without its query (what the delivery log shows). */
+  via: string;
+}
+
+// Parsed callback URLs by their text: a bot's URL is parsed once, not on every attempt.
+const parsedTargets = new Map<string, ParsedTarget>();
+const PARSED_TARGETS_MAX = 10_000;
+
+function parseTarget(url: string): ParsedTarget {
+  const cached = parsedTargets.get(url);
+  if (cached) return cached;
+  const parsed = new URL(url);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('unsupported URL scheme');
+  const target = {
+    origin: parsed.origin,
+    path: `${parsed.pathname}${parsed.search}`,
+    hostname: parsed.hostname,
+    via: `${parsed.origin}${parsed.pathname}`,
+  };
+  if (parsedTargets.size >= PARSED_TARGETS_MAX) parsedTargets.clear();
+  parsedTargets.set(url, target);
+  return target;
+}
+
+class DeadlineError extends Error {
+  override name = 'TimeoutError';
+}
+
+/**
+ * One POST through undici's dispatcher API: no Readable streams or AbortSignal per attempt, which
+ * cost the worker more CPU than the request itself. At most EXCERPT_BYTES of the answer are kept;
+ * an answer that goes on beyond them is cut (its connection is then closed). A hard deadline
+ * covers the whole exchange, a slow drip of the body included; redirects are not followed (the
+ * dispatcher has no redirect interceptor).
+ */
+function dispatchPost(
+  dispatcher: Dispatcher,
+  target: ParsedTarget,
+  body: Buffer,
+  headers: Record<string, string>,
+  timeoutMs: number,
+): Promise<{ status: number; excerpt: Buffer }> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    let controller: Dispatcher.DispatchController | undefined;
+    const settle = (error?: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (error) reject(error);
+      else resolve({ status, excerpt: Buffer.concat(chunks, Math.min(size, EXCERPT_BYTES)) });
+    };
+    const timer = setTimeout(() => {
+      const error = new DeadlineError(`timeout after ${timeoutMs} ms`);
+      settle(error);
+      controller?.abort(error);
+    }, timeoutMs);
+    dispatcher.dispatch(
+      {
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers,
+        body,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      },
+      {
+        onRequestStart(c) {
+          controller = c;
+          if (settled) c.abort(new DeadlineError(`timeout after ${timeoutMs} ms`));
+        },
+        onResponseStart(_c, statusCode) {
+          status = statusCode;
+        },
+        onResponseData(c, chunk) {
+          if (size < EXCERPT_BYTES) chunks.push(chunk);
+          size += chunk.length;
+          if (size >= EXCERPT_BYTES) {
+            // Enough read: answer now and stop the transfer.
+            settle();
+            c.abort(new Error('response excerpt complete'));
+          }
+        },
+        onResponseEnd() {
+          settle();
+        },
+        onResponseError(_c, error) {
+          settle(error);
+        },
+      },
+    );
+  });
+}
+
 export function createWebhookSender(options: SenderOptions): WebhookSender {
   const now = options.now ?? (() => performance.now());
   const agent = new Agent({
@@ -147,36 +249,25 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
     guarded: boolean,
   ): Promise<AttemptResult> {
     const started = now();
-    const via = withoutQuery(url);
+    let via = url;
     try {
-      const parsed = new URL(url);
-      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-        throw new Error('unsupported URL scheme');
+      const target = parseTarget(url);
+      via = target.via;
       // Sockets skip `lookup` for literal IPs, so those are judged here.
-      if (guarded && !options.allowPrivateTargets) assertLiteralAllowed(parsed.hostname);
-      const response = await request(parsed, {
-        method: 'POST',
-        headers,
+      if (guarded && !options.allowPrivateTargets) assertLiteralAllowed(target.hostname);
+      const response = await dispatchPost(
+        guarded ? agent : ownHostsAgent,
+        target,
         body,
-        dispatcher: guarded ? agent : ownHostsAgent,
-        signal: AbortSignal.timeout(options.timeoutMs),
-        headersTimeout: options.timeoutMs,
-        bodyTimeout: options.timeoutMs,
-      });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const chunk of response.body) {
-        const buf = chunk as Buffer;
-        chunks.push(buf);
-        size += buf.length;
-        if (size >= EXCERPT_BYTES) break; // leaving the loop destroys the rest of the stream
-      }
-      const ok = response.statusCode >= 200 && response.statusCode < 300;
+        headers,
+        options.timeoutMs,
+      );
+      const ok = response.status >= 200 && response.status < 300;
       return {
         ok,
-        status: response.statusCode,
-        excerpt: cleanExcerpt(Buffer.concat(chunks)),
-        error: ok ? null : `HTTP ${response.statusCode}`,
+        status: response.status,
+        excerpt: cleanExcerpt(response.excerpt),
+        error: ok ? null : `HTTP ${response.status}`,
         durationMs: Math.round(now() - started),
         via,
       };
@@ -187,7 +278,7 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
         excerpt: null,
         error: describeError(error, options.timeoutMs),
         durationMs: Math.round(now() - started),
-        via,
+        via: via === url ? withoutQuery(url) : via,
       };
     }
   }
@@ -234,9 +325,11 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
     send(target, body, headers) {
       if (target.kind === 'callback') return post(target.url, body, headers, true);
       const tunnel = options.tunnelRelay;
-      if (tunnel?.hasConnection(target.hostname)) return relay(tunnel, target, body, headers);
-      // The tunnel is connected to another instance (or not at all): go through the public URL,
-      // which the load balancer routes to the instance holding the tunnel.
+      if (tunnel && (tunnel.canDeliver?.(target.hostname) ?? tunnel.hasConnection(target.hostname))) {
+        return relay(tunnel, target, body, headers);
+      }
+      // No relay here that can reach the tunnel: go through the public URL, which the load balancer
+      // routes to an instance that serves it.
       return post(target.publicUrl, body, headers, false);
     },
     async close() {

@@ -1,5 +1,5 @@
 import { EVENTS_CHANNEL } from '../events/outbox.ts';
-import { audit } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
@@ -65,7 +65,7 @@ interface DeliveryRow {
   event_id: string;
   bot_id: string;
   event_type: string;
-  status: string;
+  status: 'pending' | 'failed' | 'delivered' | 'acked';
   attempts: number;
   next_attempt_at: Date;
   last_attempt_at: Date | null;
@@ -104,11 +104,68 @@ function present(row: DeliveryRow) {
 
 export type DeliveryView = ReturnType<typeof present>;
 
+interface AttemptRow {
+  delivery_id: string;
+  attempt: number;
+  attempted_at: Date;
+  ok: boolean;
+  response_status: number | null;
+  response_excerpt: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  target: string | null;
+  [key: string]: unknown;
+}
+
+function presentAttempt(row: AttemptRow) {
+  return {
+    attempt: row.attempt,
+    attempted_at: iso(row.attempted_at),
+    ok: row.ok,
+    response_status: row.response_status,
+    response_excerpt: row.response_excerpt,
+    error: row.error,
+    duration_ms: row.duration_ms,
+    target: row.target,
+  };
+}
+
+/** Every recorded attempt of these deliveries, oldest first, by delivery id. */
+async function attemptsOf(ctx: AppContext, deliveryIds: readonly string[]) {
+  const byDelivery = new Map<string, ReturnType<typeof presentAttempt>[]>();
+  if (deliveryIds.length === 0) return byDelivery;
+  const rows = await ctx.db.query<AttemptRow>(
+    `SELECT delivery_id, attempt, attempted_at, ok, response_status, response_excerpt, error, duration_ms, target
+       FROM webhook_attempts WHERE delivery_id = ANY($1::text[])
+      ORDER BY delivery_id, attempt`,
+    [deliveryIds],
+  );
+  for (const row of rows) {
+    const list = byDelivery.get(row.delivery_id) ?? [];
+    list.push(presentAttempt(row));
+    byDelivery.set(row.delivery_id, list);
+  }
+  return byDelivery;
+}
+
+/** One delivery of one of the owner's bots with every attempt it kept (attempt_log). */
+export async function getDelivery(ctx: AppContext, ownerId: string, deliveryId: string) {
+  const row = await maybeOne<DeliveryRow>(
+    ctx.db,
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN bots b ON b.id = d.bot_id
+      WHERE d.id = $1 AND b.owner_id = $2`,
+    [deliveryId, ownerId],
+  );
+  if (!row) throw notFound('Delivery');
+  const attempts = await attemptsOf(ctx, [row.id]);
+  return { delivery: { ...present(row), attempt_log: attempts.get(row.id) ?? [] } };
+}
+
 export async function listDeliveries(
   ctx: AppContext,
   ownerId: string,
   botId: string,
-  options: { limit: number; status?: string; before?: string },
+  options: { limit: number; status?: string; before?: string; includeAttempts?: boolean },
 ) {
   const bot = await maybeOne(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [botId, ownerId]);
   if (!bot) throw notFound('Bot');
@@ -121,8 +178,16 @@ export async function listDeliveries(
       LIMIT $4`,
     [botId, options.status ?? null, options.before ?? null, options.limit + 1],
   );
+  const page = rows.slice(0, options.limit);
+  if (!options.includeAttempts) {
+    return { deliveries: page.map(present), has_more: rows.length > options.limit };
+  }
+  const attempts = await attemptsOf(
+    ctx,
+    page.map((r) => r.id),
+  );
   return {
-    deliveries: rows.slice(0, options.limit).map(present),
+    deliveries: page.map((r) => ({ ...present(r), attempt_log: attempts.get(r.id) ?? [] })),
     has_more: rows.length > options.limit,
   };
 }

@@ -18,10 +18,12 @@ import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 // deployment, so one slow or dead endpoint holds at most that many slots whatever the number of
 // instances (a bot's in-flight count is its rows under a live lease, read inside the claim, and
 // claims are serialised by a transaction-scoped advisory lock so that two instances cannot both
-// take the last slot), and MAX_IN_FLIGHT in all per instance. Sends run concurrently; their
-// results are recorded in batches (one transaction per batch: the deliveries, events.delivered_at
-// and the bots' health). It wakes on NOTIFY botpay_events (sent after commit by the events_wake trigger, 0001), when a
-// send finishes, and on a safety poll for retries that come due.
+// take the last slot), and MAX_IN_FLIGHT in all per instance. A claim is one round trip (the SQL
+// function webhook_claim, src/migrations/functions/) and returns its rows oldest first. Sends run concurrently; their
+// results are recorded in batches (one statement per batch: the deliveries, every attempt in
+// webhook_attempts, events.delivered_at and the bots' health). It wakes on NOTIFY botpay_events
+// (sent after commit by the events_wake trigger, 0001), when a send finishes, when a batch is
+// recorded (leases given back), and on a safety poll for retries that come due.
 //
 // At least once: the lease outlives any attempt (2 × timeout + 5 s), so a worker that dies after
 // sending but before recording leaves a lease that expires, and the delivery is sent again. A result
@@ -33,6 +35,8 @@ const POLL_MS = 1_000;
 // Due rows looked at per claim: enough to fill every bot's free slots without sorting the whole queue.
 const CANDIDATES_PER_SLOT = 4;
 const MIN_CANDIDATES = 200;
+/** Decrypted secrets kept in memory (by ciphertext); the map starts over when it is full. */
+const PLAINTEXTS_MAX = 10_000;
 
 interface ClaimedRow {
   id: string;
@@ -51,50 +55,12 @@ interface ClaimedRow {
   [key: string]: unknown;
 }
 
-/** Serialises claims across instances (with the schema's hash, like the tasks engine lock). */
-export const CLAIM_LOCK = 7_254_003;
+// The claim is the SQL function webhook_claim (src/migrations/functions/webhook_claim.sql): the advisory lock that serialises
+// claims across instances and the claim itself, in one round trip.
+const CLAIM_SQL = 'SELECT * FROM webhook_claim($1, $2, $3, $4, $5, $6, $7)';
 
-const CLAIM_SQL = `
-WITH due AS (
-  SELECT d.id, d.bot_id, d.next_attempt_at
-    FROM webhook_deliveries d
-   WHERE d.status = 'pending' AND d.next_attempt_at <= $1
-     AND (d.locked_until IS NULL OR d.locked_until <= $1)
-     AND NOT (d.bot_id = ANY($6::text[]))
-   ORDER BY d.next_attempt_at, d.id
-   LIMIT $7
-), busy AS (
-  -- In flight anywhere in the deployment: the bot's rows under a live lease (every instance's).
-  SELECT l.bot_id, count(*)::int AS n
-    FROM webhook_deliveries l
-   WHERE l.locked_until > $1 AND l.bot_id IN (SELECT bot_id FROM due)
-   GROUP BY l.bot_id
-), ranked AS (
-  SELECT due.id,
-         row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id) + coalesce(busy.n, 0) AS slot
-    FROM due LEFT JOIN busy ON busy.bot_id = due.bot_id
-), picked AS (
-  -- Joined by primary key (not IN): a plan that stays cheap even before statistics exist.
-  SELECT d.id
-    FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
-   WHERE r.slot <= $4
-     -- Re-checked on the locked row version: another worker may have claimed it meanwhile.
-     AND d.status = 'pending' AND d.next_attempt_at <= $1
-     AND (d.locked_until IS NULL OR d.locked_until <= $1)
-   ORDER BY d.next_attempt_at, d.id
-   LIMIT $5
-   FOR UPDATE OF d SKIP LOCKED
-)
-UPDATE webhook_deliveries d
-   SET locked_until = $2, lock_token = $3
-  FROM picked, events e, bots b
- WHERE d.id = picked.id AND e.id = d.event_id AND b.id = d.bot_id
-RETURNING d.id, d.event_id, d.bot_id, d.event_type, d.attempts, e.body, b.callback_url, b.tunnel_hostname,
-          b.webhook_path, b.hooks_token_enc, b.webhook_secret_enc,
-          CASE WHEN b.webhook_secret_prev_until > $1 THEN b.webhook_secret_prev_enc END AS webhook_secret_prev_enc`;
-
-// One statement (atomic on its own, one round trip) records a batch: the deliveries, the events'
-// delivered_at and the bots' health. $10: retry delays in seconds. After the n-th failed attempt (d.attempts = n - 1 before it) the next
+// One statement (atomic on its own, one round trip) records a batch: the deliveries, each attempt
+// in webhook_attempts, the events' delivered_at and the bots' health. $10: retry delays in seconds. After the n-th failed attempt (d.attempts = n - 1 before it) the next
 // one is due delays[n] later; past the end of the list the delivery is failed.
 const RECORD_SQL = `
 WITH v AS (
@@ -122,7 +88,13 @@ WITH v AS (
            ELSE $9 + make_interval(secs => ($10::int[])[d.attempts + 1]) END
     FROM v
    WHERE d.id = v.id AND d.lock_token = v.token
-  RETURNING d.event_id, d.bot_id, v.ok, v.ord
+  RETURNING d.id, d.attempts, d.event_id, d.bot_id, v.ok, v.ord, v.response_status, v.excerpt, v.error,
+            v.duration_ms, v.via
+), att AS (
+  INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, ok, response_status, response_excerpt,
+                                error, duration_ms, target)
+  SELECT upd.id, upd.attempts, $9, upd.ok, upd.response_status, upd.excerpt, upd.error, upd.duration_ms, upd.via
+    FROM upd
 ), ev AS (
   UPDATE events e SET delivered_at = $9
     FROM upd WHERE e.id = upd.event_id AND upd.ok AND e.delivered_at IS NULL
@@ -151,6 +123,7 @@ export class DeliveryWorker {
   private readonly pollMs: number;
   private readonly leaseMs: number;
   private readonly inFlightByBot = new Map<string, number>();
+  private readonly plaintexts = new Map<string, string>();
   private readonly sends = new Set<Promise<void>>();
   private finished: Finished[] = [];
   private flushing: Promise<void> | undefined;
@@ -253,18 +226,16 @@ export class DeliveryWorker {
     // Bots this instance alone already fills need no look (an optimisation; the bound is the SQL's).
     const saturated: string[] = [];
     for (const [botId, n] of this.inFlightByBot) if (n >= this.perBot) saturated.push(botId);
-    const rows = await this.ctx.db.transaction(async (tx) => {
-      await tx.query('SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))', [CLAIM_LOCK]);
-      return tx.query<ClaimedRow>(CLAIM_SQL, [
-        new Date(now),
-        new Date(now + this.leaseMs),
-        token,
-        this.perBot,
-        room,
-        saturated,
-        Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
-      ]);
-    });
+    this.ctx.metrics.webhookRoundTrips.inc({ kind: 'claim' });
+    const rows = await this.ctx.db.query<ClaimedRow>(CLAIM_SQL, [
+      new Date(now),
+      new Date(now + this.leaseMs),
+      token,
+      this.perBot,
+      room,
+      saturated,
+      Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
+    ]);
     for (const row of rows) this.dispatch(row, token);
     // Found work (or had to skip busy bots)? Then more may be due: finishing sends start the next
     // round, once half of this round is done so that rounds stay large. A round that finds nothing
@@ -305,8 +276,8 @@ export class DeliveryWorker {
     try {
       const body = Buffer.from(row.body, 'utf8');
       const secrets = {
-        current: this.ctx.secrets.decrypt(row.webhook_secret_enc),
-        previous: row.webhook_secret_prev_enc ? this.ctx.secrets.decrypt(row.webhook_secret_prev_enc) : null,
+        current: this.decrypt(row.webhook_secret_enc),
+        previous: row.webhook_secret_prev_enc ? this.decrypt(row.webhook_secret_prev_enc) : null,
       };
       const headers: Record<string, string> = {
         'content-type': 'application/json',
@@ -327,8 +298,7 @@ export class DeliveryWorker {
           publicUrl: tunnelWebhookUrl(this.ctx.config.baseUrl, row.tunnel_hostname, row.webhook_path),
         };
         // Primary bots' gateways check this bearer token; other bots get none.
-        if (row.hooks_token_enc)
-          headers.authorization = `Bearer ${this.ctx.secrets.decrypt(row.hooks_token_enc)}`;
+        if (row.hooks_token_enc) headers.authorization = `Bearer ${this.decrypt(row.hooks_token_enc)}`;
       } else {
         return {
           ok: false,
@@ -353,6 +323,20 @@ export class DeliveryWorker {
     }
   }
 
+  /**
+   * Decrypts a bot's webhook secret or hooks token, remembering the result by its ciphertext: a
+   * bot's secret is decrypted once, not on every attempt (a rotated secret has a new ciphertext).
+   */
+  private decrypt(ciphertext: string): string {
+    let plain = this.plaintexts.get(ciphertext);
+    if (plain === undefined) {
+      plain = this.ctx.secrets.decrypt(ciphertext);
+      if (this.plaintexts.size >= PLAINTEXTS_MAX) this.plaintexts.clear();
+      this.plaintexts.set(ciphertext, plain);
+    }
+    return plain;
+  }
+
   /** Records every finished attempt; concurrent callers share the flush in progress. */
   private flush(): Promise<void> {
     if (this.flushing) return this.flushing;
@@ -363,6 +347,8 @@ export class DeliveryWorker {
         this.finished = [];
         try {
           await this.record(batch);
+          // Recorded attempts gave their leases back: bots held at their bound have room again.
+          if (this.moreDue && !this.stopped) this.wake();
         } catch (error) {
           // Keep them: a later flush retries. If the lease expires first, another worker resends
           // (at least once) and this late result is then ignored by the token check.
@@ -393,6 +379,7 @@ export class DeliveryWorker {
     // Health counts every attempt that really reached out, including a late one whose lease was
     // taken over (its delivery row is left to the new holder).
     const changes = summarise(batch.map((f) => ({ botId: f.botId, ok: f.result.ok })));
+    this.ctx.metrics.webhookRoundTrips.inc({ kind: 'record' });
     await this.ctx.db.query(RECORD_SQL, [
       batch.map((f) => f.id),
       batch.map((f) => f.token),

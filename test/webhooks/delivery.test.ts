@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { verify } from '@octokit/webhooks-methods';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
@@ -25,6 +26,28 @@ describe('webhook delivery', () => {
     await receiver.close();
     await svc.close();
   });
+
+  /**
+   * Never-answered requests open at once at the receiver (`max`: the peak). A request is counted a
+   * moment after it arrives: the worker closes a timed-out connection before it records the
+   * attempt and claims the next one, but the receiver may read the new request before the old
+   * socket's close, which would count one request too many for an instant.
+   */
+  function openCounter() {
+    const counter = {
+      open: 0,
+      max: 0,
+      count(res: ServerResponse) {
+        setTimeout(() => {
+          if (res.destroyed || res.writableEnded) return;
+          counter.open++;
+          counter.max = Math.max(counter.max, counter.open);
+          res.on('close', () => counter.open--);
+        }, 50);
+      },
+    };
+    return counter;
+  }
 
   async function botWithReceiver(path = '/hook') {
     const owner = await createOwner(svc);
@@ -142,6 +165,31 @@ describe('webhook delivery', () => {
     });
   });
 
+  it('a body dripped slower than the deadline is cut at WEBHOOK_TIMEOUT_MS (a hard deadline, not per chunk)', async () => {
+    const { bot } = await botWithReceiver('/drip');
+    const timers: NodeJS.Timeout[] = [];
+    receiver.respond = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      // One byte every 300 ms: each gap is inside the timeout, the whole answer is not.
+      const tick = () => {
+        if (res.destroyed) return;
+        res.write('x');
+        timers.push(setTimeout(tick, 300));
+      };
+      tick();
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    const started = Date.now();
+    await worker.runOnce();
+    for (const t of timers) clearTimeout(t);
+    expect(Date.now() - started).toBeLessThan(2500);
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      error: 'timeout after 1000 ms',
+    });
+  });
+
   it('does not follow redirects', async () => {
     const { bot } = await botWithReceiver('/moved');
     receiver.respond = (_req, res) => {
@@ -203,14 +251,10 @@ describe('webhook delivery', () => {
   it('a slow endpoint does not delay deliveries to other bots', async () => {
     const slow = await botWithReceiver('/stuck');
     const fast = await botWithReceiver('/fast');
-    let open = 0;
-    let maxOpen = 0;
+    const stuck = openCounter();
     receiver.respond = (req, res) => {
       if (req.url === '/stuck') {
-        // Never answers: every attempt runs into the timeout. Count the ones open at once.
-        open++;
-        maxOpen = Math.max(maxOpen, open);
-        res.on('close', () => open--);
+        stuck.count(res);
         return;
       }
       res.writeHead(200);
@@ -226,7 +270,7 @@ describe('webhook delivery', () => {
       await receiver.waitFor((rs) => rs.some((r) => r.url === '/fast' && r.body.includes(id)), 5_000);
       expect(Date.now() - started).toBeLessThan(900); // inside the stuck endpoint's 1000 ms timeout
       await receiver.waitFor((rs) => rs.filter((r) => r.url === '/stuck').length >= 8, 5_000);
-      expect(maxOpen).toBe(4); // per-bot bound, and it is used
+      expect(stuck.max).toBe(4); // per-bot bound, and it is used
     } finally {
       await live.stop();
     }
@@ -234,13 +278,10 @@ describe('webhook delivery', () => {
 
   it('the per-bot bound holds across instances: two workers never have more than the bound open for one bot', async () => {
     const slow = await botWithReceiver('/stuck2');
-    let open = 0;
-    let maxOpen = 0;
+    const stuck = openCounter();
     receiver.respond = (req, res) => {
       if (req.url === '/stuck2') {
-        open++;
-        maxOpen = Math.max(maxOpen, open);
-        res.on('close', () => open--);
+        stuck.count(res);
         return;
       }
       res.writeHead(200);
@@ -255,8 +296,8 @@ describe('webhook delivery', () => {
       await receiver.waitFor((rs) => rs.filter((r) => r.url === '/stuck2').length >= 8, 8_000);
       // Without the shared bound each instance would hold 4: up to 8 open at once. (A lease stays
       // counted until its timed-out attempt is recorded, so the bound may be met with 3 open.)
-      expect(maxOpen).toBeLessThanOrEqual(4);
-      expect(maxOpen).toBeGreaterThanOrEqual(3);
+      expect(stuck.max).toBeLessThanOrEqual(4);
+      expect(stuck.max).toBeGreaterThanOrEqual(3);
     } finally {
       await Promise.all([a.stop(), b.stop()]);
     }
