@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -10,6 +9,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
 import { buildSplit, type CardStart } from '../src/cards/split.ts';
+import { freePort } from '../test/support/process.ts';
 
 // npm run bench:checkout
 //
@@ -17,6 +17,9 @@ import { buildSplit, type CardStart } from '../src/cards/split.ts';
 //    a minimal durable transaction (one row update + one insert, same HTTP stack, auth hook and
 //    pool) measured in the same run. Goal ≥ 0.5.
 // 2. p50 checkout latency with 1,000,000 past ledger entries ÷ p50 with none. Goal ≤ 1.2.
+// 3. Deterministic, whatever the load: row and index writes per approved checkout and per minimal
+//    transaction, from pg_stat_user_tables (n_tup_ins/upd/del) over WRITES_SAMPLE sequential calls.
+//    Index writes: each insert and each non-HOT update writes one entry in every index of its table.
 //
 // The service runs in a child process (bench/baseline/checkoutServer.ts) so that autocannon does
 // not share its event loop.
@@ -33,18 +36,8 @@ const CONNECTIONS = 32;
 const OWNERS = Number(process.env.BENCH_OWNERS ?? 16);
 const BOTS_PER_OWNER = Number(process.env.BENCH_BOTS_PER_OWNER ?? 4);
 const HISTORY_ENTRIES = Number(process.env.BENCH_HISTORY_ENTRIES ?? 1_000_000);
+const WRITES_SAMPLE = Number(process.env.BENCH_WRITES_SAMPLE ?? 100);
 const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 async function startServer(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
@@ -105,6 +98,80 @@ async function load(options: autocannon.Options): Promise<Load> {
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
   };
+}
+
+interface TableWrites {
+  table: string;
+  ins: number;
+  upd: number;
+  hot: number;
+  del: number;
+  indexes: number;
+  /** Entries of all its indexes: rows matching each index's predicate (partial indexes included). */
+  entries: number;
+}
+
+async function tableWrites(client: pg.Client, schemaName: string): Promise<Map<string, TableWrites>> {
+  const r = await client.query(
+    `SELECT t.relname AS table, t.n_tup_ins::int AS ins, t.n_tup_upd::int AS upd, t.n_tup_hot_upd::int AS hot,
+            t.n_tup_del::int AS del,
+            (SELECT array_agg(coalesce(pg_get_expr(i.indpred, i.indrelid), 'true')) FROM pg_index i
+              WHERE i.indrelid = t.relid) AS preds
+       FROM pg_stat_user_tables t WHERE t.schemaname = $1`,
+    [schemaName],
+  );
+  const out = new Map<string, TableWrites>();
+  for (const row of r.rows as Array<Omit<TableWrites, 'indexes' | 'entries'> & { preds: string[] | null }>) {
+    const preds = row.preds ?? [];
+    let entries = 0;
+    if (preds.length > 0) {
+      const counts = await client.query(
+        `SELECT ${preds.map((p, i) => `count(*) FILTER (WHERE ${p})::int AS c${i}`).join(', ')}
+           FROM ${schemaName}."${row.table}"`,
+      );
+      entries = Object.values(counts.rows[0] as Record<string, number>).reduce((x, y) => x + y, 0);
+    }
+    out.set(row.table, { ...row, indexes: preds.length, entries });
+  }
+  return out;
+}
+
+/**
+ * Row and index writes per call of `run` (n calls, one at a time). Rows: n_tup_ins + n_tup_upd +
+ * n_tup_del. Index entries: the growth of every index (rows matching its predicate) plus one entry
+ * in each index per non-HOT update. Backends send their table statistics when idle, at most every
+ * 10 s (PostgreSQL 15), hence the wait before reading.
+ */
+async function writesPerCall(
+  client: pg.Client,
+  schemaName: string,
+  n: number,
+  run: (i: number) => Promise<void>,
+): Promise<{ rows: number; indexes: number; perTable: Record<string, string> }> {
+  const settle = () => new Promise((r) => setTimeout(r, 11_000));
+  await settle();
+  const before = await tableWrites(client, schemaName);
+  for (let i = 0; i < n; i++) await run(i);
+  await settle();
+  const after = await tableWrites(client, schemaName);
+  let rows = 0;
+  let indexes = 0;
+  const perTable: Record<string, string> = {};
+  for (const [name, a] of after) {
+    const b = before.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0, entries: 0 };
+    const ins = a.ins - b.ins;
+    const upd = a.upd - b.upd;
+    const del = a.del - b.del;
+    const coldUpd = upd - (a.hot - b.hot);
+    if (ins + upd + del === 0) continue;
+    const entries = Math.max(0, a.entries - b.entries) + coldUpd * a.indexes;
+    rows += ins + upd + del;
+    indexes += entries;
+    perTable[name] =
+      `ins ${(ins / n).toFixed(2)} upd ${(upd / n).toFixed(2)} (non-HOT ${(coldUpd / n).toFixed(2)}) ` +
+      `del ${(del / n).toFixed(2)}; index entries ${(entries / n).toFixed(2)} (${a.indexes} indexes)`;
+  }
+  return { rows: rows / n, indexes: indexes / n, perTable };
 }
 
 /** Ends the run early (BENCH_HISTORY_ENTRIES=0: throughput only). */
@@ -238,13 +305,46 @@ try {
     ],
   };
   const checkoutLoad = async (label: string) => {
-    await admin.query(`DELETE FROM ${schema}.rate_limit_hits`);
+    await admin.query(`DELETE FROM ${schema}.rate_limits`);
     const r = await load(checkoutOptions);
     console.log(
       `checkout (${label}): ${r.okPerSecond.toFixed(0)} approved/s, p50 ${r.p50} ms, non-2xx ${r.non2xx}, errors ${r.errors}`,
     );
     return r;
   };
+  // 3. Writes per operation (deterministic; before the load phases, so nothing else writes).
+  // Steady state: each bot's counters and rate-limit row exist before the sample (a bot's first
+  // purchase of a day or month creates its counter rows).
+  const writeBots = bots.slice(0, Math.min(bots.length, 8));
+  const buy = async (i: number) => {
+    const bot = writeBots[i % writeBots.length]!;
+    await call(
+      `${base}/api/v1/bot/merchant/checkout`,
+      'POST',
+      { authorization: bot.auth },
+      {
+        profile_index: bot.profile,
+        merchant_name: 'Bench Store',
+        merchant_url: 'https://bench.example/item',
+        item_name: 'Widget',
+        amount_cents: 100,
+        category: 'retail',
+      },
+    );
+  };
+  for (let i = 0; i < writeBots.length; i++) await buy(i);
+  const checkoutWrites = await writesPerCall(admin, schema, WRITES_SAMPLE, buy);
+  const minimalWrites = await writesPerCall(admin, schema, WRITES_SAMPLE, async (i) => {
+    const bot = writeBots[i % writeBots.length]!;
+    await call(`${base}/api/v1/bot/bench/minimal`, 'POST', { authorization: bot.auth });
+  });
+  console.log('writes per approved checkout, by table:');
+  console.table(checkoutWrites.perTable);
+  console.log(
+    `writes per approved checkout: ${checkoutWrites.rows.toFixed(2)} rows + ${checkoutWrites.indexes.toFixed(2)} index entries; ` +
+      `minimal durable transaction: ${minimalWrites.rows.toFixed(2)} rows + ${minimalWrites.indexes.toFixed(2)} index entries`,
+  );
+
   await warmUp(minimalOptions);
   await warmUp(checkoutOptions);
   const minimalRuns: Load[] = [];
@@ -314,6 +414,16 @@ try {
   const throughputRatio = empty.okPerSecond / minimal.okPerSecond;
   const latencyRatio = full.p50 / Math.max(empty.p50, 0.001);
   const rows = [
+    {
+      benchmark: 'checkout',
+      database: 'postgres',
+      metric: `row + index writes per approved checkout (${WRITES_SAMPLE} sequential, pg_stat_user_tables)`,
+      value: checkoutWrites.rows + checkoutWrites.indexes,
+      baseline: 'row + index writes per minimal durable transaction',
+      baselineValue: minimalWrites.rows + minimalWrites.indexes,
+      ratio: (checkoutWrites.rows + checkoutWrites.indexes) / (minimalWrites.rows + minimalWrites.indexes),
+      goal: 'lower is better',
+    },
     {
       benchmark: 'checkout',
       database: 'postgres',

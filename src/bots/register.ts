@@ -5,7 +5,8 @@ import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne, pgErrorCode, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { idSuffix, newId } from '../platform/ids.ts';
-import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
+import { namedInsert } from '../platform/db/named.ts';
+import { consumeRateLimit, releaseRateLimit, tooMany } from '../platform/rateLimit.ts';
 import {
   buildTunnelSetup,
   isValidWebhookPath,
@@ -193,36 +194,29 @@ export async function registerBot(
         pairedOwner = code.owner_id;
       }
 
-      await tx.query(
-        `INSERT INTO bots (id, name, owner_email, owner_email_normalized, description, bot_type, owner_id,
-           claim_token_hash, claimed_at, api_key_hash, api_key_prefix, webhook_secret_enc, callback_url,
-           tunnel_token_hash, tunnel_hostname, local_port, webhook_path, hooks_token_enc, webhook_status,
-           registered_ip, created_at)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21)`,
-        [
-          botId,
-          input.name,
-          input.ownerEmail,
-          normalizeEmail(input.ownerEmail),
-          input.description,
-          input.botType,
-          pairedOwner,
-          claimToken ? sha256Hex(claimToken) : null,
-          pairedOwner ? new Date(now) : null,
-          sha256Hex(apiKey),
-          apiKey.slice(0, 13),
-          ctx.secrets.encrypt(webhookSecret),
-          input.callbackUrl,
-          tunnelToken ? sha256Hex(tunnelToken) : null,
-          hostname,
-          tunnel ? input.localPort : null,
-          tunnel ? input.webhookPath : null,
-          hooksToken ? ctx.secrets.encrypt(hooksToken) : null,
-          tunnel ? 'pending' : 'active',
-          clientIp,
-          new Date(now),
-        ],
-      );
+      const row: NewBot = {
+        id: botId,
+        name: input.name,
+        ownerEmail: input.ownerEmail,
+        description: input.description,
+        botType: input.botType,
+        ownerId: pairedOwner,
+        claimTokenHash: claimToken ? sha256Hex(claimToken) : null,
+        claimedAt: pairedOwner ? now : null,
+        apiKeyHash: sha256Hex(apiKey),
+        apiKeyPrefix: apiKey.slice(0, 13),
+        webhookSecretEnc: ctx.secrets.encrypt(webhookSecret),
+        callbackUrl: input.callbackUrl,
+        tunnelTokenHash: tunnelToken ? sha256Hex(tunnelToken) : null,
+        tunnelHostname: hostname,
+        localPort: tunnel ? input.localPort : null,
+        webhookPath: tunnel ? input.webhookPath : null,
+        hooksTokenEnc: hooksToken ? ctx.secrets.encrypt(hooksToken) : null,
+        webhookStatus: tunnel ? 'pending' : 'active',
+        registeredIp: clientIp,
+        createdAt: now,
+      };
+      await tx.query(insertBot.sql, insertBot.params(row));
       await tx.query('INSERT INTO wallets (bot_id, status, updated_at) VALUES ($1, $2, $3)', [
         botId,
         pairedOwner ? 'active' : 'pending',
@@ -328,6 +322,54 @@ function duplicateRegistration(): ApiError {
   );
 }
 
+/** A new bots row (the widest statement of registration, written once against named fields). */
+interface NewBot {
+  id: string;
+  name: string;
+  ownerEmail: string;
+  description: string | null;
+  botType: string | null;
+  ownerId: string | null;
+  claimTokenHash: string | null;
+  claimedAt: number | null;
+  apiKeyHash: string;
+  apiKeyPrefix: string;
+  webhookSecretEnc: string;
+  callbackUrl: string | null;
+  tunnelTokenHash: string | null;
+  tunnelHostname: string | null;
+  localPort: number | null;
+  webhookPath: string | null;
+  hooksTokenEnc: string | null;
+  webhookStatus: 'pending' | 'active';
+  registeredIp: string;
+  createdAt: number;
+}
+
+const insertBot = namedInsert<NewBot>('bots', {
+  id: (b) => b.id,
+  name: (b) => b.name,
+  owner_email: (b) => b.ownerEmail,
+  owner_email_normalized: (b) => normalizeEmail(b.ownerEmail),
+  description: (b) => b.description,
+  bot_type: (b) => b.botType,
+  owner_id: (b) => b.ownerId,
+  claim_token_hash: (b) => b.claimTokenHash,
+  claimed_at: (b) => (b.claimedAt === null ? null : new Date(b.claimedAt)),
+  api_key_hash: (b) => b.apiKeyHash,
+  api_key_prefix: (b) => b.apiKeyPrefix,
+  webhook_secret_enc: (b) => b.webhookSecretEnc,
+  callback_url: (b) => b.callbackUrl,
+  tunnel_token_hash: (b) => b.tunnelTokenHash,
+  tunnel_hostname: (b) => b.tunnelHostname,
+  local_port: (b) => b.localPort,
+  webhook_path: (b) => b.webhookPath,
+  hooks_token_enc: (b) => b.hooksTokenEnc,
+  webhook_status: (b) => b.webhookStatus,
+  registered_ip: (b) => b.registeredIp,
+  created_at: (b) => new Date(b.createdAt),
+});
+
 const pairingKey = (clientIp: string) => `pairing-failure:${clientIp}`;
 
 /** Takes one of the address's wrong-guess slots for this attempt, or refuses with 429. */
@@ -345,10 +387,7 @@ async function reservePairingAttempt(ctx: AppContext, clientIp: string, now: num
 
 /** Gives back the slot of an attempt that was not a wrong guess. */
 async function releasePairingAttempt(ctx: AppContext, clientIp: string, now: number): Promise<void> {
-  await ctx.db
-    .query(
-      `DELETE FROM rate_limit_hits WHERE ctid IN (SELECT ctid FROM rate_limit_hits WHERE key = $1 AND at = $2 LIMIT 1)`,
-      [pairingKey(clientIp), new Date(now)],
-    )
-    .catch((err) => ctx.logger.warn({ err }, 'could not release a pairing attempt'));
+  await releaseRateLimit(ctx.db, pairingKey(clientIp), now).catch((err) =>
+    ctx.logger.warn({ err }, 'could not release a pairing attempt'),
+  );
 }

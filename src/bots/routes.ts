@@ -1,8 +1,8 @@
-import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../app.ts';
+import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../platform/context.ts';
+import { type App, BOT_SECURITY } from '../platform/http.ts';
 import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
-import { createBotAuthenticator } from './auth.ts';
+import { type AuthenticatedBot, createBotAuthenticator } from './auth.ts';
 import { registerBot } from './register.ts';
 import { StatusResponse, WalletCheckResponse } from './schemas.ts';
 import { createBotStateCache } from './stateCache.ts';
@@ -52,21 +52,38 @@ const RegistrationResponse = Type.Object({
   important: Type.String(),
 });
 
-export const BOT_SECURITY = [{ botKey: [] }];
-
 export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void> {
   const authenticator = createBotAuthenticator(ctx);
   app.decorate('botAuthenticator', authenticator);
+  const unlistenKeys = await authenticator.ready;
   const stateCache = await createBotStateCache(ctx);
-  app.addHook('onClose', async () => stateCache.stop());
+  app.addHook('onClose', async () => {
+    await unlistenKeys();
+    await stateCache.stop();
+  });
 
   // Every path under /api/v1/bot/ needs the bot's API key; checked once here for all of them,
   // including routes other modules add, so none can forget it.
-  app.addHook('onRequest', async (request) => {
-    if (request.url.startsWith('/api/v1/bot/')) request.bot = await authenticator.authenticate(request);
+  // Callback style: a cached key answers without a promise (this hook runs on every request).
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!request.url.startsWith('/api/v1/bot/')) return done();
+    let cached: AuthenticatedBot | undefined;
+    try {
+      cached = authenticator.cached(request);
+    } catch (error) {
+      return done(error as Error);
+    }
+    if (cached) {
+      request.bot = cached;
+      return done();
+    }
+    authenticator.authenticate(request).then((bot) => {
+      request.bot = bot;
+      done();
+    }, done);
   });
 
-  app.post<{ Body: Static<typeof RegistrationBody> }>(
+  app.post(
     '/api/v1/bots/register',
     {
       schema: {

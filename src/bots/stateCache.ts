@@ -2,9 +2,12 @@ import type { AppContext } from '../platform/context.ts';
 
 // Bot status and wallet check are read far more often than they change. Each instance keeps the
 // last answer per bot for at most config.statusCacheMs and drops it as soon as the database
-// announces a change (triggers notify_bot_state → botpay_notify → channel botpay_bot_state
-// after commit, see 0001). Money
-// decisions never read this cache: checkouts decide on fresh rows inside their transaction.
+// announces a change: triggers (notify_bot_state, 0001, 0013, 0021) name the bot or owner on
+// channel botpay_bot_state after commit. The database port hands this process's own
+// notifications to its listeners before the committing call returns (read your writes); other
+// instances' arrive through LISTEN within milliseconds. Commits that touch nothing a status shows
+// (job ticks, mail bookkeeping) invalidate nothing. Money decisions never read this cache:
+// checkouts decide on fresh rows inside their transaction.
 
 export const BOT_STATE_CHANNEL = 'botpay_bot_state';
 
@@ -12,6 +15,12 @@ interface Entry {
   value: unknown;
   ownerId: string | null;
   until: number;
+}
+
+interface Flight {
+  promise: Promise<{ value: unknown; ownerId: string | null }>;
+  /** Set when a change was announced while this computation ran: its answer is not kept. */
+  stale: boolean;
 }
 
 export interface BotStateCache {
@@ -24,59 +33,101 @@ export interface BotStateCache {
   stop(): Promise<void>;
 }
 
-export async function createBotStateCache(ctx: AppContext): Promise<BotStateCache> {
+export async function createBotStateCache(
+  ctx: AppContext,
+  options: { maxEntries?: number } = {},
+): Promise<BotStateCache> {
   const ttl = ctx.config.statusCacheMs;
+  const max = options.maxEntries ?? 50_000;
   const entries = new Map<string, Entry>();
-  const MAX = 50_000;
-  // Bumped by every invalidation: an answer computed while a change committed is not kept.
-  let epoch = 0;
+  // One computation per key at a time: a burst of requests after an expiry or a change costs one
+  // query, not one per request.
+  const flights = new Map<string, Flight>();
+  const kinds = new Set<string>();
 
-  function invalidate(key: string): void {
-    epoch++;
-    if (key.startsWith('bot:')) {
-      const botId = key.slice(4);
-      for (const k of entries.keys()) if (k.endsWith(`|${botId}`)) entries.delete(k);
-    } else if (key.startsWith('owner:')) {
-      const ownerId = key.slice(6);
-      for (const [k, e] of entries) if (e.ownerId === ownerId) entries.delete(k);
-    } else {
-      entries.clear();
+  function dropKey(key: string): void {
+    entries.delete(key);
+    const flight = flights.get(key);
+    if (flight) {
+      flight.stale = true;
+      flights.delete(key);
     }
   }
 
+  function invalidate(key: string): void {
+    if (key.startsWith('bot:')) {
+      const botId = key.slice(4);
+      for (const kind of kinds) dropKey(`${kind}|${botId}`);
+    } else if (key.startsWith('owner:')) {
+      const ownerId = key.slice(6);
+      for (const [k, e] of entries) if (e.ownerId === ownerId) entries.delete(k);
+      // Whose owner a running computation reads is known only when it ends: none is kept.
+      for (const k of [...flights.keys()]) dropKey(k);
+    } else {
+      entries.clear();
+      for (const k of [...flights.keys()]) dropKey(k);
+    }
+  }
+
+  function start(
+    key: string,
+    kind: string,
+    compute: () => Promise<{ value: unknown; ownerId: string | null }>,
+  ): Flight {
+    kinds.add(kind);
+    const started = Date.now();
+    const own: Flight = { promise: compute(), stale: false };
+    flights.set(key, own);
+    own.promise.then(
+      ({ value, ownerId }) => {
+        if (flights.get(key) === own) flights.delete(key);
+        if (own.stale) return;
+        entries.delete(key);
+        if (entries.size >= max) {
+          // The oldest entry goes (Map keeps insertion order): memory stays bounded.
+          const oldest = entries.keys().next().value;
+          if (oldest !== undefined) entries.delete(oldest);
+        }
+        entries.set(key, { value, ownerId, until: started + ttl });
+      },
+      () => {
+        if (flights.get(key) === own) flights.delete(key);
+      },
+    );
+    return own;
+  }
+
   let unlisten: (() => Promise<void>) | undefined;
-  let stopLocal: (() => void) | undefined;
   if (ttl > 0) {
     // Payloads of one notification are comma-joined keys (see the PostgreSQL driver).
     unlisten = await ctx.db.listen(BOT_STATE_CHANNEL, (payload) => {
       for (const key of payload.split(',')) invalidate(key);
     });
-    // A write committed by this process is visible to its next read at once (read your writes);
-    // writes of other instances arrive through NOTIFY within milliseconds.
-    stopLocal = ctx.db.onCommit(() => {
-      if (entries.size > 0) invalidate('*');
-      else epoch++;
-    });
   }
 
   return {
     async get(kind, botId, compute) {
+      if (ttl <= 0) return (await compute()).value;
       const key = `${kind}|${botId}`;
       const now = Date.now();
       const hit = entries.get(key);
-      if (hit && hit.until > now) return hit.value as never;
-      const startedAt = epoch;
-      const { value, ownerId } = await compute();
-      if (ttl > 0 && startedAt === epoch) {
-        if (entries.size >= MAX) entries.clear();
-        entries.set(key, { value, ownerId, until: now + ttl });
+      if (hit) {
+        if (hit.until > now) {
+          // In the last quarter of its life an entry is refreshed in the background while it is
+          // still served: a bot read steadily never waits for the database at expiry. What is
+          // served stays younger than the TTL, and a change still drops it at once.
+          if (hit.until - now < ttl / 4 && !flights.has(key)) start(key, kind, compute);
+          return hit.value as never;
+        }
+        entries.delete(key);
       }
-      return value;
+      const flight = flights.get(key) ?? start(key, kind, compute);
+      return (await flight.promise).value as never;
     },
     invalidate,
     async stop() {
       entries.clear();
-      stopLocal?.();
+      flights.clear();
       await unlisten?.();
     },
   };

@@ -2,7 +2,7 @@ import type { Queryable } from '../platform/db/port.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
 // Spending windows kept as counters (spend_counters). A checkout adds to them in
-// checkout_attempt (0002_checkout.sql) with conditional upserts, in the global lock order card →
+// checkout_attempt (src/migrations/functions/) with conditional upserts (checkout_add_counter), in the global lock order card →
 // profile → owner → bot; a released hold (deny, expiry) subtracts here in the same order.
 
 export type LimitName =
@@ -18,8 +18,6 @@ export interface CounterSpec {
   name: LimitName;
   scope: string;
   kind: WindowKind;
-  /** null: counted but never limiting (the bot's own figures). */
-  limitCents: number | null;
 }
 
 /** Gives back a released hold: subtracts from the counters of the windows the hold was taken in. */

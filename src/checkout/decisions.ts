@@ -1,16 +1,16 @@
 import type { CardRow } from '../cards/service.ts';
-import { audit } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso, type WindowKind } from '../platform/time.ts';
 import { captureDecoyHold, captureHold, releaseDecoyHold, releaseHold } from '../wallet/ledger.ts';
+import { settleX402Hold } from '../x402/service.ts';
 import { subtractFromCounters } from './counters.ts';
 import { counterSpecs } from './guardrails.ts';
 import { cardDetails, emitPurchaseEvent } from './service.ts';
 import { onCheckoutDecided } from './taskLink.ts';
-import { settleX402Hold } from '../x402/service.ts';
 
 // Deciding a pending confirmation: the owner approves (capture the hold) or denies (release it),
 // the window elapses (expire: release), or — for a decoy — the service decides at decide_at.

@@ -3,9 +3,10 @@ import { centsToUsd } from '../platform/money.ts';
 import type { WindowKind } from '../platform/time.ts';
 import type { CounterSpec, LimitName } from './counters.ts';
 
-// Rules of the guardrail chain used on the TypeScript side: which counters a purchase counts in
-// (released on deny/expiry) and the errors of failed limits. The chain itself and the approval
-// decision run in checkout_attempt (0002_checkout.sql), which uses the same scopes: keep in step.
+// The TypeScript side of the guardrail chain: which counters a purchase counted in (subtracted
+// again when a hold is denied or expires) and the errors of failed limits. The chain itself, its
+// limits and the approval decision run in checkout_attempt
+// (src/migrations/functions/checkout_attempt.sql); the scopes below are the ones it adds to.
 
 export interface PurchaseScope {
   botId: string;
@@ -26,37 +27,21 @@ export interface PurchaseScope {
  */
 export function counterSpecs(p: PurchaseScope): CounterSpec[] {
   const cardScope = p.isReal ? `card:${p.cardId}` : `card:${p.cardId}:p${p.profileIndex}`;
-  const specs: CounterSpec[] = [
-    { name: 'card_daily', scope: cardScope, kind: 'day', limitCents: null },
-    { name: 'card_monthly', scope: cardScope, kind: 'month', limitCents: null },
-    {
-      name: 'profile_allowance',
-      scope: `profile:${p.cardId}:${p.profileIndex}`,
-      kind: p.profileWindow,
-      limitCents: null,
-    },
+  const owner = `owner:${p.ownerId}`;
+  const bot = `bot:${p.botId}`;
+  return [
+    { name: 'card_daily', scope: cardScope, kind: 'day' },
+    { name: 'card_monthly', scope: cardScope, kind: 'month' },
+    { name: 'profile_allowance', scope: `profile:${p.cardId}:${p.profileIndex}`, kind: p.profileWindow },
+    ...(p.isReal
+      ? ([
+          { name: 'master_daily', scope: owner, kind: 'day' },
+          { name: 'master_monthly', scope: owner, kind: 'month' },
+        ] as const)
+      : []),
+    { name: 'bot_daily', scope: bot, kind: 'day' },
+    { name: 'bot_monthly', scope: bot, kind: 'month' },
   ];
-  if (p.isReal) {
-    specs.push(
-      {
-        name: 'master_daily',
-        scope: `owner:${p.ownerId}`,
-        kind: 'day',
-        limitCents: null,
-      },
-      {
-        name: 'master_monthly',
-        scope: `owner:${p.ownerId}`,
-        kind: 'month',
-        limitCents: null,
-      },
-    );
-  }
-  specs.push(
-    { name: 'bot_daily', scope: `bot:${p.botId}`, kind: 'day', limitCents: null },
-    { name: 'bot_monthly', scope: `bot:${p.botId}`, kind: 'month', limitCents: null },
-  );
-  return specs;
 }
 
 const LIMIT_ERRORS: Record<

@@ -1,9 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../app.ts';
-import { BOT_SECURITY } from '../bots/routes.ts';
-import { OWNER_SECURITY } from '../owners/routes.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
+import type { App } from '../platform/http.ts';
+import { BOT_SECURITY, OWNER_SECURITY } from '../platform/http.ts';
 import { ErrorBody, IdParam, RateLimitedBody } from '../platform/schemas.ts';
 import { checkoutStatus, decideByOwner, listApprovals } from './decisions.ts';
 import { checkout } from './service.ts';

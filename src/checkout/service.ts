@@ -2,7 +2,7 @@ import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret, ProfileSecret } from '../cards/service.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { deliverOwnerMail } from '../notifications/job.ts';
-import { LOW_BALANCE_CENTS } from '../owners/service.ts';
+import { LOW_BALANCE_CENTS } from '../owners/funding.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db/port.ts';
@@ -10,18 +10,19 @@ import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
-import { iso, type WindowKind, windowStart } from '../platform/time.ts';
-import type { LimitName } from './counters.ts';
+import { iso } from '../platform/time.ts';
+import { type AttemptRefusal, checkoutAttempt } from './attempt.ts';
 import { limitError, perTransactionError } from './guardrails.ts';
 import { claimIdempotencyKey, saveIdempotentResponse } from './idempotency.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
 // POST /api/v1/bot/merchant/checkout: rate limit, idempotency, the guardrail chain and
-// the hold or debit, all in one transaction. The chain itself — wallet status → card resolution and
-// card guardrails (per transaction, daily, monthly) → profile allowance → master guardrails (real
-// profile only) → funds → approval mode — and its writes run in one database call,
-// checkout_attempt (src/migrations/0002_checkout.sql): a dozen statements without a dozen round
-// trips. It locks counter rows card → profile → owner → bot, and the wallet row last.
+// the hold or debit, all in one transaction. The chain itself — wallet status → card resolution →
+// card guardrails (per transaction, daily, monthly) → profile allowance → master guardrails → funds
+// → approval mode — and its writes run in one database call, checkout_attempt
+// (src/migrations/functions/checkout_attempt.sql, called through src/checkout/attempt.ts): a dozen
+// statements without a dozen round trips. It locks counter rows card → profile → owner → bot, and
+// the wallet row last.
 
 export interface CheckoutRequest {
   profile_index: number;
@@ -61,10 +62,14 @@ export function cardDetails(
 ): CardSecret {
   if (card.profiles_enc) {
     const all = JSON.parse(ctx.secrets.decrypt(card.profiles_enc)) as ProfileSecret[];
-    const p = all.find((x) => x.profile_index === profileIndex)!;
+    const p = all.find((x) => x.profile_index === profileIndex);
+    if (!p) throw new Error(`card ${card.id} has no profile ${profileIndex}`);
     return { missing_digits: p.missing_digits, expiry_month: p.expiry_month, expiry_year: p.expiry_year };
   }
-  if (isReal) return JSON.parse(ctx.secrets.decrypt(card.secret_enc!)) as CardSecret;
+  if (isReal) {
+    if (!card.secret_enc) throw new Error(`card ${card.id} has no secret`);
+    return JSON.parse(ctx.secrets.decrypt(card.secret_enc)) as CardSecret;
+  }
   const decoy = decoyProfile(ctx.secrets, card.id, profileIndex, new Date(card.created_at).getUTCFullYear());
   return {
     missing_digits: decoyMissingDigits(decoy, card.missing_position),
@@ -132,34 +137,8 @@ function checkoutLimit(ctx: AppContext, botId: string, now: number) {
   return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
 
-interface AttemptResult {
-  ok?: true;
-  error?: string;
-  name?: string;
-  limit_cents?: number;
-  spent_cents?: number;
-  window?: WindowKind;
-  balance_cents?: number;
-  held?: boolean;
-  is_real?: boolean;
-  card_id?: string;
-  secret_enc?: string | null;
-  profiles_enc?: string | null;
-  missing_position?: number;
-  card_created_at?: string;
-  available_before?: number;
-}
-
-const LIMIT_NAMES: Record<string, LimitName> = {
-  card_daily: 'card_daily',
-  card_monthly: 'card_monthly',
-  profile_allowance: 'profile_allowance',
-  master_daily: 'master_daily',
-  master_monthly: 'master_monthly',
-};
-
-/** The refusal returned by checkout_attempt, as the spec's error. */
-function attemptError(r: AttemptResult): ApiError {
+/** The refusal of checkout_attempt, as the spec's error. */
+function refusalError(r: AttemptRefusal): ApiError {
   switch (r.error) {
     case 'wallet_not_active':
       return new ApiError(
@@ -178,18 +157,18 @@ function attemptError(r: AttemptResult): ApiError {
       return new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
     case 'insufficient_funds':
       return new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
-        balance_usd: centsToUsd(r.balance_cents ?? 0),
+        balance_usd: centsToUsd(r.balanceCents),
       });
-    case 'limit': {
-      if (r.name === 'card_per_transaction')
-        return perTransactionError('card_guardrail_violation', r.limit_cents ?? 0);
-      if (r.name === 'master_per_transaction')
-        return perTransactionError('master_budget_exceeded', r.limit_cents ?? 0);
-      const name = LIMIT_NAMES[r.name ?? ''];
-      if (name) return limitError(name, r.limit_cents ?? 0, r.spent_cents ?? 0, r.window);
-    }
+    case 'per_transaction':
+      return perTransactionError(
+        r.name === 'card_per_transaction' ? 'card_guardrail_violation' : 'master_budget_exceeded',
+        r.limitCents,
+      );
+    case 'window_limit':
+      return limitError(r.name, r.limitCents, r.spentCents);
+    case 'allowance':
+      return limitError('profile_allowance', r.limitCents, r.spentCents, r.window);
   }
-  throw new Error(`unexpected checkout_attempt result ${JSON.stringify(r)}`);
 }
 
 async function runChain(
@@ -217,41 +196,32 @@ async function runChain(
     },
     now,
   );
-  // The whole chain and its writes in one database call (see 0002_checkout.sql checkout_attempt).
-  const r = (
-    await tx.query<{ r: AttemptResult }>(
-      `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) AS r`,
-      [
-        botId,
-        req.card_id ?? null,
-        req.profile_index,
-        amount,
-        category,
-        id,
-        req.merchant_name,
-        req.merchant_url,
-        req.item_name,
-        req.task_id ?? null,
-        new Date(now),
-        windowStart('day', now),
-        windowStart('week', now),
-        windowStart('month', now),
-        ctx.config.approvalWindowSeconds,
-        newId('ltx'),
-        event.id,
-        event.body,
-      ],
-    )
-  )[0]!.r;
-  if (!r.ok) throw attemptError(r);
-  const held = r.held!;
-  const isReal = r.is_real!;
+  // The whole chain and its writes in one database call (src/checkout/attempt.ts).
+  const r = await checkoutAttempt(tx, {
+    botId,
+    cardId: req.card_id ?? null,
+    profileIndex: req.profile_index,
+    amountCents: amount,
+    category,
+    confirmationId: id,
+    merchantName: req.merchant_name,
+    merchantUrl: req.merchant_url,
+    itemName: req.item_name,
+    taskId: req.task_id ?? null,
+    now,
+    approvalWindowSeconds: ctx.config.approvalWindowSeconds,
+    ledgerTransactionId: newId('ltx'),
+    eventId: event.id,
+    eventBody: event.body,
+  });
+  if (!r.ok) throw refusalError(r.refusal);
+  const { held, isReal } = r;
   // The visible balance moves alike for every profile, and so does its low-balance event.
   const balanceLow = await emitBalanceLowIfCrossed(
     tx,
     botId,
-    r.available_before!,
-    r.available_before! - amount,
+    r.availableBeforeCents,
+    r.availableBeforeCents - amount,
     now,
   );
   if (req.task_id !== undefined) {
@@ -259,7 +229,7 @@ async function runChain(
     await checkTaskForCheckout(tx, {
       botId,
       taskId: req.task_id,
-      cardId: r.card_id!,
+      cardId: r.cardId,
       profileIndex: req.profile_index,
       amountCents: amount,
       merchantName: req.merchant_name,
@@ -301,11 +271,11 @@ async function runChain(
   const details = cardDetails(
     ctx,
     {
-      id: r.card_id!,
-      secret_enc: r.secret_enc ?? null,
-      profiles_enc: r.profiles_enc ?? null,
-      missing_position: r.missing_position!,
-      created_at: new Date(r.card_created_at!),
+      id: r.cardId,
+      secret_enc: r.secretEnc,
+      profiles_enc: r.profilesEnc,
+      missing_position: r.missingPosition,
+      created_at: r.cardCreatedAt,
     },
     req.profile_index,
     isReal,

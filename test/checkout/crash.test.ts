@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectionFor, createTestDatabase, isPostgres, type TestDatabase } from '../support/db.ts';
 import {
@@ -18,21 +17,11 @@ import {
   setupCard,
   type TestCard,
 } from './helpers.ts';
+import { freePort } from '../support/process.ts';
 
 // A real service process (bin/botpay.mjs serve) is SIGKILLed in the middle of a stream of
 // checkouts and started again. Afterwards the ledger must balance to the cent and every approved
 // confirmation must have exactly one debit (purchase or capture), every pending one one hold.
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 async function startChild(schema: string, port: number): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['bin/botpay.mjs', 'serve'], {

@@ -1,4 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyRequest } from 'fastify';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BOT_KEYS_CHANNEL, createBotAuthenticator } from '../../src/bots/auth.ts';
+import { BOT_STATE_CHANNEL, createBotStateCache } from '../../src/bots/stateCache.ts';
+import type { AppContext } from '../../src/platform/context.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
 import { createTestDatabase, isPostgres, POSTGRES_URL, type TestDatabase } from '../support/db.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
@@ -111,5 +116,255 @@ describe('bot status cache', () => {
     // The key cache keeps an entry for at most 900 ms: a second later the old key is refused.
     await new Promise((r) => setTimeout(r, 1000));
     expect((await a.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).statusCode).toBe(401);
+  });
+
+  /** Changes a bot's balance without announcing it (as if the notification were lost). */
+  async function silentFund(botId: string, cents: number): Promise<void> {
+    const sql = 'UPDATE wallets SET available_cents = available_cents + $2 WHERE bot_id = $1';
+    if (isPostgres) {
+      // A plain client: with botpay.defer_notify on, the trigger only raises a NOTICE nobody sends.
+      const client = new pg.Client({
+        connectionString: POSTGRES_URL,
+        options: `-c search_path=${database.schema} -c botpay.defer_notify=on`,
+      });
+      await client.connect();
+      await client.query(sql, [botId, cents]);
+      await client.end();
+    } else {
+      await a.ctx.db.transaction(async (tx) => {
+        await tx.exec('SET LOCAL botpay.defer_notify = on');
+        await tx.query(sql, [botId, cents]);
+      });
+    }
+  }
+
+  it('commits that touch nothing a status shows (job ticks) keep the cached answers', async () => {
+    const owner = await createOwner(a);
+    const bot = await activeBot(a, owner, { fundCents: 100 });
+    expect(await balanceOn(a, bot.auth)).toBe(1);
+    await silentFund(bot.bot_id, 100);
+    // Writes through this instance's own database port that no status reads: until 0021 every
+    // local commit emptied the whole cache, so job ticks (owner mail, webhook claims) several
+    // times a second made most status requests miss.
+    await a.ctx.db.query('DELETE FROM checkout_idempotency WHERE created_at < $1', [new Date(0)]);
+    await a.ctx.db.transaction(async (tx) => {
+      await tx.query("UPDATE events SET owner_mail_at = owner_mail_at WHERE id = 'none'");
+    });
+    expect(await balanceOn(a, bot.auth)).toBe(1);
+    // A change of this bot's wallet, announced: the next answer is fresh (and includes the silent one).
+    await a.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`,
+      headers: owner.auth,
+      payload: { amount_cents: 100 },
+    });
+    expect(await balanceOn(a, bot.auth)).toBe(3);
+  });
+
+  it('the partner wallet columns the status shows announce their changes, before the write returns', async () => {
+    const owner = await createOwner(a);
+    const bot = await activeBot(a, owner);
+    const heard: string[] = [];
+    // Only this bot's keys: another instance's earlier writes may still be arriving.
+    const unlisten = await a.ctx.db.listen(BOT_STATE_CHANNEL, (p) =>
+      heard.push(...p.split(',').filter((k) => k === `bot:${bot.bot_id}`)),
+    );
+    try {
+      await a.ctx.db.query(
+        `INSERT INTO x402_wallets (bot_id, network, asset, address, key_enc, key_source, created_at, updated_at)
+         VALUES ($1, 'base-sepolia', 'USDC', '0x0000000000000000000000000000000000000001', 'x', 'generated', now(), now())`,
+        [bot.bot_id],
+      );
+      expect(heard).toEqual([`bot:${bot.bot_id}`]);
+      heard.length = 0;
+      // The money projections are not part of the status: silent.
+      await a.ctx.db.query('UPDATE x402_wallets SET held_cents = held_cents WHERE bot_id = $1', [bot.bot_id]);
+      expect(heard).toEqual([]);
+      await a.ctx.db.query(
+        'UPDATE x402_wallets SET chain_balance_micro = 5, balance_read_at = now() WHERE bot_id = $1',
+        [bot.bot_id],
+      );
+      expect(heard).toEqual([`bot:${bot.bot_id}`]);
+    } finally {
+      await unlisten();
+    }
+  });
+
+  it('a rotated key stops working on another instance through NOTIFY, not expiry', async () => {
+    const owner = await createOwner(a);
+    const bot = await activeBot(a, owner);
+    // An authenticator of "instance b" whose entries would live a minute: only the announcement
+    // on botpay_bot_keys can make it refuse the old key in time.
+    const auth = createBotAuthenticator(b.ctx as AppContext, { ttlMs: 60_000 });
+    const unlisten = await auth.ready;
+    try {
+      const request = { headers: { authorization: `Bearer ${bot.api_key}` } } as unknown as FastifyRequest;
+      expect((await auth.authenticate(request)).id).toBe(bot.bot_id);
+      expect(auth.size).toBe(1);
+      const started = Date.now();
+      const rotated = await a.app.inject({
+        method: 'POST',
+        url: `/api/v1/owner/bots/${bot.bot_id}/api-key/rotate`,
+        headers: owner.auth,
+      });
+      expect(rotated.statusCode).toBe(200);
+      let refused = false;
+      while (!refused && Date.now() - started < 10_000) {
+        refused = await auth.authenticate(request).then(
+          () => false,
+          () => true,
+        );
+        if (!refused) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(refused).toBe(true);
+      const fresh = {
+        headers: { authorization: `Bearer ${rotated.json().api_key}` },
+      } as unknown as FastifyRequest;
+      expect((await auth.authenticate(fresh)).id).toBe(bot.bot_id);
+    } finally {
+      await unlisten();
+    }
+  });
+});
+
+describe('API-key cache', () => {
+  const KEY = `svc_live_${'a'.repeat(48)}`;
+  function fakeDb(lookup: (hash: string) => Promise<Array<{ id: string }>>) {
+    let handler: ((payload: string) => void) | undefined;
+    let queries = 0;
+    const db = {
+      query: async (_sql: string, params: unknown[]) => {
+        queries++;
+        return lookup(params[0] as string);
+      },
+      listen: async (channel: string, fn: (payload: string) => void) => {
+        expect(channel).toBe(BOT_KEYS_CHANNEL);
+        handler = fn;
+        return async () => {};
+      },
+    };
+    return {
+      ctx: { db } as unknown as AppContext,
+      notify: (payload: string) => handler?.(payload),
+      queries: () => queries,
+    };
+  }
+  const req = (key: string) => ({ headers: { authorization: `Bearer ${key}` } }) as unknown as FastifyRequest;
+
+  it('concurrent requests with one key cost one lookup; later ones none', async () => {
+    const f = fakeDb(async () => [{ id: 'bot_1' }]);
+    const auth = createBotAuthenticator(f.ctx, { ttlMs: 60_000 });
+    await auth.ready;
+    const bots = await Promise.all(Array.from({ length: 20 }, () => auth.authenticate(req(KEY))));
+    expect(bots.every((b) => b.id === 'bot_1')).toBe(true);
+    await auth.authenticate(req(KEY));
+    expect(f.queries()).toBe(1);
+  });
+
+  it('unknown keys are never cached: each guess costs a lookup, and the cache does not grow', async () => {
+    const f = fakeDb(async () => []);
+    const auth = createBotAuthenticator(f.ctx, { ttlMs: 60_000 });
+    for (let i = 0; i < 5; i++)
+      await expect(auth.authenticate(req(KEY))).rejects.toMatchObject({ status: 401 });
+    expect(f.queries()).toBe(5);
+    expect(auth.size).toBe(0);
+  });
+
+  it('holds at most maxEntries keys', async () => {
+    const f = fakeDb(async (hash) => [{ id: `bot_${hash.slice(0, 8)}` }]);
+    const auth = createBotAuthenticator(f.ctx, { ttlMs: 60_000, maxEntries: 3 });
+    for (let i = 0; i < 10; i++) await auth.authenticate(req(`svc_live_${i.toString(16).repeat(48)}`));
+    expect(auth.size).toBe(3);
+  });
+
+  it('a key change announced while the lookup runs is not cached over', async () => {
+    let release: (() => void) | undefined;
+    const f = fakeDb(
+      () =>
+        new Promise((resolve) => {
+          release = () => resolve([{ id: 'bot_1' }]);
+        }),
+    );
+    const auth = createBotAuthenticator(f.ctx, { ttlMs: 60_000 });
+    const first = auth.authenticate(req(KEY));
+    await new Promise((r) => setTimeout(r, 0));
+    // The rotation commits (and is announced) after the lookup read the old row.
+    f.notify('bot_1');
+    release!();
+    expect((await first).id).toBe('bot_1');
+    expect(auth.size).toBe(0);
+    // A request after the announcement did not join the old lookup: it looks up again.
+    const second = auth.authenticate(req(KEY));
+    await new Promise((r) => setTimeout(r, 0));
+    release!();
+    await second;
+    expect(f.queries()).toBe(2);
+    // '*' (the listening connection was re-established): everything goes.
+    expect(auth.size).toBe(1);
+    f.notify('*');
+    expect(auth.size).toBe(0);
+  });
+});
+
+describe('status cache entries', () => {
+  async function cacheWithTtl(ttl: number) {
+    const ctx = {
+      config: { statusCacheMs: ttl },
+      db: { listen: async () => async () => {} },
+    } as unknown as AppContext;
+    return createBotStateCache(ctx);
+  }
+
+  it('are refreshed in the background in the last quarter of their life, never served older than the TTL', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(1_000_000);
+      const cache = await cacheWithTtl(1000);
+      let computed = 0;
+      const compute = async () => ({ value: ++computed, ownerId: null });
+      expect(await cache.get('status', 'bot_1', compute)).toBe(1);
+      vi.setSystemTime(1_000_700);
+      expect(await cache.get('status', 'bot_1', compute)).toBe(1);
+      expect(computed).toBe(1);
+      // 800 ms: served from the cache, and a refresh starts.
+      vi.setSystemTime(1_000_800);
+      expect(await cache.get('status', 'bot_1', compute)).toBe(1);
+      expect(computed).toBe(2);
+      await new Promise((r) => setTimeout(r, 0));
+      expect(await cache.get('status', 'bot_1', compute)).toBe(2);
+      // The refreshed entry lives from when its computation started.
+      vi.setSystemTime(1_001_801);
+      expect(await cache.get('status', 'bot_1', compute)).toBe(3);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('a change announced while a refresh runs is not cached over', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(2_000_000);
+      const cache = await cacheWithTtl(1000);
+      let release: ((v: { value: number; ownerId: null }) => void) | undefined;
+      let computed = 0;
+      const compute = () => {
+        computed++;
+        if (computed === 1) return Promise.resolve({ value: 1, ownerId: null });
+        return new Promise<{ value: number; ownerId: null }>((resolve) => {
+          release = resolve;
+        });
+      };
+      expect(await cache.get('status', 'bot_1', compute)).toBe(1);
+      vi.setSystemTime(2_000_900);
+      expect(await cache.get('status', 'bot_1', compute)).toBe(1);
+      cache.invalidate('bot:bot_1');
+      release!({ value: 2, ownerId: null });
+      await new Promise((r) => setTimeout(r, 0));
+      // Nothing cached: the next read computes again.
+      const next = cache.get('status', 'bot_1', async () => ({ value: 3, ownerId: null }));
+      expect(await next).toBe(3);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

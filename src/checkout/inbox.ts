@@ -1,0 +1,84 @@
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne } from '../platform/db/port.ts';
+import { iso } from '../platform/time.ts';
+
+// Reads of the owner's approvals inbox for the dashboard (src/dashboard/approvalPages.ts; the
+// inbox's pending list is listApprovals in decisions.ts). Only real purchases: decoy holds are
+// never shown to the owner.
+
+/**
+ * What waits for the owner's decision in the inbox (the navigation badge): real purchases and
+ * top-up requests, pending and not yet expired — what the inbox lists.
+ */
+export async function pendingApprovalCount(ctx: AppContext, ownerId: string): Promise<number> {
+  const row = await maybeOne<{ n: number }>(
+    ctx.db,
+    `SELECT (SELECT count(*) FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
+              WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.is_real
+                AND c.expires_at > $2)::int
+          + (SELECT count(*) FROM topup_requests t JOIN bots b ON b.id = t.bot_id
+              WHERE t.owner_id = $1 AND b.owner_id = $1 AND t.status = 'pending' AND t.expires_at > $2)::int AS n`,
+    [ownerId, new Date(ctx.clock.now())],
+  );
+  return Number(row?.n ?? 0);
+}
+
+/** Real purchases of the owner decided (or expired) in the last 7 days, latest decision first. */
+export async function listRecentDecisions(ctx: AppContext, ownerId: string, limit: number) {
+  const rows = await ctx.db.query<{
+    id: string;
+    bot_id: string;
+    bot_name: string;
+    amount_cents: number;
+    merchant_name: string;
+    item_name: string;
+    status: string;
+    decided_at: Date | null;
+    decided_by: string | null;
+  }>(
+    `SELECT c.id, c.bot_id, b.name AS bot_name, c.amount_cents, c.merchant_name, c.item_name, c.status,
+            c.decided_at, c.decided_by
+       FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
+      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.is_real AND c.status <> 'pending'
+        AND c.created_at > $2
+      ORDER BY c.decided_at DESC NULLS LAST LIMIT $3`,
+    [ownerId, new Date(ctx.clock.now() - 7 * 86_400_000), limit],
+  );
+  return rows.map((r) => ({
+    ...r,
+    amount_cents: Number(r.amount_cents),
+    decided_at: r.decided_at ? iso(r.decided_at) : null,
+  }));
+}
+
+/** The real purchase a one-click e-mail link names, with its owner (whose key signed the link). */
+export async function findOneClickTarget(ctx: AppContext, confirmationId: string) {
+  const row = await maybeOne<{
+    id: string;
+    owner_id: string;
+    bot_name: string;
+    amount_cents: number;
+    merchant_name: string;
+    merchant_url: string;
+    item_name: string;
+    category: string | null;
+    status: string;
+    expires_at: Date | null;
+  }>(
+    ctx.db,
+    `SELECT c.id, c.owner_id, b.name AS bot_name, c.amount_cents, c.merchant_name, c.merchant_url,
+            c.item_name, c.category, c.status, c.expires_at
+       FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id AND b.owner_id = c.owner_id
+      WHERE c.id = $1 AND c.is_real`,
+    [confirmationId],
+  );
+  return (
+    row && {
+      ...row,
+      amount_cents: Number(row.amount_cents),
+      expires_at: row.expires_at ? iso(row.expires_at) : null,
+    }
+  );
+}
+
+export type OneClickTarget = NonNullable<Awaited<ReturnType<typeof findOneClickTarget>>>;

@@ -1,0 +1,66 @@
+-- The delivery worker's claim in one round trip (src/webhooks/worker.ts; it was BEGIN, lock,
+-- claim, COMMIT). Claims are serialised across instances by a transaction-scoped advisory lock
+-- (7254003 with the schema's hash), and in READ COMMITTED each statement of a volatile PL/pgSQL function takes a fresh
+-- snapshot: the claim after the lock sees every lease committed before it, so the per-bot count
+-- of leased rows (every instance's) is exact and two instances cannot both take a bot's last slot.
+--   p_per_bot     leases a bot may hold in the whole deployment
+--   p_room        rows this caller may take (its free slots)
+--   p_skip        bots the caller already fills by itself (need no look)
+--   p_candidates  due rows looked at
+CREATE OR REPLACE FUNCTION webhook_claim(p_now timestamptz, p_until timestamptz, p_token text, p_per_bot integer,
+                              p_room integer, p_skip text[], p_candidates integer)
+RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts integer, body text,
+               callback_url text, tunnel_hostname text, webhook_path text, hooks_token_enc text,
+               webhook_secret_enc text, webhook_secret_prev_enc text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+  PERFORM pg_advisory_xact_lock(7254003, hashtext(current_schema()));
+  RETURN QUERY
+  WITH due AS (
+    SELECT d.id, d.bot_id, d.next_attempt_at
+      FROM webhook_deliveries d
+     WHERE d.status = 'pending' AND d.next_attempt_at <= p_now
+       AND (d.locked_until IS NULL OR d.locked_until <= p_now)
+       AND NOT (d.bot_id = ANY(p_skip))
+     ORDER BY d.next_attempt_at, d.id
+     LIMIT p_candidates
+  ), busy AS (
+    -- In flight anywhere in the deployment: the bot's rows under a live lease (every instance's),
+    -- read through webhook_deliveries_leased_idx (0011).
+    SELECT l.bot_id, count(*)::int AS n
+      FROM webhook_deliveries l
+     WHERE l.locked_until > p_now AND l.bot_id IN (SELECT due.bot_id FROM due)
+     GROUP BY l.bot_id
+  ), ranked AS (
+    SELECT due.id,
+           row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id)
+             + coalesce(busy.n, 0) AS slot
+      FROM due LEFT JOIN busy ON busy.bot_id = due.bot_id
+  ), picked AS (
+    -- Joined by primary key (not IN): a plan that stays cheap even before statistics exist.
+    SELECT d.id
+      FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
+     WHERE r.slot <= p_per_bot
+       -- Re-checked on the locked row version: another worker may have claimed it meanwhile.
+       AND d.status = 'pending' AND d.next_attempt_at <= p_now
+       AND (d.locked_until IS NULL OR d.locked_until <= p_now)
+     ORDER BY d.next_attempt_at, d.id
+     LIMIT p_room
+     FOR UPDATE OF d SKIP LOCKED
+  ), claimed AS (
+    UPDATE webhook_deliveries d
+       SET locked_until = p_until, lock_token = p_token
+      FROM picked, events e, bots b
+     WHERE d.id = picked.id AND e.id = d.event_id AND b.id = d.bot_id
+    RETURNING d.id, d.event_id, d.bot_id, d.event_type, d.attempts, e.body, b.callback_url, b.tunnel_hostname,
+              b.webhook_path, b.hooks_token_enc, b.webhook_secret_enc,
+              CASE WHEN b.webhook_secret_prev_until > p_now THEN b.webhook_secret_prev_enc END AS prev_enc,
+              d.next_attempt_at AS due_at, e.seq
+  )
+  -- Oldest first, so the worker starts each bot's sends in the order they came due.
+  SELECT c.id, c.event_id, c.bot_id, c.event_type, c.attempts, c.body, c.callback_url, c.tunnel_hostname,
+         c.webhook_path, c.hooks_token_enc, c.webhook_secret_enc, c.prev_enc
+    FROM claimed c
+   ORDER BY c.due_at, c.seq;
+END $$;

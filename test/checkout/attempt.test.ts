@@ -1,0 +1,291 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type AttemptParams,
+  type AttemptResult,
+  attemptCall,
+  checkoutAttempt,
+  parseAttempt,
+} from '../../src/checkout/attempt.ts';
+import { namedCall, namedInsert } from '../../src/platform/db/named.ts';
+import { newId } from '../../src/platform/ids.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { setupCard, type TestCard } from './helpers.ts';
+
+// checkout_attempt called directly through its typed interface (src/checkout/attempt.ts): one row
+// per rule of the guardrail chain, each on a fresh owner, bot and card whose limits are all
+// generous except the one the row tightens.
+
+interface Fixture {
+  svc: TestService;
+  ownerId: string;
+  botId: string;
+  card: TestCard;
+}
+
+interface Row {
+  rule: string;
+  /** Tightens one thing (SQL or API calls). */
+  setup?: (f: Fixture) => Promise<unknown>;
+  params?: (f: Fixture) => Partial<AttemptParams>;
+  expected: (f: Fixture) => AttemptResult | Record<string, unknown>;
+}
+
+const AMOUNT = 1000;
+const FUNDS = 50_000;
+
+const sql = (f: Fixture, text: string, params: unknown[]) => f.svc.ctx.db.query(text, params);
+
+const ROWS: Row[] = [
+  {
+    rule: '1. wallet not active (not claimed)',
+    setup: (f) => sql(f, "UPDATE wallets SET status = 'pending' WHERE bot_id = $1", [f.botId]),
+    expected: () => ({ ok: false, refusal: { error: 'wallet_not_active' } }),
+  },
+  {
+    rule: '1. wallet frozen',
+    setup: (f) => sql(f, "UPDATE wallets SET status = 'frozen' WHERE bot_id = $1", [f.botId]),
+    expected: () => ({ ok: false, refusal: { error: 'wallet_frozen' } }),
+  },
+  {
+    rule: '2. named card not found (or not this bot’s)',
+    params: () => ({ cardId: 'card_unknown' }),
+    expected: () => ({ ok: false, refusal: { error: 'card_not_found' } }),
+  },
+  {
+    rule: '2. card not active',
+    setup: (f) => sql(f, "UPDATE cards SET status = 'frozen' WHERE id = $1", [f.card.card_id]),
+    expected: () => ({ ok: false, refusal: { error: 'card_not_active' } }),
+  },
+  {
+    rule: '2. several active cards and none named',
+    setup: async (f) => {
+      const owner = await ownerAuth(f);
+      await setupCard(f.svc, owner, f.botId);
+    },
+    expected: () => ({ ok: false, refusal: { error: 'card_id_required' } }),
+  },
+  {
+    rule: '2. disabled profile',
+    setup: (f) =>
+      sql(f, 'UPDATE card_profiles SET enabled = false WHERE card_id = $1 AND profile_index = $2', [
+        f.card.card_id,
+        f.card.real_profile_index,
+      ]),
+    expected: () => ({ ok: false, refusal: { error: 'invalid_profile' } }),
+  },
+  {
+    rule: '3. card per-transaction limit',
+    setup: (f) => sql(f, 'UPDATE cards SET per_transaction_cents = 500 WHERE id = $1', [f.card.card_id]),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'per_transaction', name: 'card_per_transaction', limitCents: 500 },
+    }),
+  },
+  {
+    rule: '3. card daily limit',
+    setup: (f) => sql(f, 'UPDATE cards SET daily_cents = 500 WHERE id = $1', [f.card.card_id]),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'window_limit', name: 'card_daily', limitCents: 500, spentCents: 0 },
+    }),
+  },
+  {
+    rule: '3. card monthly limit',
+    setup: (f) => sql(f, 'UPDATE cards SET monthly_cents = 1500 WHERE id = $1', [f.card.card_id]),
+    params: () => ({ amountCents: 1600 }),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'window_limit', name: 'card_monthly', limitCents: 1500, spentCents: 0 },
+    }),
+  },
+  {
+    rule: '4. profile allowance',
+    setup: (f) =>
+      sql(f, 'UPDATE card_profiles SET allowance_cents = 500 WHERE card_id = $1 AND profile_index = $2', [
+        f.card.card_id,
+        f.card.real_profile_index,
+      ]),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'allowance', limitCents: 500, spentCents: 0, window: 'month' },
+    }),
+  },
+  {
+    rule: '5. master per-transaction limit',
+    setup: (f) => sql(f, 'UPDATE owners SET master_per_transaction_cents = 500 WHERE id = $1', [f.ownerId]),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'per_transaction', name: 'master_per_transaction', limitCents: 500 },
+    }),
+  },
+  {
+    rule: '5. master daily budget',
+    setup: (f) => sql(f, 'UPDATE owners SET master_daily_cents = 500 WHERE id = $1', [f.ownerId]),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'window_limit', name: 'master_daily', limitCents: 500, spentCents: 0 },
+    }),
+  },
+  {
+    rule: '5. master monthly budget',
+    setup: (f) => sql(f, 'UPDATE owners SET master_monthly_cents = 500 WHERE id = $1', [f.ownerId]),
+    expected: () => ({
+      ok: false,
+      refusal: { error: 'window_limit', name: 'master_monthly', limitCents: 500, spentCents: 0 },
+    }),
+  },
+  {
+    rule: '6. funds (the visible balance)',
+    params: () => ({ amountCents: FUNDS + 1 }),
+    expected: () => ({ ok: false, refusal: { error: 'insufficient_funds', balanceCents: FUNDS } }),
+  },
+  {
+    rule: '7. approval: the card asks for everything → held',
+    setup: (f) =>
+      sql(f, "UPDATE cards SET approval_mode = 'ask_for_everything' WHERE id = $1", [f.card.card_id]),
+    expected: (f) => passed(f, { held: true, isReal: true }),
+  },
+  {
+    rule: '7. approval: a stricter profile rule → held',
+    setup: (f) =>
+      sql(
+        f,
+        "UPDATE card_profiles SET approval_rule = 'ask_for_everything' WHERE card_id = $1 AND profile_index = $2",
+        [f.card.card_id, f.card.real_profile_index],
+      ),
+    expected: (f) => passed(f, { held: true, isReal: true }),
+  },
+  {
+    rule: '7. approval: under the card threshold → approved',
+    expected: (f) => passed(f, { held: false, isReal: true }),
+  },
+  {
+    rule: '7. approval: a decoy profile passes the same chain → approved, not real',
+    params: (f) => ({ profileIndex: f.card.decoyIndex }),
+    expected: (f) => passed(f, { held: false, isReal: false, profileWindow: 'week' }),
+  },
+];
+
+function passed(f: Fixture, fields: Partial<AttemptResult & { ok: true }>) {
+  return {
+    ok: true,
+    cardId: f.card.card_id,
+    ownerId: f.ownerId,
+    availableBeforeCents: FUNDS,
+    profileWindow: 'month',
+    cardCreatedAt: expect.any(Date),
+    profilesEnc: expect.any(String),
+    missingPosition: expect.any(Number),
+    ...fields,
+  };
+}
+
+let ownerTokens: Map<string, Awaited<ReturnType<typeof createOwner>>>;
+async function ownerAuth(f: Fixture) {
+  const owner = ownerTokens.get(f.ownerId);
+  if (!owner) throw new Error('no owner');
+  return owner;
+}
+
+describe('checkout_attempt: one row per rule of the guardrail chain', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService();
+    ownerTokens = new Map();
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  async function fixture(): Promise<Fixture> {
+    const owner = await createOwner(svc);
+    ownerTokens.set(owner.id, owner);
+    const bot = await activeBot(svc, owner, { fundCents: FUNDS });
+    const card = await setupCard(svc, owner, bot.bot_id);
+    // Everything generous: each row tightens one rule.
+    await svc.ctx.db.query(
+      `UPDATE owners SET master_per_transaction_cents = 1000000, master_daily_cents = 10000000,
+              master_monthly_cents = 100000000 WHERE id = $1`,
+      [owner.id],
+    );
+    await svc.ctx.db.query(
+      `UPDATE cards SET per_transaction_cents = 1000000, daily_cents = 10000000, monthly_cents = 100000000,
+              approval_mode = 'auto_approve_under_threshold', approval_threshold_cents = 1000000 WHERE id = $1`,
+      [card.card_id],
+    );
+    await svc.ctx.db.query(
+      `UPDATE card_profiles SET allowance_cents = 100000000, allowance_window = 'month'
+        WHERE card_id = $1 AND profile_index = $2`,
+      [card.card_id, card.real_profile_index],
+    );
+    return { svc, ownerId: owner.id, botId: bot.bot_id, card };
+  }
+
+  function params(f: Fixture): AttemptParams {
+    return {
+      botId: f.botId,
+      cardId: null,
+      profileIndex: f.card.real_profile_index,
+      amountCents: AMOUNT,
+      category: null,
+      confirmationId: newId('chk'),
+      merchantName: 'Table Store',
+      merchantUrl: 'https://table.example/item',
+      itemName: 'Row',
+      taskId: null,
+      now: svc.clock.now(),
+      approvalWindowSeconds: 900,
+      ledgerTransactionId: newId('ltx'),
+      eventId: newId('evt'),
+      eventBody: '{}',
+    };
+  }
+
+  it.each(ROWS.map((r) => [r.rule, r] as const))('%s', async (_rule, row) => {
+    const f = await fixture();
+    await row.setup?.(f);
+    const p = { ...params(f), ...row.params?.(f) };
+    const result = await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, p));
+    const expected = row.expected(f);
+    if (expected.ok === false) expect(result).toEqual(expected);
+    else expect(result).toMatchObject(expected);
+    const confirmations = await svc.ctx.db.query<{ status: string; is_real: boolean }>(
+      'SELECT status, is_real FROM checkout_confirmations WHERE id = $1',
+      [p.confirmationId],
+    );
+    if (result.ok) {
+      expect(confirmations).toEqual([
+        { status: result.held ? 'pending' : 'approved', is_real: result.isReal },
+      ]);
+    } else {
+      expect(confirmations).toEqual([]);
+    }
+  });
+
+  it('passes every parameter of the database function by name, once', async () => {
+    const rows = await svc.ctx.db.query<{ names: string[]; nargs: number }>(
+      `SELECT proargnames AS names, pronargs AS nargs FROM pg_proc
+        WHERE proname = 'checkout_attempt' AND pronamespace = current_schema()::regnamespace`,
+    );
+    expect(rows).toHaveLength(1);
+    const named = [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);
+    expect([...named].sort()).toEqual([...(rows[0]?.names ?? [])].sort());
+    expect(named).toHaveLength(rows[0]?.nargs ?? -1);
+  });
+
+  it('named statements take identifiers from the code only', () => {
+    expect(namedCall<{ a: number }>('f', { p_a: (x) => x.a }).sql).toBe('f(p_a => $1)');
+    const insert = namedInsert<{ a: number; b: string }>('t', { a: (x) => x.a, b: (x) => x.b });
+    expect(insert.sql).toBe('INSERT INTO t (a, b) VALUES ($1, $2)');
+    expect(insert.params({ a: 1, b: 'x' })).toEqual([1, 'x']);
+    expect(() => namedInsert('t; DROP TABLE bots', {})).toThrow(/identifier/);
+    expect(() => namedCall('f', { 'p) OR 1=1 --': () => 1 })).toThrow(/identifier/);
+  });
+
+  it('an answer of an unexpected shape is an error, not a guess', () => {
+    expect(() => parseAttempt({ error: 'limit', name: 'card_weekly', limit_cents: 1 })).toThrow(/unexpected/);
+    expect(() => parseAttempt({ error: 'insufficient_funds' })).toThrow(/unexpected/);
+    expect(() => parseAttempt({ ok: true, held: 'no' })).toThrow(/unexpected/);
+    expect(() => parseAttempt({})).toThrow(/unexpected/);
+  });
+});
