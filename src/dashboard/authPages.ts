@@ -1,16 +1,14 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../app.ts';
+import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
+import type { App } from '../platform/http.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { html, type SafeHtml } from './html.ts';
-import { csrfField, flash, messageBody, messagePage, page } from './layout.ts';
-import { safeReturnPath } from './routes.ts';
+import { Text, tags } from './forms.ts';
+import { safeReturnPath } from './http.ts';
 import {
   inspectMagicLink,
   isSecureBaseUrl,
   isValidEmail,
-  type MagicLinkState,
   preSessionCsrfToken,
   requestMagicLink,
   SESSION_TTL_MS,
@@ -18,11 +16,10 @@ import {
   signInWithMagicLink,
   signOut,
 } from './sessions.ts';
+import { checkEmailView, linkProblemView, signInView, verifyView } from './views/auth.ts';
+import { flash } from './views/layout.ts';
 
 // Sign-in by e-mail magic link, the confirmation step that uses the link, and sign-out.
-
-const tags = ['dashboard'];
-const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
 
 const SignInQuery = Type.Object({
   next: Text(500),
@@ -40,61 +37,6 @@ const VerifyBody = Type.Object({ token: Text(200), _csrf: Text(200) });
 
 function preCsrf(ctx: AppContext, request: FastifyRequest): string {
   return preSessionCsrfToken(ctx, request.preSessionId ?? '');
-}
-
-function signInForm(
-  ctx: AppContext,
-  request: FastifyRequest,
-  values: { email?: string; next?: string; claimToken?: string; notice?: SafeHtml },
-): string {
-  const body = html`<div class="card stack">
-  <h1>Sign in</h1>
-  <p class="lead">Enter your e-mail address and we'll send you a link that signs you in. No password needed.</p>
-  ${values.notice ?? ''}
-  <form method="post" action="/signin">
-    ${csrfField(preCsrf(ctx, request))}
-    ${values.next ? html`<input type="hidden" name="next" value="${values.next}">` : ''}
-    ${values.claimToken ? html`<input type="hidden" name="claim_token" value="${values.claimToken}">` : ''}
-    <div class="field"><label for="email">E-mail address</label>
-      <input id="email" name="email" type="email" autocomplete="email" required maxlength="254" value="${values.email ?? ''}"></div>
-    <button type="submit">Send me a sign-in link</button>
-  </form>
-</div>`;
-  return page({ title: 'Sign in', narrow: true, body });
-}
-
-export function linkProblemPage(state: Exclude<MagicLinkState, 'valid'>): { status: number; body: string } {
-  const again = html`<a class="button" href="/signin">Get a new link</a>`;
-  if (state === 'expired')
-    return {
-      status: 410,
-      body: messagePage(
-        'This link has expired',
-        'Sign-in links work for 15 minutes. Ask for a new one; it only takes a moment.',
-        { actions: again },
-      ),
-    };
-  if (state === 'used')
-    return {
-      status: 410,
-      body: messagePage(
-        'This link was already used',
-        'Each sign-in link works once. If you are not signed in, ask for a new link.',
-        { actions: again },
-      ),
-    };
-  return {
-    status: 400,
-    body: messagePage(
-      'This link is not valid',
-      'The link may be incomplete (some mail apps break long links). Ask for a new one.',
-      { actions: again },
-    ),
-  };
-}
-
-function sendHtml(reply: FastifyReply, status: number, body: string) {
-  return reply.status(status).type('text/html; charset=utf-8').send(body);
 }
 
 export function registerAuthPages(app: App, ctx: AppContext): void {
@@ -119,10 +61,9 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
         : request.query.claim_token
           ? flash('info', 'Sign in first; then you come straight back to claim your bot.')
           : undefined;
-      return sendHtml(
-        reply,
-        200,
-        signInForm(ctx, request, {
+      return reply.page(
+        signInView({
+          csrf: preCsrf(ctx, request),
           ...(request.query.claim_token ? { claimToken: request.query.claim_token } : {}),
           ...(safeReturnPath(request.query.next) ? { next: safeReturnPath(request.query.next)! } : {}),
           ...(notice ? { notice } : {}),
@@ -139,15 +80,15 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
       const next = safeReturnPath(request.body.next);
       const claimToken = request.body.claim_token?.trim() || undefined;
       if (!isValidEmail(email)) {
-        return sendHtml(
-          reply,
-          400,
-          signInForm(ctx, request, {
+        return reply.page(
+          signInView({
+            csrf: preCsrf(ctx, request),
             email,
             ...(next ? { next } : {}),
             ...(claimToken ? { claimToken } : {}),
             notice: flash('bad', 'Enter a complete e-mail address, such as you@example.com.'),
           }),
+          400,
         );
       }
       const returnTo = claimToken ? `/claim?token=${encodeURIComponent(claimToken)}` : next;
@@ -169,20 +110,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
     async (request, reply) => {
       const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
       const email = shown?.kind === 'check_email' ? shown.email : undefined;
-      return sendHtml(
-        reply,
-        200,
-        page({
-          title: 'Check your e-mail',
-          narrow: true,
-          body: messageBody(
-            'Check your e-mail',
-            html`We sent a sign-in link to ${email ? html`<strong data-testid="sent-to">${email}</strong>` : 'the address you gave'}. Open it on this device or any other; it works once, for 15 minutes.
-              <br><span class="small">Nothing arrived after a few minutes? Check the spam folder${email ? ' and the spelling of the address above' : ' or the spelling of the address'}.</span>`,
-            html`<a class="button secondary" href="/signin">Use another address</a>`,
-          ),
-        }),
-      );
+      return reply.page(checkEmailView(email));
     },
   );
 
@@ -196,25 +124,10 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
       const token = request.query.token ?? '';
       const state = await inspectMagicLink(ctx, token);
       if (state !== 'valid') {
-        const problem = linkProblemPage(state);
-        return sendHtml(reply, problem.status, problem.body);
+        const problem = linkProblemView(state);
+        return reply.page(problem.view, problem.status);
       }
-      // Using the link takes a button press: mail scanners that fetch links must not burn it.
-      return sendHtml(
-        reply,
-        200,
-        page({
-          title: 'Sign in',
-          narrow: true,
-          body: messageBody(
-            'Welcome back',
-            'Press the button to finish signing in on this device.',
-            html`<form method="post" action="/signin/verify">${csrfField(preCsrf(ctx, request))}
-              <input type="hidden" name="token" value="${token}">
-              <button type="submit">Sign in</button></form>`,
-          ),
-        }),
-      );
+      return reply.page(verifyView(preCsrf(ctx, request), token));
     },
   );
 
@@ -228,8 +141,8 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
         replacesSessionHash: request.dashboard?.idHash,
       });
       if (!result.ok) {
-        const problem = linkProblemPage(result.reason);
-        return sendHtml(reply, problem.status, problem.body);
+        const problem = linkProblemView(result.reason);
+        return reply.page(problem.view, problem.status);
       }
       reply.setCookie(sessionCookie, result.sessionId, { ...cookieOptions, maxAge: SESSION_TTL_MS / 1000 });
       return reply.redirect(safeReturnPath(result.returnTo) ?? '/', 303);

@@ -1,6 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../app.ts';
 import {
   type ApprovalMode,
   getCard,
@@ -11,27 +10,23 @@ import {
   updateCard,
   updateProfile,
 } from '../cards/service.ts';
-import { humanDigitPositions } from '../cards/split.ts';
-import { getBot } from '../owners/service.ts';
+import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
+import type { App } from '../platform/http.ts';
 import { IdParam } from '../platform/schemas.ts';
-import { html, type SafeHtml } from './html.ts';
-import { botTabs, csrfField, flash, page, pill, postButton, usd, when } from './layout.ts';
-import { bundleAsset } from './assets/bundle.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { limitOrderWarning, parseUsdToCents } from './present.ts';
+import { BotParams, limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import type { SafeHtml } from './html.ts';
+import { cardsView, cardView, MODES, RULES } from './views/cards.ts';
+import { flash } from './views/layout.ts';
 
-// Cards of a bot: the setup wizard, one step at a time (1 name the card → 2 type it in the
-// browser, where /assets/card-wizard.js builds the bot's payment profiles file and sends the
-// service only three digits per profile → 3 save the file → 4 limits and profiles, shown only
-// once the card is active), card guardrails, approval mode, status, and the allowance and approval
-// rule of each payment profile. Every action calls src/cards/service.ts, which checks
-// ownership and writes the audit log.
+// Cards of a bot: the setup wizard (src/dashboard/views/cards.ts draws it; the card is typed and
+// split in the browser by /assets/card-wizard.js, which posts only the activation to the owner
+// API), card guardrails, approval mode, status, and the allowance and approval rule of each
+// payment profile. Every action calls src/cards/service.ts, which checks ownership and writes the
+// audit log.
 
-const tags = ['dashboard'];
-const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
-const BotParams = Type.Object({ bot_id: IdParam('bot') });
 const CardParams = Type.Object({ bot_id: IdParam('bot'), card_id: IdParam('card') });
 const ProfileParams = Type.Object({
   bot_id: IdParam('bot'),
@@ -40,79 +35,6 @@ const ProfileParams = Type.Object({
 });
 type CardParamsT = Static<typeof CardParams>;
 const MAX_LIMIT_CENTS = 100_000_000;
-
-const MODES: Array<[ApprovalMode, string]> = [
-  ['ask_for_everything', 'Ask me for every purchase'],
-  ['auto_approve_under_threshold', 'Auto-approve below a threshold'],
-  ['auto_approve_by_category', 'Auto-approve chosen categories'],
-];
-const RULES: Array<[ProfileApprovalRule, string]> = [
-  ['follow_card', 'Follow the card'],
-  ['ask_for_everything', 'Ask me for every purchase'],
-  ['auto_approve_under_threshold', 'Approve below a threshold'],
-];
-const WINDOWS = [
-  ['day', 'per day'],
-  ['week', 'per week'],
-  ['month', 'per month'],
-] as const;
-
-const NOTICES: Record<string, string> = {
-  started: 'Card started. Now type your card: it stays in this browser.',
-  activated: 'Card activated. Give the payment profiles file you saved to your bot.',
-  settings: 'Card settings saved.',
-  status: 'Card status changed.',
-  profile: 'Profile saved.',
-};
-
-type Card = Awaited<ReturnType<typeof getCard>>;
-
-const STEPS = ['Name the card', 'Type the card', 'Save the file', 'Limits and profiles'];
-
-/** The wizard's labelled steps; `current` is 1-based, steps before it are marked done. */
-function steps(current: number): SafeHtml {
-  return html`<ol class="steps" aria-label="Adding a card">${STEPS.map(
-    (label, i) =>
-      html`<li${i + 1 === current ? html` aria-current="step"` : i + 1 < current ? html` class="done"` : ''}>${label}</li>`,
-  )}</ol>`;
-}
-
-function sendHtml(reply: FastifyReply, status: number, body: string) {
-  return reply.status(status).type('text/html; charset=utf-8').send(body);
-}
-
-function options<T extends string>(list: ReadonlyArray<readonly [T, string]>, current: string): SafeHtml[] {
-  return list.map(
-    ([value, label]) =>
-      html`<option value="${value}"${value === current ? html` selected` : ''}>${label}</option>`,
-  );
-}
-
-/**
- * Step 2: the card form. Its fields have no name attribute, so the browser never submits them; the
- * wizard script reads them, builds the profiles file and sends only the activation request.
- */
-function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
-  const field = (id: string, label: string, attrs: SafeHtml | string = '') =>
-    html`<div class="field"><label for="${id}">${label}</label><input id="${id}" autocomplete="off" ${attrs}></div>`;
-  return html`<p id="wizard-noscript" class="flash bad">This step needs JavaScript: your card number is split in this browser and never sent. Without JavaScript, use <code>botpay card split --bot ${botId} --card ${card.card_id}</code> on your own computer.</p>
-<p id="wizard-message" class="flash bad" role="alert" hidden></p>
-<p class="small" data-testid="digit-positions">The service keeps digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> of your card number (counting the first digit as 1). In the file they show as <code>***</code>; your bot receives them only for a purchase you allow.</p>
-<form id="card-wizard" class="stack" hidden data-card-id="${card.card_id}" data-bot-id="${botId}" data-real-index="${card.real_profile_index}" data-positions="${card.missing_digit_positions.join(',')}" data-csrf="${csrf}">
-  ${field('card-number', 'Card number', html`inputmode="numeric" maxlength="23" required spellcheck="false"`)}
-  <div class="grid two">${field('card-month', 'Expiry month (MM)', html`inputmode="numeric" maxlength="2" required`)}${field('card-year', 'Expiry year (YYYY)', html`inputmode="numeric" maxlength="4" required`)}</div>
-  ${field('card-name', 'Name on the card', html`maxlength="100" required`)}
-  ${field('addr-line1', 'Billing address', html`maxlength="200" required`)}
-  ${field('addr-line2', 'Address line 2 (optional)', html`maxlength="200"`)}
-  <div class="grid three">${field('addr-city', 'City', html`maxlength="100" required`)}${field('addr-state', 'State or region (optional)', html`maxlength="100"`)}${field('addr-postal', 'Postal code', html`maxlength="20" required`)}</div>
-  ${field('addr-country', 'Country (2 letters)', html`maxlength="2" required`)}
-  <button type="submit">Split and activate</button>
-</form>
-</div>
-<div id="wizard-done" class="stack" hidden>${steps(3)}<p class="flash ok">Card activated. Your browser saved <strong>payment-profiles-${card.card_id}.json</strong>: give it to your bot and keep no other copy. The service never had it and cannot give it again.</p>
-  <p class="row"><a id="wizard-download" class="button secondary" data-testid="profiles-file">Save the file again</a> <a class="button" href="/bots/${botId}/cards/${card.card_id}?notice=activated">Continue: limits and profiles</a></p></div>
-<script src="/assets/card-wizard.js"></script>`;
-}
 
 export function registerCardPages(app: App, ctx: AppContext): void {
   const cardsPage = async (
@@ -123,35 +45,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
   ) => {
     const session = request.dashboard!;
     const bot = await getBot(ctx, session.ownerId, botId);
-    const csrf = session.csrfToken;
-    const base = `/bots/${bot.bot_id}/cards`;
-    const list = bot.cards.length
-      ? html`<ul class="bot-list">${bot.cards.map((c) => {
-          const card = c as unknown as Card;
-          return html`<li class="card bot-item"><div class="spread"><a class="bot-name" href="${base}/${card.card_id}">${card.label ?? card.card_id}</a>${pill(card.status)}</div>
-  <dl class="facts"><div><dt>Per purchase</dt><dd>${usd(card.guardrails.per_transaction_usd)}</dd></div>
-  <div><dt>Per day</dt><dd>${usd(card.guardrails.daily_usd)}</dd></div>
-  <div><dt>Per month</dt><dd>${usd(card.guardrails.monthly_usd)}</dd></div>
-  <div><dt>Approval</dt><dd>${MODES.find(([m]) => m === card.approval_mode)?.[1] ?? card.approval_mode}</dd></div></dl></li>`;
-        })}</ul>`
-      : html`<div class="card empty"><p class="muted">No cards yet. Add one to let the bot pay with your own card, within the limits you set.</p></div>`;
-    const body = html`<p class="small"><a href="/">← All bots</a></p>
-<h1>${bot.bot_name}: cards</h1>
-${botTabs(bot.bot_id, 'cards')}
-${opts.top ?? ''}
-${list}
-<section class="card stack" aria-labelledby="add-h"><h2 id="add-h">Add a card</h2>
-  ${steps(1)}
-  <p class="muted small">Your card number is never stored whole. We pick 3 digits that only this service keeps (you type them in the next step, they are stored encrypted); your bot gets the rest of the number in a payment profiles file, hidden among 5 decoy profiles, and receives the 3 digits only for a purchase that passes your limits.</p>
-  <form method="post" action="${base}" class="inline-form">${csrfField(csrf)}
-    <div class="field"><label for="label">Name for this card <span class="hint">Optional, for example "Visa ending 42"</span></label>
-      <input id="label" name="label" maxlength="100"></div>
-    <button type="submit">Start a card</button></form></section>`;
-    return sendHtml(
-      reply,
-      opts.status ?? 200,
-      page({ title: `${bot.bot_name}: cards`, session, nav: 'bots', body }),
-    );
+    return reply.page(cardsView({ csrf: session.csrfToken, bot, top: opts.top ?? '' }), opts.status ?? 200);
   };
 
   const cardPage = async (
@@ -170,94 +64,15 @@ ${list}
     const session = request.dashboard!;
     const bot = await getBot(ctx, session.ownerId, params.bot_id);
     const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
-    const typed = (name: string, current: string, profile?: number) =>
-      opts.values && opts.profile === profile && opts.values[name] !== undefined
-        ? opts.values[name]!
-        : current;
-    const csrf = session.csrfToken;
-    const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
-    const pending = card.status === 'pending_activation';
-    const wizard = pending
-      ? html`<section class="card stack" aria-labelledby="digits-h"><div id="wizard-step2" class="stack">${steps(2)}<h2 id="digits-h">Type your card: it is split in this browser</h2>
-  <p class="small">Type your card as printed. This page builds your bot's payment profiles file here, in your browser: your card and five decoys that look just like it. The service receives only three digits of each profile (stored encrypted), never your number, name or address.</p>
-  ${cardForm(card, bot.bot_id, csrf)}</section>`
-      : card.legacy_profiles_file
-        ? html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
-  <p class="small">This card was added before profiles were built in your browser. Its file: complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code>) and give it to your bot, or add the card again for decoys that look like your card. The missing digits are digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> (counting the first digit as 1).</p>
-  <p><a class="button" href="${base}/profiles-file" download data-testid="profiles-file">Download payment profiles file</a></p></section>`
-        : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
-  <p class="small">The file was saved by your browser when you activated the card; the service never had it. Lost it? Freeze this card and add it again.</p></section>`;
-    const profileItems = card.profiles.map((p) => {
-      const i = p.profile_index;
-      return html`<li class="profile-item" data-testid="profile"><div class="spread"><strong>Profile ${i}</strong>${
-        i === card.real_profile_index
-          ? pill('active', 'your card')
-          : html`<span class="muted small">decoy</span>`
-      }</div>
-  <form method="post" action="${base}/profiles/${i}" class="profile-form">${csrfField(csrf)}
-    <div class="field"><label for="al${i}">Allowance, $</label><input id="al${i}" name="allowance_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('allowance_usd', p.allowance_usd.toFixed(2), i)}"></div>
-    <div class="field"><label for="wi${i}">Window</label><select id="wi${i}" name="allowance_window">${options(WINDOWS, typed('allowance_window', p.allowance_window, i))}</select></div>
-    <div class="field"><label for="ru${i}">Approval</label><select id="ru${i}" name="approval_rule">${options(RULES, typed('approval_rule', p.approval_rule, i))}</select></div>
-    <div class="field"><label for="th${i}">Threshold, $</label><input id="th${i}" name="approval_threshold_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('approval_threshold_usd', p.approval_threshold_usd.toFixed(2), i)}"></div>
-    <div class="field"><label for="en${i}">Usable</label><select id="en${i}" name="enabled">${options(
-      [
-        ['yes', 'yes'],
-        ['no', 'no'],
-      ] as const,
-      typed('enabled', p.enabled ? 'yes' : 'no', i),
-    )}</select></div>
-    <div class="field"><button type="submit" class="secondary">Save profile ${i}</button></div></form></li>`;
+    const view = cardView({
+      csrf: session.csrfToken,
+      bot,
+      card,
+      top: opts.top ?? '',
+      values: opts.values,
+      profile: opts.profile,
     });
-    const body = html`<p class="small"><a href="/bots/${bot.bot_id}/cards">← Cards of ${bot.bot_name}</a></p>
-<div class="spread"><h1>${card.label ?? 'Card'}</h1>${pill(card.status)}</div>
-<p class="lead"><code class="small">${card.card_id}</code> · started ${when(card.created_at)}</p>
-${botTabs(bot.bot_id, 'cards')}
-${opts.top ?? ''}
-${wizard}
-${
-  pending
-    ? ''
-    : html`<section class="card stack" aria-labelledby="settings-h"><h2 id="settings-h">Limits and approval</h2>
-  <form method="post" action="${base}/settings" class="stack" data-limits>${csrfField(csrf)}
-    <div class="grid three">
-      <div class="field"><label for="per_transaction_usd">Per purchase, $</label><input id="per_transaction_usd" name="per_transaction_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="per" value="${typed('per_transaction_usd', card.guardrails.per_transaction_usd.toFixed(2))}"></div>
-      <div class="field"><label for="daily_usd">Per day, $</label><input id="daily_usd" name="daily_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="day" value="${typed('daily_usd', card.guardrails.daily_usd.toFixed(2))}"></div>
-      <div class="field"><label for="monthly_usd">Per month, $</label><input id="monthly_usd" name="monthly_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="month" value="${typed('monthly_usd', card.guardrails.monthly_usd.toFixed(2))}"></div>
-    </div>
-    <p class="limit-warning" role="status" hidden></p>
-    <div class="field"><label for="approval_mode">Approval</label><select id="approval_mode" name="approval_mode">${options(MODES, typed('approval_mode', card.approval_mode))}</select></div>
-    <div class="grid two">
-      <div class="field"><label for="approval_threshold_usd">Threshold, $ <span class="hint">Purchases below it are approved automatically (threshold mode)</span></label><input id="approval_threshold_usd" name="approval_threshold_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('approval_threshold_usd', card.approval_threshold_usd.toFixed(2))}"></div>
-      <div class="field"><label for="approved_categories">Categories <span class="hint">Comma-separated, approved automatically (category mode)</span></label><input id="approved_categories" name="approved_categories" maxlength="2000" value="${typed('approved_categories', card.approved_categories.join(', '))}"></div>
-    </div>
-    <button type="submit">Save limits and approval</button></form></section>`
-}
-${
-  pending
-    ? ''
-    : html`<section class="card stack" aria-labelledby="status-h"><h2 id="status-h">${card.status === 'frozen' ? 'Card is frozen' : 'Freeze the card'}</h2>
-  <p class="muted small">${card.status === 'frozen' ? 'No purchase with this card is possible until you unfreeze it.' : 'Stops every purchase with this card at once. The wallet and other cards are not affected.'}</p>
-  ${
-    card.status === 'frozen'
-      ? postButton(`${base}/status`, 'Unfreeze card', csrf, { fields: { status: 'active' } })
-      : postButton(`${base}/status`, 'Freeze card', csrf, {
-          className: 'danger',
-          fields: { status: 'frozen' },
-        })
-  }</section>`
-}
-${
-  pending
-    ? ''
-    : html`<section class="card stack" aria-labelledby="profiles-h"><h2 id="profiles-h">Payment profiles</h2>
-  <p class="muted small">Each profile has its own allowance and approval rule. Give decoys the same limits as your card so that none stands out.</p>
-  <ul class="profile-list">${profileItems}</ul></section>`
-}`;
-    return sendHtml(
-      reply,
-      opts.status ?? 200,
-      page({ title: `${card.label ?? 'Card'} · ${bot.bot_name}`, session, nav: 'bots', body }),
-    );
+    return reply.page(view, opts.status ?? 200);
   };
 
   const bad = (message: string) => flash('bad', message);
@@ -273,8 +88,9 @@ ${
       },
     },
     async (request, reply) => {
-      const text = request.query.notice ? NOTICES[request.query.notice] : undefined;
-      return cardsPage(request, reply, request.params.bot_id, { top: text ? flash('ok', text) : '' });
+      return cardsPage(request, reply, request.params.bot_id, {
+        top: noticeFlash(request.query.notice, NOTICES.cards),
+      });
     },
   );
 
@@ -306,24 +122,13 @@ ${
       },
     },
     async (request, reply) => {
-      const text = request.query.notice ? NOTICES[request.query.notice] : undefined;
-      let top: SafeHtml | string = text ? flash('ok', text) : '';
+      let top = noticeFlash(request.query.notice, NOTICES.cards);
       if (request.query.flash) {
         const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
         if (shown?.kind === 'notice') top = flash(shown.level, shown.text);
       }
       return cardPage(request, reply, request.params, { top });
     },
-  );
-
-  app.get(
-    '/assets/card-wizard.js',
-    { schema: { tags, summary: 'Card wizard script' }, config: { public: true } },
-    async (_request, reply) =>
-      reply
-        .type('text/javascript; charset=utf-8')
-        .header('cache-control', 'public, max-age=3600')
-        .send(await bundleAsset('cardWizard')),
   );
 
   app.get<{ Params: CardParamsT }>(

@@ -1,17 +1,19 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../app.ts';
+import { pendingApprovalCount } from '../checkout/inbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex } from '../platform/crypto.ts';
 import { ApiError } from '../platform/errors.ts';
-import { pendingApprovalCount, registerApprovalPages } from './approvalPages.ts';
-import { bundleAsset } from './assets/bundle.ts';
+import type { App } from '../platform/http.ts';
+import { registerApprovalPages } from './approvalPages.ts';
+import { type AssetName, bundleAsset } from './assets/bundle.ts';
 import { registerAuthPages } from './authPages.ts';
 import { registerBotPages } from './botPages.ts';
 import { registerCardPages } from './cardPages.ts';
+import { tags } from './forms.ts';
 import { html } from './html.ts';
-import { messagePage } from './layout.ts';
+import { notFoundPage, securityHeaders, sendPage } from './http.ts';
 import { registerOwnerPages } from './ownerPages.ts';
 import { registerSchedulePages } from './schedulePages.ts';
 import {
@@ -23,8 +25,8 @@ import {
   preSessionCsrfToken,
   sessionCookieName,
 } from './sessions.ts';
-import { DASHBOARD_CSS } from './styles.ts';
 import { registerTokenPages } from './tokenPages.ts';
+import { messageView, type PageView } from './views/layout.ts';
 import { registerWebhookPages } from './webhookPages.ts';
 
 // The owner dashboard: server-rendered pages in one encapsulated scope (form parsing, HTML error
@@ -47,12 +49,28 @@ declare module 'fastify' {
   }
 }
 
-// Scripts are the shared page script (/assets/dashboard.js: local and relative times, copy
-// buttons, limit warnings), the approvals countdown (/assets/countdown.js, progressive enhancement) and the card
-// wizard (/assets/card-wizard.js, which calls the owner API of this origin), served from this
-// origin; no inline scripts or styles.
-export const CSP =
-  "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/** Static files: path → built file (src/dashboard/assets/) and its type; cached an hour by browsers. */
+const ASSETS: Array<{ path: string; name: AssetName; type: string; summary: string }> = [
+  { path: '/assets/dashboard.css', name: 'dashboard.css', type: 'text/css', summary: 'Dashboard stylesheet' },
+  {
+    path: '/assets/dashboard.js',
+    name: 'dashboard',
+    type: 'text/javascript',
+    summary: 'Dashboard page script',
+  },
+  {
+    path: '/assets/countdown.js',
+    name: 'countdown',
+    type: 'text/javascript',
+    summary: 'Approvals countdown script',
+  },
+  {
+    path: '/assets/card-wizard.js',
+    name: 'cardWizard',
+    type: 'text/javascript',
+    summary: 'Card wizard script',
+  },
+];
 
 export async function registerDashboardRoutes(app: App, ctx: AppContext): Promise<void> {
   await app.register(cookie);
@@ -81,6 +99,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
   await app.register(async (scope) => {
     // Only dashboard routes parse url-encoded forms: a cross-site form cannot reach the JSON API.
     await scope.register(formbody, { bodyLimit: 16_384 });
+    // The one page renderer: every dashboard page is a view sent with reply.page(view, status).
+    scope.decorateReply('page', function (this: FastifyReply, view: PageView, status = 200) {
+      return sendPage(this, view, this.request.dashboard, status);
+    });
 
     scope.addHook('onRequest', async (request, reply) => {
       securityHeaders(reply);
@@ -128,7 +150,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       const origin = request.headers.origin;
       if (typeof origin === 'string' && origin !== expectedOrigin && !aliases?.has(originHost(origin))) {
         if (origin === 'null') return refuseForm(request, reply);
-        return refuseForeignOrigin(request, reply, origin, expectedOrigin);
+        return refuseForeignOrigin(reply, origin, expectedOrigin);
       }
       const given = (request.body as Record<string, unknown> | undefined)?._csrf;
       if (isPublic) {
@@ -137,12 +159,10 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
         return;
       }
       if (!request.dashboard) {
-        return reply
-          .status(401)
-          .type('text/html; charset=utf-8')
-          .send(
-            messagePage('Please sign in again', 'Your session has ended. Sign in and try once more.', {}),
-          );
+        return reply.page(
+          messageView('Please sign in again', 'Your session has ended. Sign in and try once more.'),
+          401,
+        );
       }
       if (!csrfMatches(request.dashboard.csrfToken, given)) return refuseForm(request, reply);
     });
@@ -150,10 +170,7 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
     scope.setErrorHandler((error: FastifyError, request, reply) => {
       const session = request.dashboard;
       const send = (status: number, title: string, text: string) =>
-        reply
-          .status(status)
-          .type('text/html; charset=utf-8')
-          .send(messagePage(title, text, { session }));
+        reply.page(messageView(title, text, { signedIn: session !== undefined }), status);
       if (error instanceof ApiError) {
         if (error.code === 'not_found' || error.status === 404) return notFoundPage(reply, session);
         if (error.code === 'rate_limited') {
@@ -182,24 +199,17 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       );
     });
 
-    scope.get(
-      '/assets/dashboard.css',
-      { schema: { tags: ['dashboard'], summary: 'Dashboard stylesheet' }, config: { public: true } },
-      async (_request, reply) => {
-        reply.header('cache-control', 'public, max-age=3600');
-        return reply.type('text/css; charset=utf-8').send(DASHBOARD_CSS);
-      },
-    );
-
-    scope.get(
-      '/assets/dashboard.js',
-      { schema: { tags: ['dashboard'], summary: 'Dashboard page script' }, config: { public: true } },
-      async (_request, reply) =>
-        reply
-          .type('text/javascript; charset=utf-8')
-          .header('cache-control', 'public, max-age=3600')
-          .send(await bundleAsset('dashboard')),
-    );
+    for (const asset of ASSETS) {
+      scope.get(
+        asset.path,
+        { schema: { tags, summary: asset.summary }, config: { public: true } },
+        async (_request, reply) =>
+          reply
+            .type(`${asset.type}; charset=utf-8`)
+            .header('cache-control', 'public, max-age=3600')
+            .send(await bundleAsset(asset.name)),
+      );
+    }
 
     for (const path of ['/favicon.svg', '/favicon.ico']) {
       scope.get(
@@ -227,30 +237,19 @@ function isStatic(url: string): boolean {
 }
 
 function refuseForm(request: FastifyRequest, reply: FastifyReply) {
-  return reply
-    .status(403)
-    .type('text/html; charset=utf-8')
-    .send(
-      messagePage(
-        'This form has expired',
-        'For your safety the form was refused: it is too old or did not come from this site. Go back, reload the page and try again.',
-        { session: request.dashboard },
-      ),
-    );
+  return reply.page(
+    messageView(
+      'This form has expired',
+      'For your safety the form was refused: it is too old or did not come from this site. Go back, reload the page and try again.',
+      { signedIn: request.dashboard !== undefined },
+    ),
+    403,
+  );
 }
 
 /** The brand mark ($ on the brand colour) as the browser tab's icon. */
 export const FAVICON_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="8" fill="#3b5bdb"/><text x="16" y="23" font-family="system-ui,sans-serif" font-size="20" font-weight="700" fill="#fff" text-anchor="middle">$</text></svg>';
-
-function securityHeaders(reply: FastifyReply) {
-  reply.header('content-security-policy', CSP);
-  reply.header('x-frame-options', 'DENY');
-  reply.header('x-content-type-options', 'nosniff');
-  // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on form posts.
-  reply.header('referrer-policy', 'same-origin');
-  reply.header('cache-control', 'no-store');
-}
 
 /**
  * The HTML 404 for paths no route has (outside the dashboard's scope): it looks the session up
@@ -288,43 +287,13 @@ function originHost(origin: string): string {
 }
 
 /** A form posted from another origin: say which address was used and which one is right. */
-function refuseForeignOrigin(request: FastifyRequest, reply: FastifyReply, origin: string, expected: string) {
-  return reply
-    .status(403)
-    .type('text/html; charset=utf-8')
-    .send(
-      messagePage(
-        'Wrong address for this service',
-        `This form was sent from ${origin}, but this service's address is ${expected} (its BASE_URL). For your safety forms are accepted only from that address. Open ${expected} and try again; if ${origin} is the right address, set BASE_URL to it and restart the service.`,
-        {
-          session: request.dashboard,
-          actions: html`<a class="button" href="${expected}/">Open ${expected}</a>`,
-        },
-      ),
-    );
-}
-
-/** The friendly 404 page (used for unknown paths and for bots that are not the owner's). */
-export function notFoundPage(reply: FastifyReply, session?: DashboardSession) {
-  return reply
-    .status(404)
-    .type('text/html; charset=utf-8')
-    .send(
-      messagePage('Not found', 'There is nothing here, or it belongs to another account.', {
-        session,
-      }),
-    );
-}
-
-/** HTML pages send the HTML 404; API clients keep the JSON error. */
-export function wantsHtml(request: FastifyRequest): boolean {
-  if (request.url.startsWith('/api/')) return false;
-  const accept = request.headers.accept;
-  return typeof accept === 'string' && accept.includes('text/html');
-}
-
-/** Path-only targets after sign-in (never another origin). */
-export function safeReturnPath(value: unknown): string | undefined {
-  if (typeof value !== 'string' || value.length > 500) return undefined;
-  return /^\/(?![/\\])[^\s\\]*$/.test(value) ? value : undefined;
+function refuseForeignOrigin(reply: FastifyReply, origin: string, expected: string) {
+  return reply.page(
+    messageView(
+      'Wrong address for this service',
+      `This form was sent from ${origin}, but this service's address is ${expected} (its BASE_URL). For your safety forms are accepted only from that address. Open ${expected} and try again; if ${origin} is the right address, set BASE_URL to it and restart the service.`,
+      { actions: html`<a class="button" href="${expected}/">Open ${expected}</a>` },
+    ),
+    403,
+  );
 }

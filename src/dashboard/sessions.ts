@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import { audit } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
 import { findOrCreateOwner } from '../owners/auth.ts';
 import type { AppContext } from '../platform/context.ts';
 import { constantTimeEqual, randomHex, sha256Hex } from '../platform/crypto.ts';

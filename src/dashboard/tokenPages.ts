@@ -1,28 +1,24 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../app.ts';
 import { createNamedOwnerToken, listOwnerTokens, revokeOwnerToken } from '../owners/tokens.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
-import { html, type SafeHtml } from './html.ts';
-import { csrfField, flash, page, postButton, when } from './layout.ts';
+import type { App } from '../platform/http.ts';
+import { NOTICES, noticeFlash, Text, tags } from './forms.ts';
+import type { SafeHtml } from './html.ts';
 import { isSecureBaseUrl } from './sessions.ts';
+import { flash } from './views/layout.ts';
+import { newTokenNotice, settingsView } from './views/settings.ts';
 
 // Settings: the owner's API tokens. A new token is shown once, after a redirect (post/redirect/get):
 // the POST stores it in a short-lived cookie encrypted under SECRET_KEY and bound to the session,
 // the GET that follows shows it and clears the cookie, so reloading neither shows it again nor
 // creates another.
 
-const tags = ['dashboard'];
-const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
 const FLASH_MAX_AGE_S = 120;
 
 function flashCookieName(ctx: AppContext): string {
   return isSecureBaseUrl(ctx.config) ? '__Host-botpay_new_token' : 'botpay_new_token';
-}
-
-function sendHtml(reply: FastifyReply, status: number, body: string) {
-  return reply.status(status).type('text/html; charset=utf-8').send(body);
 }
 
 export function registerTokenPages(app: App, ctx: AppContext): void {
@@ -43,31 +39,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
   ) => {
     const session = request.dashboard!;
     const tokens = await listOwnerTokens(ctx.db, session.ownerId);
-    // One block per token rather than a table: name, prefix and dates stay readable at phone width.
-    const rows = tokens.map(
-      (
-        t,
-      ) => html`<div class="spread" data-testid="token-row"><div><strong>${t.name || 'unnamed'}</strong> <code>${t.token_prefix}…</code>
-        <div class="small muted">Created ${when(t.created_at)} · last used ${t.last_used_at ? when(t.last_used_at) : 'never'}</div></div>
-        ${postButton(`/settings/tokens/${t.token_id}/revoke`, 'Revoke', session.csrfToken, { className: 'danger' })}</div>`,
-    );
-    return sendHtml(
-      reply,
-      status,
-      page({
-        title: 'Settings',
-        session,
-        nav: 'settings',
-        body: html`<h1>Settings</h1>
-${top}
-<div class="card stack"><h2>Owner API tokens</h2>
-  <p class="muted small">A token lets a program act as you through the owner API (<code>Authorization: Bearer svc_owner_…</code>): claim and fund bots, add cards, approve purchases. Only a hash is stored: a token is shown once, when it is created. Revoke a token you no longer use or may have leaked; it stops working at once.</p>
-  ${rows.length ? html`<div class="stack">${rows}</div>` : html`<p class="muted">No active tokens.</p>`}
-  <form method="post" action="/settings/tokens" class="stack">${csrfField(session.csrfToken)}
-    <div class="field"><label for="token-name">Name of a new token</label><input id="token-name" name="name" type="text" required maxlength="100" placeholder="e.g. laptop, backup script" value="${typedName}" autocomplete="off"></div>
-    <button type="submit">Create token</button></form></div>`,
-      }),
-    );
+    return reply.page(settingsView({ csrf: session.csrfToken, tokens, top, typedName }), status);
   };
 
   app.get(
@@ -85,17 +57,13 @@ ${top}
         try {
           const fresh = JSON.parse(ctx.secrets.decrypt(raw)) as { s: string; n: string; t: string };
           if (fresh.s === session.idHash) {
-            top = html`<div class="flash ok stack" role="status"><div>Your new token “${fresh.n}”. Copy it now: it is shown only this once.</div>
-  <div><code data-testid="new-token">${fresh.t}</code></div>
-  <div class="small">Programs send it in the header <code>Authorization: Bearer svc_owner_…</code>. If you lose it, revoke it and create another.</div></div>`;
+            top = newTokenNotice(fresh.n, fresh.t);
           }
         } catch {
           // Tampered, or encrypted under another key: show nothing.
         }
       }
-      const notice = request.query.notice;
-      if (!top && notice === 'revoked')
-        top = flash('ok', 'Token revoked. Programs that used it are refused from now on.');
+      if (!top) top = noticeFlash(request.query.notice, NOTICES.settings);
       return settingsPage(request, reply, 200, top);
     },
   );

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { SMTPServer } from 'smtp-server';
@@ -12,6 +12,7 @@ import { startService, type Service } from '../../src/server.ts';
 import { webhookDeliveryJob } from '../../src/webhooks/job.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { testConfig } from '../support/service.ts';
+import { freePort } from '../support/process.ts';
 
 // The dashboard in a real browser (Debian chromium driven by playwright-core) against a real
 // listening service whose mailer speaks SMTP to a real smtp-server on loopback. Nothing is mocked:
@@ -29,17 +30,6 @@ if (!haveChromium && inCi) {
       throw new Error(
         `Chromium is not installed at ${CHROMIUM}; CI must install it (apt-get install chromium).`,
       );
-    });
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
     });
   });
 }

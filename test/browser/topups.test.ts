@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { magicLinkIn } from '../dashboard/browserless.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { ask } from '../topups/helpers.ts';
+import { freePort } from '../support/process.ts';
 
 // Top-up requests in the approvals inbox in a real browser (Debian chromium): the section renders
 // under the page's Content-Security-Policy, fits a phone, and its Decline (with a note) and Approve
@@ -14,17 +14,6 @@ import { ask } from '../topups/helpers.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(process.cwd(), 'test-artifacts', 'screenshots');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe.skipIf(!existsSync(CHROMIUM))('top-up requests in a browser', () => {
   let svc: TestService;

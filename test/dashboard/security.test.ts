@@ -270,7 +270,7 @@ describe('pages', () => {
     expect(css.headers['content-type']).toMatch(/text\/css/);
     expect(css.headers['cache-control']).toBe('public, max-age=3600');
     expect(css.headers['set-cookie']).toBeUndefined();
-    expect(css.body).toContain('@media (min-width:720px)');
+    expect(css.body).toMatch(/@media ?\(min-width: ?720px\)/);
   });
 
   it('show a friendly 404 to browsers and JSON to API clients', async () => {

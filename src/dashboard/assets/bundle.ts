@@ -1,22 +1,25 @@
 import { fileURLToPath } from 'node:url';
 
-// Client-side scripts written in TypeScript (src/dashboard/assets/*.ts) are bundled with esbuild on
-// first request and kept in memory: no build step at install or start, and the browser gets one
-// small self-contained file.
+// The dashboard's static files are real files beside this one, built with esbuild on first request
+// and kept in memory: no build step at install or start, the browser gets one small self-contained
+// file, and the linter and formatter see the sources. Scripts are written in TypeScript
+// (`<name>.ts`, bundled as an IIFE), the stylesheet is `dashboard.css` (minified).
 
-const cache = new Map<string, Promise<string>>();
+export type AssetName = 'cardWizard' | 'countdown' | 'dashboard' | 'dashboard.css';
 
-export function bundleAsset(name: 'cardWizard' | 'dashboard'): Promise<string> {
+const cache = new Map<AssetName, Promise<string>>();
+
+export function bundleAsset(name: AssetName): Promise<string> {
   let pending = cache.get(name);
   if (!pending) {
     pending = (async () => {
       const { build } = await import('esbuild');
+      const css = name.endsWith('.css');
       const result = await build({
-        entryPoints: [fileURLToPath(new URL(`./${name}.ts`, import.meta.url))],
+        entryPoints: [fileURLToPath(new URL(css ? `./${name}` : `./${name}.ts`, import.meta.url))],
         bundle: true,
         write: false,
-        format: 'iife',
-        target: 'es2020',
+        ...(css ? {} : { format: 'iife' as const, target: 'es2020' }),
         minify: true,
         legalComments: 'none',
       });

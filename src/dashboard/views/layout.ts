@@ -1,7 +1,10 @@
-import { html, type HtmlValue, type SafeHtml } from './html.ts';
-import type { DashboardSession } from './sessions.ts';
+import { html, type HtmlValue, type SafeHtml } from '../html.ts';
+import type { DashboardSession } from '../sessions.ts';
 
-// The page shell shared by every dashboard page, the navigation, and small view helpers.
+// The page shell shared by every dashboard page, the navigation, and small view helpers. Views
+// (this folder) are pure: data in, SafeHtml out; no database, no request. Handlers send a view with
+// `reply.page(view, status)` (src/dashboard/http.ts), which wraps it in this shell for the
+// request's session.
 
 export interface NavItem {
   key: string;
@@ -38,14 +41,16 @@ export function botTabs(botId: string, current: string): SafeHtml {
   )}</ul>`;
 }
 
-export interface PageOptions {
+/** What a view gives the page shell. */
+export interface PageView {
   title: string;
   body: SafeHtml;
-  session?: DashboardSession | undefined;
   /** Which MAIN_NAV entry is current. */
   nav?: string;
   /** Narrow centred layout for sign-in and message pages. */
   narrow?: boolean;
+  /** Sign-in pages: no account header or navigation, even for a browser that is signed in. */
+  noSession?: boolean;
   /** Scripts served by the dashboard itself (progressive enhancement only; CSP: script-src 'self'). */
   scripts?: string[];
 }
@@ -56,8 +61,9 @@ function navBadge(count: number | undefined): SafeHtml | string {
   return html` <span class="count" data-testid="nav-count" aria-label="${count} waiting">${count > 99 ? '99+' : count}</span>`;
 }
 
-export function page(options: PageOptions): string {
-  const { session } = options;
+/** The whole document: header and navigation for the session (if any) around the view. */
+export function page(options: PageView, signedIn?: DashboardSession): SafeHtml {
+  const session = options.noSession ? undefined : signedIn;
   const header = html`<header class="top"><div class="top-inner">
   <a class="brand" href="/"><span class="brand-mark" aria-hidden="true">$</span>Bot Payment Service</a>
   ${
@@ -87,7 +93,7 @@ ${(options.scripts ?? []).map((src) => html`<script src="${src}" defer></script>
 ${header}
 <main${options.narrow ? html` class="center"` : ''}>${options.body}</main>
 <footer>Bot Payment Service · your bots spend only what you allow.</footer>
-</body></html>`.value;
+</body></html>`;
 }
 
 export function csrfField(token: string): SafeHtml {
@@ -206,20 +212,24 @@ export function messageBody(title: string, text: HtmlValue, actions: HtmlValue =
   return html`<div class="card stack"><h1>${title}</h1><div class="lead">${text}</div>${actions}</div>`;
 }
 
-export function messagePage(
+/**
+ * A message page (errors, problems with links). Without `actions`: back to the bots when signed
+ * in, else to sign-in.
+ */
+export function messageView(
   title: string,
   text: HtmlValue,
-  options: { session?: DashboardSession | undefined; actions?: HtmlValue } = {},
-): string {
+  options: { signedIn?: boolean; actions?: HtmlValue } = {},
+): PageView {
   const actions =
     options.actions ??
-    (options.session
+    (options.signedIn
       ? html`<a class="button" href="/">Back to your bots</a>`
       : html`<a class="button" href="/signin">Sign in</a>`);
-  return page({
-    title,
-    narrow: true,
-    session: options.session,
-    body: messageBody(title, text, actions),
-  });
+  return { title, narrow: true, body: messageBody(title, text, actions) };
+}
+
+/** The friendly 404 (unknown paths, and records that are not the owner's). */
+export function notFoundView(signedIn: boolean): PageView {
+  return messageView('Not found', 'There is nothing here, or it belongs to another account.', { signedIn });
 }

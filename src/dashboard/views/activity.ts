@@ -1,31 +1,10 @@
-import type { AppContext } from '../platform/context.ts';
-import { html, type SafeHtml } from './html.ts';
-import { type Column, dataTable, when } from './layout.ts';
+import type { AuditAction } from '../../owners/audit.ts';
+import { html, type SafeHtml } from '../html.ts';
+import { type Column, dataTable, type PageView, when } from './layout.ts';
 
-// Turning form input into service input, and records into friendly words.
-
-/** "25", "25.5", "$1,250.00" → cents; undefined when it is not an amount with at most 2 decimals. */
-export function parseUsdToCents(input: unknown): number | undefined {
-  if (typeof input !== 'string') return undefined;
-  const text = input
-    .trim()
-    .replace(/^\$\s*/, '')
-    .replace(/,/g, '');
-  const match = /^(\d{1,10})(?:\.(\d{1,2}))?$/.exec(text);
-  if (!match) return undefined;
-  const cents = Number(match[1]) * 100 + Number((match[2] ?? '').padEnd(2, '0'));
-  return Number.isSafeInteger(cents) ? cents : undefined;
-}
-
-/** Fixed messages for ?notice=… after a redirect (never reflected text). */
-export const NOTICES: Record<string, string> = {
-  claimed: 'The bot is yours now. Its wallet is active; add funds to let it spend.',
-  funded: 'Funds added.',
-  frozen: 'Wallet frozen. The bot cannot spend until you unfreeze it.',
-  unfrozen: 'Wallet unfrozen. The bot can spend again within its guardrails.',
-  rail: 'Payment rail updated.',
-  guardrails: 'Master guardrails saved.',
-};
+// The owner's audit log in words: the account's Activity page and the bot page's audit log.
+// AUDIT_ACTION_WORDS is the one table of what each audit action is called; an action missing
+// from it is shown as its code.
 
 /** Approval modes of a card in words (card pages and the bot page's cards table). */
 export const APPROVAL_WORDS: Record<string, string> = {
@@ -35,38 +14,9 @@ export const APPROVAL_WORDS: Record<string, string> = {
   follow_card: 'Follow the card',
 };
 
-/**
- * Limits that cannot all be reached: a per-purchase limit above the per-day one, or a per-day
- * limit above the per-month one. Undefined when they are in order. Amounts in cents.
- */
-export function limitOrderWarning(limits: {
-  per?: number;
-  day?: number;
-  month?: number;
-}): string | undefined {
-  const problems: string[] = [];
-  if (limits.per !== undefined && limits.day !== undefined && limits.per > limits.day)
-    problems.push(`per purchase (${usdText(limits.per)}) is above per day (${usdText(limits.day)})`);
-  if (limits.day !== undefined && limits.month !== undefined && limits.day > limits.month)
-    problems.push(`per day (${usdText(limits.day)}) is above per month (${usdText(limits.month)})`);
-  if (
-    problems.length === 0 &&
-    limits.per !== undefined &&
-    limits.month !== undefined &&
-    limits.per > limits.month
-  )
-    problems.push(`per purchase (${usdText(limits.per)}) is above per month (${usdText(limits.month)})`);
-  if (problems.length === 0) return undefined;
-  return `Saved, but check the limits: ${problems.join(' and ')}, so the larger limit can never be reached.`;
-}
-
-function usdText(cents: number): string {
-  return `$${(cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
-}
-
-const AUDIT_WORDS: Record<string, string> = {
+/** Every audit action (audit_log.action) in words: one for each AuditAction (test/dashboard/auditWords.test.ts). */
+export const AUDIT_ACTION_WORDS: Record<AuditAction, string> = {
   'bot.claimed': 'Claimed the bot',
-  'bot.paired': 'Bot paired with a pairing code',
   'pairing_code.created': 'Created a pairing code',
   'wallet.funded': 'Added funds',
   'wallet.frozen': 'Froze the wallet',
@@ -80,14 +30,19 @@ const AUDIT_WORDS: Record<string, string> = {
   'webhook_secret.rotated': 'Rotated the webhook secret',
   'owner.signed_in': 'Signed in',
   'owner.signed_out': 'Signed out',
+  'owner.token_created': 'Created an owner API token',
+  'owner.token_revoked': 'Revoked an owner API token',
   'card.started': 'Started a card',
   'card.activated': 'Activated a card',
   'card.updated': 'Changed card settings',
   'card.profile_updated': 'Changed a payment profile',
   'purchase.approved': 'Approved a purchase',
   'purchase.denied': 'Denied a purchase',
+  'topup.approved': 'Approved a top-up request',
+  'topup.declined': 'Declined a top-up request',
   'webhook_delivery.retried': 'Retried a webhook delivery',
   'tunnel_token.rotated': 'Rotated the tunnel token',
+  'tunnel.forward_changed': 'Changed what the tunnel forwards',
   'schedule.created': 'Created a schedule',
   'schedule.paused': 'Paused a schedule',
   'schedule.resumed': 'Resumed a schedule',
@@ -95,7 +50,7 @@ const AUDIT_WORDS: Record<string, string> = {
 };
 
 export function auditWords(action: string): string {
-  return AUDIT_WORDS[action] ?? action;
+  return Object.hasOwn(AUDIT_ACTION_WORDS, action) ? AUDIT_ACTION_WORDS[action as AuditAction] : action;
 }
 
 /** Field names of audit details in words. */
@@ -148,14 +103,10 @@ const REFERENCE_FIELDS = new Set(['card_id', 'confirmation_id', 'schedule_id', '
 const HIDDEN_FIELDS = new Set(['instructions', 'shadow_count', 'item_name', 'merchant_name', 'merchant_url']);
 
 /**
- * Names of the records that audit entries refer to (cards, purchases, schedules, webhook
- * deliveries), looked up for this owner only: id → words.
+ * Ids of the records (cards, purchases, schedules, webhook deliveries) that audit entries refer
+ * to; their names are looked up for the owner by `auditRecordNames` (src/owners/service.ts).
  */
-export async function auditNames(
-  ctx: AppContext,
-  ownerId: string,
-  entries: Array<{ details: unknown }>,
-): Promise<Map<string, string>> {
+export function auditReferences(entries: ReadonlyArray<{ details: unknown }>): string[] {
   const ids = new Set<string>();
   for (const e of entries) {
     if (!e.details || typeof e.details !== 'object') continue;
@@ -163,25 +114,11 @@ export async function auditNames(
       if (REFERENCE_FIELDS.has(key) && typeof value === 'string') ids.add(value);
     }
   }
-  const names = new Map<string, string>();
-  if (ids.size === 0) return names;
-  const list = [...ids];
-  const rows = await ctx.db.query<{ id: string; name: string }>(
-    `SELECT c.id, coalesce(c.label, 'Card') AS name FROM cards c JOIN bots b ON b.id = c.bot_id
-      WHERE c.id = ANY($1::text[]) AND b.owner_id = $2
-     UNION ALL
-     SELECT k.id, k.item_name || ' at ' || k.merchant_name FROM checkout_confirmations k
-      WHERE k.id = ANY($1::text[]) AND k.owner_id = $2
-     UNION ALL
-     SELECT s.id, coalesce(s.instructions->>'item_name', 'schedule') || ' (' || s.cron || ')' FROM task_schedules s
-      WHERE s.id = ANY($1::text[]) AND s.owner_id = $2
-     UNION ALL
-     SELECT d.id, d.event_type || ' delivery' FROM webhook_deliveries d JOIN bots b ON b.id = d.bot_id
-      WHERE d.id = ANY($1::text[]) AND b.owner_id = $2`,
-    [list, ownerId],
-  );
-  for (const r of rows) names.set(r.id, r.name);
-  return names;
+  return [...ids];
+}
+
+function usdText(cents: number): string {
+  return `$${(cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }
 
 function valueWords(key: string, value: unknown): string | undefined {
@@ -251,4 +188,22 @@ export function auditTable(
       ],
     })),
   );
+}
+
+export interface ActivityEntry {
+  action: string;
+  details: unknown;
+  created_at: string;
+  bot_name: string | null;
+  bot_id: string | null;
+}
+
+/** The account's Activity page. */
+export function activityView(entries: ActivityEntry[], names: Map<string, string>): PageView {
+  return {
+    title: 'Activity',
+    nav: 'activity',
+    body: html`<h1>Activity</h1><p class="lead">Everything done in your account, newest first.</p>
+<div class="card">${auditTable(entries, { showBot: true, names })}</div>`,
+  };
 }
