@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { audit, lockOwnedBot } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
+import { assertOwnedBot, lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
@@ -366,11 +367,7 @@ export async function updateProfile(
 
 /** The owner's card: 404 not_found for another owner's (or unknown) bot, card_not_found for an unknown card. */
 async function ownedCard(ctx: AppContext, ownerId: string, botId: string, cardId: string): Promise<CardRow> {
-  const bot = await maybeOne(ctx.db, 'SELECT 1 AS found FROM bots WHERE id = $1 AND owner_id = $2', [
-    botId,
-    ownerId,
-  ]);
-  if (!bot) throw notFound('Bot');
+  await assertOwnedBot(ctx.db, ownerId, botId);
   const card = await maybeOne<CardRow>(ctx.db, 'SELECT * FROM cards WHERE id = $1 AND bot_id = $2', [
     cardId,
     botId,
@@ -426,7 +423,7 @@ export async function profilesFile(ctx: AppContext, ownerId: string, botId: stri
     });
   }
   return {
-    format: 'botpay-payment-profiles/1',
+    format: 'botpay-payment-profiles/1' as const,
     card_id: card.id,
     bot_id: botId,
     missing_digit_positions: [p, p + 1, p + 2],

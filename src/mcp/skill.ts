@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { App } from '../app.ts';
+import type { App } from '../platform/http.ts';
 import type { AppContext } from '../platform/context.ts';
 
 // GET /skill.md: the skill file for agents (docs/skill.md, kept in the repository and tested against

@@ -3,7 +3,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { BotPayClient } from '../../packages/client/src/index.ts';
 import { isBotPayError } from '../../packages/client/src/index.ts';
 import { CheckoutBody, StatusQuery } from '../checkout/routes.ts';
-import { TopupRequestBody } from '../topups/routes.ts';
+import { TopupRequestBody } from '../topups/schemas.ts';
 import { IdParam } from '../platform/schemas.ts';
 import { AckBody } from '../webhooks/routes.ts';
 import { PayBody } from '../x402/schemas.ts';

@@ -1,31 +1,18 @@
 import { randomInt } from 'node:crypto';
 import formbody from '@fastify/formbody';
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
-import type { App } from '../app.ts';
+import type { App } from '../platform/http.ts';
 import { isLuhnValid } from '../cards/decoys.ts';
 import type { AppContext } from '../platform/context.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { findProduct, findShop, type Product, type Shop } from './catalog.ts';
+import { OrderBody, ProductParams, SlugParams } from './schemas.ts';
 
 // The shop pages at /merchant/<slug>: a front page, a product page with an order form, and the
 // form's answer. They behave like a small web shop that takes a card (any Luhn-valid number with a
 // future expiry — the decoy profiles' numbers are), keep nothing, and ask search engines to stay
 // away (meta robots + X-Robots-Tag). Hidden from /openapi.json: they are pages, not API.
-
-const SlugParams = Type.Object({ shop: Type.String({ pattern: '^[a-z0-9-]{1,60}$' }) });
-const ProductParams = Type.Object({
-  shop: Type.String({ pattern: '^[a-z0-9-]{1,60}$' }),
-  product: Type.String({ pattern: '^[a-z0-9-]{1,60}$' }),
-});
-const OrderBody = Type.Object({
-  cardholder_name: Type.Optional(Type.String({ maxLength: 200 })),
-  card_number: Type.Optional(Type.String({ maxLength: 40 })),
-  expiry_month: Type.Optional(Type.String({ maxLength: 4 })),
-  expiry_year: Type.Optional(Type.String({ maxLength: 6 })),
-  email: Type.Optional(Type.String({ maxLength: 254 })),
-  quantity: Type.Optional(Type.String({ maxLength: 3 })),
-});
 
 function esc(text: string): string {
   return text.replace(
@@ -142,23 +129,19 @@ export async function registerMerchantRoutes(app: App, ctx: AppContext): Promise
       );
     });
 
-    scope.get<{ Params: Static<typeof SlugParams> }>(
-      '/merchant/:shop',
-      { schema: { hide: true, params: SlugParams } },
-      async (request, reply) => {
-        const shop = findShop(request.params.shop);
-        if (!shop) return notFoundPage(reply);
-        const items = shop.products
-          .map(
-            (x) =>
-              `<li><a href="/merchant/${esc(shop.slug)}/${esc(x.slug)}">${esc(x.name)}</a><span>${price(x.priceCents)}</span></li>`,
-          )
-          .join('\n');
-        return send(reply, 200, page(shop, 'Shop', `<h1>${esc(shop.name)}</h1><ul>${items}</ul>`));
-      },
-    );
+    scope.get('/merchant/:shop', { schema: { hide: true, params: SlugParams } }, async (request, reply) => {
+      const shop = findShop(request.params.shop);
+      if (!shop) return notFoundPage(reply);
+      const items = shop.products
+        .map(
+          (x) =>
+            `<li><a href="/merchant/${esc(shop.slug)}/${esc(x.slug)}">${esc(x.name)}</a><span>${price(x.priceCents)}</span></li>`,
+        )
+        .join('\n');
+      return send(reply, 200, page(shop, 'Shop', `<h1>${esc(shop.name)}</h1><ul>${items}</ul>`));
+    });
 
-    scope.get<{ Params: Static<typeof ProductParams> }>(
+    scope.get(
       '/merchant/:shop/:product',
       { schema: { hide: true, params: ProductParams } },
       async (request, reply) => {
@@ -169,7 +152,7 @@ export async function registerMerchantRoutes(app: App, ctx: AppContext): Promise
       },
     );
 
-    scope.post<{ Params: Static<typeof ProductParams>; Body: Static<typeof OrderBody> }>(
+    scope.post(
       '/merchant/:shop/:product/order',
       { schema: { hide: true, params: ProductParams, body: OrderBody } },
       async (request, reply) => {

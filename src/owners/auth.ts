@@ -25,6 +25,12 @@ declare module 'fastify' {
   }
 }
 
+/** The owner the `/api/v1/owner/` hook authenticated (401 if a route outside it asks). */
+export function ownerOf(request: FastifyRequest): AuthenticatedOwner {
+  if (!request.owner) throw authenticationRequired();
+  return request.owner;
+}
+
 /**
  * Other ways to authenticate an owner (the dashboard's session cookie). Each returns the owner, or
  * undefined when the request does not carry its kind of credential.

@@ -1,36 +1,36 @@
-import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../app.ts';
 import type { AppContext } from '../platform/context.ts';
 import { authenticationRequired, validationError } from '../platform/errors.ts';
+import { type App, OWNER_SECURITY } from '../platform/http.ts';
+import { ErrorBody } from '../platform/schemas.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
-import { ErrorBody, IdParam } from '../platform/schemas.ts';
-import { authenticateOwnerToken, type OwnerAuthenticator } from './auth.ts';
-import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
+import { listAudit } from './audit.ts';
+import { authenticateOwnerToken, type OwnerAuthenticator, ownerOf } from './auth.ts';
+import { claimBot, createPairingCode, getBot, listBots } from './bots.ts';
+import { fundBot, listTransactions, setRail, setWalletFrozen } from './funding.ts';
+import { getMasterGuardrails, updateMasterGuardrails } from './guardrails.ts';
+import { rotateApiKey, rotateWebhookSecret } from './keys.ts';
 import {
-  claimBot,
-  createPairingCode,
-  fundBot,
-  getBot,
-  getMasterGuardrails,
-  listAudit,
-  listBots,
-  listTransactions,
-  rotateApiKey,
-  rotateWebhookSecret,
-  setRail,
-  setWalletFrozen,
-  updateMasterGuardrails,
-} from './service.ts';
-
-export const OWNER_SECURITY = [{ ownerToken: [] }];
-const Cents = (max: number) => Type.Integer({ minimum: 0, maximum: max });
-export const BotParams = Type.Object({ bot_id: IdParam('bot') });
-type BotParamsT = Static<typeof BotParams>;
-const Loose = Type.Object({}, { additionalProperties: true });
-const Page = Type.Object({
-  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })),
-  before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
-});
+  ApiKeyRotated,
+  AuditList,
+  BotParams,
+  ClaimBody,
+  ClaimResponse,
+  FrozenResponse,
+  FundBody,
+  FundResponse,
+  Guardrails,
+  GuardrailsBody,
+  OwnerBotDetail,
+  OwnerBotList,
+  Page,
+  PairingCodeResponse,
+  RailBody,
+  RailParams,
+  RailResponse,
+  TransactionList,
+  WebhookSecretRotated,
+} from './schemas.ts';
+import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
 
 function pageLimit(raw: string | undefined): number {
   const n = raw === undefined ? 50 : Number(raw);
@@ -59,18 +59,18 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
   const tags = ['owner'];
   const security = OWNER_SECURITY;
 
-  app.post<{ Body: { claim_token: string } }>(
+  app.post(
     '/api/v1/owner/claims',
     {
       schema: {
         tags,
         security,
         summary: 'Claim a bot with its claim token',
-        body: Type.Object({ claim_token: Type.String({ minLength: 1, maxLength: 200 }) }),
-        response: { 200: Type.Object({ bot_id: Type.String(), status: Type.String() }), 400: ErrorBody },
+        body: ClaimBody,
+        response: { 200: ClaimResponse, 400: ErrorBody },
       },
     },
-    async (request) => claimBot(ctx, request.owner!.id, request.body.claim_token),
+    async (request) => claimBot(ctx, ownerOf(request).id, request.body.claim_token),
   );
 
   app.post(
@@ -81,21 +81,21 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         security,
         summary: 'Create a pairing code (6 digits, 1 hour, single use)',
         response: {
-          201: Type.Object({ pairing_code: Type.String(), expires_at: Type.String() }),
+          201: PairingCodeResponse,
           429: ErrorBody,
         },
       },
     },
-    async (request, reply) => reply.status(201).send(await createPairingCode(ctx, request.owner!.id)),
+    async (request, reply) => reply.status(201).send(await createPairingCode(ctx, ownerOf(request).id)),
   );
 
   app.get(
     '/api/v1/owner/bots',
-    { schema: { tags, security, summary: "The owner's bots", response: { 200: Loose } } },
-    async (request) => listBots(ctx, request.owner!.id),
+    { schema: { tags, security, summary: "The owner's bots", response: { 200: OwnerBotList } } },
+    async (request) => listBots(ctx, ownerOf(request).id),
   );
 
-  app.get<{ Params: BotParamsT }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id',
     {
       schema: {
@@ -103,13 +103,13 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         security,
         summary: 'One bot with wallet, rails and cards',
         params: BotParams,
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: OwnerBotDetail, 404: ErrorBody },
       },
     },
-    async (request) => getBot(ctx, request.owner!.id, request.params.bot_id),
+    async (request) => getBot(ctx, ownerOf(request).id, request.params.bot_id),
   );
 
-  app.post<{ Params: BotParamsT; Body: { amount_cents: number } }>(
+  app.post(
     '/api/v1/owner/bots/:bot_id/wallet/fund',
     {
       schema: {
@@ -117,18 +117,18 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         security,
         summary: 'Add funds to the wallet (emits wallet.funded)',
         params: BotParams,
-        body: Type.Object({ amount_cents: Type.Integer({ minimum: 1, maximum: 1_000_000 }) }),
-        response: { 200: Loose, 404: ErrorBody },
+        body: FundBody,
+        response: { 200: FundResponse, 404: ErrorBody },
       },
     },
-    async (request) => fundBot(ctx, request.owner!.id, request.params.bot_id, request.body.amount_cents),
+    async (request) => fundBot(ctx, ownerOf(request).id, request.params.bot_id, request.body.amount_cents),
   );
 
   for (const [action, frozen] of [
     ['freeze', true],
     ['unfreeze', false],
   ] as const) {
-    app.post<{ Params: BotParamsT }>(
+    app.post(
       `/api/v1/owner/bots/:bot_id/wallet/${action}`,
       {
         schema: {
@@ -139,19 +139,16 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
             : 'Unfreeze the wallet (emits wallet.unfrozen)',
           params: BotParams,
           response: {
-            200: Type.Object({ bot_id: Type.String(), wallet_status: Type.String() }),
+            200: FrozenResponse,
             404: ErrorBody,
           },
         },
       },
-      async (request) => setWalletFrozen(ctx, request.owner!.id, request.params.bot_id, frozen),
+      async (request) => setWalletFrozen(ctx, ownerOf(request).id, request.params.bot_id, frozen),
     );
   }
 
-  app.put<{
-    Params: BotParamsT & { rail_key: 'card_wallet' | 'partner_wallet' };
-    Body: { status: 'active' | 'inactive'; address?: string; private_key?: string };
-  }>(
+  app.put(
     '/api/v1/owner/bots/:bot_id/rails/:rail_key',
     {
       schema: {
@@ -161,16 +158,9 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         description:
           "partner_wallet (docs/x402.md): turning it on creates the bot's USDC wallet (a new key pair, encrypted with SECRET_KEY) " +
           "or imports the one in private_key; its address is in the response and in the bot's status. Needs X402_NETWORK (409 rail_not_configured otherwise).",
-        params: Type.Object({
-          bot_id: IdParam('bot'),
-          rail_key: Type.Union([Type.Literal('card_wallet'), Type.Literal('partner_wallet')]),
-        }),
-        body: Type.Object({
-          status: Type.Union([Type.Literal('active'), Type.Literal('inactive')]),
-          address: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' })),
-          private_key: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-        }),
-        response: { 200: Loose, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        params: RailParams,
+        body: RailBody,
+        response: { 200: RailResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (request) => {
@@ -183,7 +173,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         }
         return setPartnerRail(
           ctx,
-          request.owner!.id,
+          ownerOf(request).id,
           request.params.bot_id,
           request.body.status,
           request.body.private_key,
@@ -194,7 +184,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
       }
       return setRail(
         ctx,
-        request.owner!.id,
+        ownerOf(request).id,
         request.params.bot_id,
         request.params.rail_key,
         request.body.status,
@@ -205,34 +195,32 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
 
   app.get(
     '/api/v1/owner/guardrails',
-    { schema: { tags, security, summary: 'Master guardrails and what is spent', response: { 200: Loose } } },
-    async (request) => getMasterGuardrails(ctx.db, request.owner!.id, ctx.clock.now()),
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'Master guardrails and what is spent',
+        response: { 200: Guardrails },
+      },
+    },
+    async (request) => getMasterGuardrails(ctx.db, ownerOf(request).id, ctx.clock.now()),
   );
 
-  app.put<{
-    Body: { per_transaction_cents?: number; daily_budget_cents?: number; monthly_budget_cents?: number };
-  }>(
+  app.put(
     '/api/v1/owner/guardrails',
     {
       schema: {
         tags,
         security,
         summary: 'Set master guardrails (cap real-money spending across all bots)',
-        body: Type.Object(
-          {
-            per_transaction_cents: Type.Optional(Cents(100_000_000)),
-            daily_budget_cents: Type.Optional(Cents(100_000_000)),
-            monthly_budget_cents: Type.Optional(Cents(1_000_000_000)),
-          },
-          { minProperties: 1 },
-        ),
-        response: { 200: Loose, 400: ErrorBody },
+        body: GuardrailsBody,
+        response: { 200: Guardrails, 400: ErrorBody },
       },
     },
-    async (request) => updateMasterGuardrails(ctx, request.owner!.id, request.body),
+    async (request) => updateMasterGuardrails(ctx, ownerOf(request).id, request.body),
   );
 
-  app.get<{ Params: BotParamsT; Querystring: Static<typeof Page> }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/transactions',
     {
       schema: {
@@ -241,20 +229,20 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         summary: 'Ledger view of the wallet',
         params: BotParams,
         querystring: Page,
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: TransactionList, 404: ErrorBody },
       },
     },
     async (request) =>
       listTransactions(
         ctx,
-        request.owner!.id,
+        ownerOf(request).id,
         request.params.bot_id,
         pageLimit(request.query.limit),
         request.query.before,
       ),
   );
 
-  app.get<{ Params: BotParamsT; Querystring: Static<typeof Page> }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/audit-log',
     {
       schema: {
@@ -263,14 +251,14 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         summary: 'Owner actions on this bot',
         params: BotParams,
         querystring: Page,
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: AuditList, 404: ErrorBody },
       },
     },
     async (request) =>
-      listAudit(ctx, request.owner!.id, request.params.bot_id, pageLimit(request.query.limit)),
+      listAudit(ctx, ownerOf(request).id, request.params.bot_id, pageLimit(request.query.limit)),
   );
 
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/api/v1/owner/bots/:bot_id/api-key/rotate',
     {
       schema: {
@@ -278,17 +266,17 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         security,
         summary: 'Issue a new API key (shown once)',
         params: BotParams,
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: ApiKeyRotated, 404: ErrorBody },
       },
     },
     async (request) => {
-      const result = await rotateApiKey(ctx, request.owner!.id, request.params.bot_id);
+      const result = await rotateApiKey(ctx, ownerOf(request).id, request.params.bot_id);
       app.botAuthenticator.forgetBot(request.params.bot_id);
       return result;
     },
   );
 
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/api/v1/owner/bots/:bot_id/webhook-secret/rotate',
     {
       schema: {
@@ -296,10 +284,10 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         security,
         summary: 'Issue a new webhook secret (shown once)',
         params: BotParams,
-        response: { 200: Loose, 404: ErrorBody },
+        response: { 200: WebhookSecretRotated, 404: ErrorBody },
       },
     },
-    async (request) => rotateWebhookSecret(ctx, request.owner!.id, request.params.bot_id),
+    async (request) => rotateWebhookSecret(ctx, ownerOf(request).id, request.params.bot_id),
   );
 
   registerOwnerTokenRoutes(app, ctx, security);

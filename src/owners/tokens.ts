@@ -4,7 +4,7 @@ import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { iso } from '../platform/time.ts';
 import { createOwnerToken } from './auth.ts';
-import { audit } from './service.ts';
+import { audit } from './audit.ts';
 
 // Owner API tokens as the owner manages them (dashboard settings page and /api/v1/owner/tokens):
 // create with a name (the raw token is returned once and stored only as its SHA-256 hash), list

@@ -16,8 +16,9 @@ export interface AppContext {
   logger: FastifyBaseLogger;
   metrics: Metrics;
   /**
-   * The managed-tunnel relay of this process, when the `tunnel` role runs here. The webhook
-   * worker hands deliveries for tunnel bots straight to it (no DNS), with identical bytes.
+   * The managed-tunnel relay of this process, when the `tunnel` role runs here or instances share
+   * tunnels (PostgreSQL: every instance). The webhook worker hands deliveries for tunnel bots
+   * straight to it (no DNS), with identical bytes; it reaches tunnels held by other instances.
    */
   tunnelRelay?: LocalTunnelRelay;
 }
@@ -43,4 +44,9 @@ export interface LocalTunnelRelay {
   hasConnection(hostname: string): boolean;
   /** Sends the request through the tunnel; rejects when not connected or on timeout. */
   forward(request: RelayedRequest): Promise<RelayedResponse>;
+  /**
+   * True when forward() can reach the hostname's tunnel: connected here or, when instances share
+   * tunnels (PostgreSQL), possibly held by another instance (forward() goes to the holder).
+   */
+  canDeliver?(hostname: string): boolean;
 }

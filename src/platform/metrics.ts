@@ -9,6 +9,7 @@ export interface Metrics {
   httpDuration: Histogram<'method' | 'route' | 'status'>;
   checkoutDecisions: Counter<'outcome'>;
   deliveryAttempts: Counter<'result'>;
+  webhookRoundTrips: Counter<'kind'>;
 }
 
 export function createMetrics(db: Db): Metrics {
@@ -30,6 +31,12 @@ export function createMetrics(db: Db): Metrics {
     name: 'botpay_webhook_delivery_attempts_total',
     help: 'Webhook delivery attempts by result (delivered, failed_attempt, refused)',
     labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const webhookRoundTrips = new Counter({
+    name: 'botpay_webhook_worker_round_trips_total',
+    help: 'Database round trips of the webhook delivery worker by kind (claim, record)',
+    labelNames: ['kind'] as const,
     registers: [registry],
   });
   new Gauge({
@@ -59,7 +66,7 @@ export function createMetrics(db: Db): Metrics {
       );
     },
   });
-  return { registry, httpDuration, checkoutDecisions, deliveryAttempts };
+  return { registry, httpDuration, checkoutDecisions, deliveryAttempts, webhookRoundTrips };
 }
 
 async function scalar(db: Db, sql: string): Promise<number> {

@@ -1,10 +1,13 @@
 import type { Queryable } from './db/port.ts';
 import { ApiError } from './errors.ts';
 
-// Sliding-window rate limits kept in the database, so every instance shares them. The check and
-// the hit run in the caller's transaction behind a per-key advisory lock (rate_limit_consume,
-// migration 0009): two instances cannot both see "2 of 3 used" and both let a request through. Call it in the same transaction as the work
-// being counted, so a request that is rejected for another reason is not counted.
+// Sliding-window rate limits kept in the database, so every instance shares them: `limit` requests
+// per key in any `windowSeconds` (a request counts from when it was made until windowSeconds
+// later). The check and the hit run in the caller's transaction in one statement that locks the
+// key's row in rate_limits (rate_limit_consume, src/migrations/functions/rate_limit_consume.sql):
+// two instances cannot both see "2 of 3 used" and both let a request through. Call it in the same
+// transaction as the work being counted, so a request that is rejected for another reason is not
+// counted. A key is always used with the same window.
 
 export type RateLimitResult = { ok: true } | { ok: false; retryAfterSeconds: number };
 
@@ -12,7 +15,7 @@ export async function consumeRateLimit(
   tx: Queryable,
   options: { key: string; limit: number; windowSeconds: number; now: number },
 ): Promise<RateLimitResult> {
-  // One round trip: lock, count and insert run in rate_limit_consume (migration 0009).
+  // One round trip: lock, count and the hit run in rate_limit_consume.
   const rows = await tx.query<{ retry: number }>('SELECT rate_limit_consume($1, $2, $3, $4) AS retry', [
     options.key,
     options.limit,
@@ -23,13 +26,9 @@ export async function consumeRateLimit(
   return retry === 0 ? { ok: true } : { ok: false, retryAfterSeconds: retry };
 }
 
-/** Deletes hits older than the longest window; run from a periodic job. */
-export async function pruneRateLimitHits(
-  db: Queryable,
-  now: number,
-  maxWindowSeconds = 86_400,
-): Promise<void> {
-  await db.query('DELETE FROM rate_limit_hits WHERE at < $1', [new Date(now - maxWindowSeconds * 1000)]);
+/** Gives back one request of `key` counted at `now` (e.g. an attempt that turned out not to count). */
+export async function releaseRateLimit(q: Queryable, key: string, now: number): Promise<void> {
+  await q.query('SELECT rate_limit_release($1, $2)', [key, new Date(now)]);
 }
 
 /** The 429 of every rate limit: `rate_limited` with `retry_after_seconds`. */

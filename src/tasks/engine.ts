@@ -1,7 +1,8 @@
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { newId } from '../platform/ids.ts';
-import { latestOccurrence, nextOccurrence, parseCron, type ScheduleRow } from './schedules.ts';
+import { latestOccurrence, nextOccurrence, parseCron } from './cron.ts';
+import type { ScheduleRow } from './schedules.ts';
 import { nextShiftedOccurrence } from './shadows.ts';
 import { emitTaskAvailable, TASK_LIFETIME_MS } from './service.ts';
 

@@ -1,76 +1,21 @@
-import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../app.ts';
-import { BOT_SECURITY } from '../bots/routes.ts';
-import { OWNER_SECURITY } from '../owners/routes.ts';
+import { BOT_SECURITY, OWNER_SECURITY, type App } from '../platform/http.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
-import { ErrorBody, IdParam } from '../platform/schemas.ts';
+import { botOf } from '../bots/auth.ts';
+import { ownerOf } from '../owners/auth.ts';
+import { ErrorBody } from '../platform/schemas.ts';
 import { changeSchedule, createSchedule, listSchedules, listTasks } from './schedules.ts';
+import {
+  BotParams,
+  NextTaskResponse,
+  Schedule,
+  ScheduleBody,
+  ScheduleList,
+  ScheduleParams,
+  TaskList,
+  TaskListQuery,
+} from './schemas.ts';
 import { nextTask } from './service.ts';
-
-const Instructions = Type.Object({
-  profile_index: Type.Integer(),
-  merchant_name: Type.String(),
-  merchant_url: Type.String(),
-  item_name: Type.String(),
-  amount_cents: Type.Integer(),
-  category: Type.String(),
-  card_id: Type.Optional(Type.String()),
-});
-
-const NextTaskResponse = Type.Object({
-  has_task: Type.Boolean(),
-  task_type: Type.Optional(Type.Literal('purchase')),
-  task_id: Type.Optional(Type.String()),
-  instructions: Type.Optional(Instructions),
-  message: Type.String(),
-});
-
-const ScheduleInstructionsBody = Type.Object(
-  {
-    card_id: Type.Optional(IdParam('card')),
-    profile_index: Type.Integer({ minimum: 1, maximum: 6 }),
-    merchant_name: Type.String({ minLength: 1, maxLength: 200 }),
-    merchant_url: Type.String({ minLength: 1, maxLength: 2000 }),
-    item_name: Type.String({ minLength: 1, maxLength: 500 }),
-    amount_cents: Type.Integer({ minimum: 1, maximum: 10_000_000 }),
-    category: Type.Optional(Type.String({ maxLength: 100 })),
-  },
-  { additionalProperties: false },
-);
-
-const ScheduleBody = Type.Object(
-  {
-    cron: Type.String({ minLength: 1, maxLength: 200 }),
-    timezone: Type.String({ minLength: 1, maxLength: 100 }),
-    instructions: ScheduleInstructionsBody,
-  },
-  { additionalProperties: false },
-);
-
-const Schedule = Type.Object({
-  schedule_id: Type.String(),
-  bot_id: Type.String(),
-  cron: Type.String(),
-  timezone: Type.String(),
-  status: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('deleted')]),
-  instructions: Type.Object({
-    card_id: Type.String(),
-    profile_index: Type.Integer(),
-    merchant_name: Type.String(),
-    merchant_url: Type.String(),
-    item_name: Type.String(),
-    amount_cents: Type.Integer(),
-    category: Type.String(),
-  }),
-  next_run_at: Type.Union([Type.String(), Type.Null()]),
-  last_run_at: Type.Union([Type.String(), Type.Null()]),
-  created_at: Type.String(),
-  updated_at: Type.String(),
-});
-
-const BotParams = Type.Object({ bot_id: IdParam('bot') });
-const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 
 export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<void> {
   // The next-task call has no body; a client that still declares JSON and sends nothing (curl -H
@@ -92,7 +37,7 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
   const tags = ['owner', 'schedules'];
   const security = OWNER_SECURITY;
 
-  app.post<{ Params: Static<typeof BotParams>; Body: Static<typeof ScheduleBody> }>(
+  app.post(
     '/api/v1/owner/bots/:bot_id/schedules',
     {
       schema: {
@@ -107,10 +52,10 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
     async (request, reply) =>
       reply
         .status(201)
-        .send(await createSchedule(ctx, request.owner!.id, request.params.bot_id, request.body)),
+        .send(await createSchedule(ctx, ownerOf(request).id, request.params.bot_id, request.body)),
   );
 
-  app.get<{ Params: Static<typeof BotParams> }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/schedules',
     {
       schema: {
@@ -118,14 +63,14 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
         security,
         summary: "The bot's schedules (active and paused)",
         params: BotParams,
-        response: { 200: Type.Object({ schedules: Type.Array(Schedule) }), 404: ErrorBody },
+        response: { 200: ScheduleList, 404: ErrorBody },
       },
     },
-    async (request) => listSchedules(ctx, request.owner!.id, request.params.bot_id),
+    async (request) => listSchedules(ctx, ownerOf(request).id, request.params.bot_id),
   );
 
   for (const action of ['pause', 'resume'] as const) {
-    app.post<{ Params: Static<typeof ScheduleParams> }>(
+    app.post(
       `/api/v1/owner/bots/:bot_id/schedules/:schedule_id/${action}`,
       {
         schema: {
@@ -140,11 +85,11 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
         },
       },
       async (request) =>
-        changeSchedule(ctx, request.owner!.id, request.params.bot_id, request.params.schedule_id, action),
+        changeSchedule(ctx, ownerOf(request).id, request.params.bot_id, request.params.schedule_id, action),
     );
   }
 
-  app.get<{ Params: Static<typeof BotParams>; Querystring: { limit?: string } }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/tasks',
     {
       schema: {
@@ -152,17 +97,17 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
         security,
         summary: "The bot's recent tasks, newest first (owner view)",
         params: BotParams,
-        querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })) }),
-        response: { 200: Type.Object({}, { additionalProperties: true }), 400: ErrorBody, 404: ErrorBody },
+        querystring: TaskListQuery,
+        response: { 200: TaskList, 400: ErrorBody, 404: ErrorBody },
       },
     },
     async (request) => {
       const raw = request.query.limit === undefined ? 50 : Number(request.query.limit);
-      return listTasks(ctx, request.owner!.id, request.params.bot_id, Math.min(Math.max(raw, 1), 200));
+      return listTasks(ctx, ownerOf(request).id, request.params.bot_id, Math.min(Math.max(raw, 1), 200));
     },
   );
 
-  app.delete<{ Params: Static<typeof ScheduleParams> }>(
+  app.delete(
     '/api/v1/owner/bots/:bot_id/schedules/:schedule_id',
     {
       schema: {
@@ -174,7 +119,7 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
       },
     },
     async (request) =>
-      changeSchedule(ctx, request.owner!.id, request.params.bot_id, request.params.schedule_id, 'delete'),
+      changeSchedule(ctx, ownerOf(request).id, request.params.bot_id, request.params.schedule_id, 'delete'),
   );
 }
 
@@ -191,6 +136,6 @@ function registerNextTask(app: App, ctx: AppContext): void {
         response: { 200: NextTaskResponse, 401: ErrorBody },
       },
     },
-    async (request) => nextTask(ctx, request.bot!.id),
+    async (request) => nextTask(ctx, botOf(request).id),
   );
 }

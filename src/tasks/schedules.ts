@@ -1,12 +1,13 @@
-import { Cron } from 'croner';
 import type { CardRow, ProfileRow } from '../cards/service.ts';
-import { audit, lockOwnedBot } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
+import { assertOwnedBot, lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
+import { nextOccurrence, parseCron, parseTimezone } from './cron.ts';
 import { createShadows, followSchedule } from './shadows.ts';
 
 // Owner schedules: recurring real purchase tasks. The cron expression (5 fields or
@@ -55,61 +56,7 @@ export interface ScheduleRow {
 export const DEFAULT_CATEGORY = 'general';
 /** Active and paused schedules a bot may have at once. */
 export const MAX_SCHEDULES_PER_BOT = 50;
-const NICKNAMES = new Set(['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@hourly']);
-
 const invalid = (field: string, message: string) => new ApiError('validation_error', message, { field });
-
-export function parseTimezone(tz: string): string {
-  try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: tz }).resolvedOptions().timeZone;
-  } catch {
-    throw invalid('timezone', `timezone "${tz}" is not an IANA time zone (for example Europe/Berlin).`);
-  }
-}
-
-/** A paused croner instance for the expression, or a 400 naming `cron`. */
-export function parseCron(expression: string, timezone: string): Cron {
-  const text = expression.trim().replace(/\s+/g, ' ');
-  if (!NICKNAMES.has(text.toLowerCase()) && text.split(' ').length !== 5) {
-    throw invalid(
-      'cron',
-      'cron must have 5 fields (minute hour day-of-month month day-of-week) or be a nickname such as @daily.',
-    );
-  }
-  let cron: Cron;
-  try {
-    cron = new Cron(text, { timezone, paused: true });
-  } catch (error) {
-    throw invalid('cron', `cron is not valid: ${error instanceof Error ? error.message : 'unknown error'}`);
-  }
-  return cron;
-}
-
-/** The next occurrence strictly after `after`, or null when the expression never fires again. */
-export function nextOccurrence(cron: Cron, after: number): number | null {
-  return cron.nextRun(new Date(after))?.getTime() ?? null;
-}
-
-/**
- * The latest occurrence in [from, now], where `from` is itself an occurrence not yet produced.
- * After a long outage only this one is produced (no burst). Looks at the last two days first, so
- * a every-minute schedule after months of downtime costs a few thousand steps, not millions.
- */
-export function latestOccurrence(cron: Cron, from: number, now: number): number {
-  const MAX_STEPS = 10_000;
-  let latest = from;
-  const windowStart = now - 2 * 86_400_000;
-  if (windowStart > from) {
-    const first = nextOccurrence(cron, windowStart - 1);
-    if (first !== null && first <= now) latest = first;
-  }
-  for (let i = 0; i < MAX_STEPS; i++) {
-    const next = nextOccurrence(cron, latest);
-    if (next === null || next > now) break;
-    latest = next;
-  }
-  return latest;
-}
 
 function validateUrl(raw: string): void {
   let url: URL;
@@ -255,8 +202,7 @@ export async function createSchedule(
 }
 
 export async function listSchedules(ctx: AppContext, ownerId: string, botId: string) {
-  const bot = await maybeOne(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [botId, ownerId]);
-  if (!bot) throw new ApiError('not_found', 'Bot not found.');
+  await assertOwnedBot(ctx.db, ownerId, botId);
   const rows = await ctx.db.query<ScheduleRow>(
     `SELECT * FROM task_schedules WHERE bot_id = $1 AND status <> 'deleted' AND shadow_of IS NULL
       ORDER BY created_at, id`,
@@ -309,8 +255,7 @@ export async function changeSchedule(
 
 /** Recent tasks of a bot for its owner (who knows which profile is real, so decoys are marked). */
 export async function listTasks(ctx: AppContext, ownerId: string, botId: string, limit: number) {
-  const bot = await maybeOne(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [botId, ownerId]);
-  if (!bot) throw new ApiError('not_found', 'Bot not found.');
+  await assertOwnedBot(ctx.db, ownerId, botId);
   const rows = await ctx.db.query<{
     id: string;
     card_id: string;
@@ -335,7 +280,7 @@ export async function listTasks(ctx: AppContext, ownerId: string, botId: string,
   return {
     tasks: rows.map((t) => ({
       task_id: t.id,
-      kind: t.is_decoy ? 'decoy' : 'scheduled',
+      kind: t.is_decoy ? ('decoy' as const) : ('scheduled' as const),
       schedule_id: t.schedule_id,
       card_id: t.card_id,
       profile_index: t.profile_index,

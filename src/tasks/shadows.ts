@@ -5,7 +5,8 @@ import { productUrl, SHOPS, type Shop, shopsForCategory } from '../merchants/cat
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { newId } from '../platform/ids.ts';
-import { nextOccurrence, parseCron, type ScheduleRow, type StoredInstructions } from './schedules.ts';
+import { nextOccurrence, parseCron } from './cron.ts';
+import type { ScheduleRow, StoredInstructions } from './schedules.ts';
 
 // Decoy tasks as shadows of the owner's schedules (docs/tasks.md, docs/security.md). For every
 // owner schedule, each other enabled profile of the card gets a hidden schedule of its own: the

@@ -1,7 +1,9 @@
 import { plainText } from '../bots/register.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { deliverOwnerMail } from '../notifications/job.ts';
-import { audit, fundLockedBot, lockOwnedBot } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
+import { fundLockedBot } from '../owners/funding.ts';
+import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound, validationError } from '../platform/errors.ts';
@@ -179,7 +181,7 @@ export async function requestTopup(
     void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
   }
   return {
-    statusCode: outcome.kind === 'created' ? 201 : 200,
+    statusCode: outcome.kind === 'created' ? (201 as const) : (200 as const),
     body: {
       ...presentForBot(outcome.row, now),
       message:
@@ -379,20 +381,20 @@ export async function decideTopup(ctx: AppContext, ownerId: string, topupId: str
       status: result.status,
     });
   }
-  return {
+  const common = {
     topup_id: topupId,
     bot_id: result.row.bot_id,
-    status: result.status,
     amount_usd: centsToUsd(Number(result.row.amount_cents)),
-    ...(result.status === 'approved'
-      ? {
-          approved_amount_usd: centsToUsd(result.amount),
-          funding_id: result.funding.funding_id,
-          balance_usd: result.funding.balance_usd,
-          bot_visible_balance_usd: result.funding.bot_visible_balance_usd,
-        }
-      : { note }),
     decided_at: iso(now),
+  };
+  if (result.status === 'declined') return { ...common, status: result.status, note };
+  return {
+    ...common,
+    status: result.status,
+    approved_amount_usd: centsToUsd(result.amount),
+    funding_id: result.funding.funding_id,
+    balance_usd: result.funding.balance_usd,
+    bot_visible_balance_usd: result.funding.bot_visible_balance_usd,
   };
 }
 

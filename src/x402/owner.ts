@@ -1,7 +1,8 @@
-import { audit, lockOwnedBot } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
+import { assertOwnedBot, lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
-import { ApiError, notFound, validationError } from '../platform/errors.ts';
+import { ApiError, validationError } from '../platform/errors.ts';
 import { checksummed } from './requirements.ts';
 import { presentPayment, type X402PaymentRow } from './service.ts';
 import { loadWallet, presentWallet } from './wallet.ts';
@@ -21,11 +22,7 @@ export interface X402SettingsInput {
 }
 
 async function ownedWallet(ctx: AppContext, ownerId: string, botId: string) {
-  const bot = await maybeOne<{ id: string }>(ctx.db, 'SELECT id FROM bots WHERE id = $1 AND owner_id = $2', [
-    botId,
-    ownerId,
-  ]);
-  if (!bot) throw notFound('Bot');
+  await assertOwnedBot(ctx.db, ownerId, botId);
   const wallet = await loadWallet(ctx.db, botId);
   const rail = await maybeOne<{ status: string }>(
     ctx.db,

@@ -1,24 +1,34 @@
-import { type Static, Type } from '@sinclair/typebox';
-import type { App } from '../app.ts';
-import { BOT_SECURITY } from '../bots/routes.ts';
+import type { Static } from '@sinclair/typebox';
+import { BOT_SECURITY, OWNER_SECURITY, type App } from '../platform/http.ts';
 import { settleIfDue } from '../checkout/decisions.ts';
-import { BotParams, OWNER_SECURITY } from '../owners/routes.ts';
+import { botOf } from '../bots/auth.ts';
+import { ownerOf } from '../owners/auth.ts';
+import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
-import { ErrorBody, IdParam, RateLimitedBody } from '../platform/schemas.ts';
+import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
 import { getX402Wallet, listX402Payments, updateX402Settings } from './owner.ts';
 import { reconcileWallet } from './reconcile.ts';
 import { pay, paymentStatus } from './service.ts';
-import { OwnerSettingsBody, PayApproved, PayBody, PayHeaders, PayPending, PaymentPoll } from './schemas.ts';
+import {
+  OwnerPayments,
+  OwnerSettingsBody,
+  OwnerWallet,
+  PayApproved,
+  PayBody,
+  PayHeaders,
+  PaymentParams,
+  PaymentPoll,
+  PaymentsQuery,
+  PayPending,
+  WalletQuery,
+} from './schemas.ts';
 
 // Bot: POST /api/v1/bot/x402/pay and GET /api/v1/bot/x402/payments/{payment_id}.
 // Owner: GET / PATCH /api/v1/owner/bots/{bot_id}/x402 and GET …/x402/payments. Turning the rail on
 // is PUT /api/v1/owner/bots/{bot_id}/rails/partner_wallet (src/owners/routes.ts → wallet.ts).
 
-const Loose = Type.Object({}, { additionalProperties: true });
-const PaymentParams = Type.Object({ payment_id: IdParam('chk') });
-
 export async function registerX402Routes(app: App, ctx: AppContext): Promise<void> {
-  app.post<{ Body: Static<typeof PayBody>; Headers: Static<typeof PayHeaders> }>(
+  app.post(
     '/api/v1/bot/x402/pay',
     {
       schema: {
@@ -47,12 +57,14 @@ export async function registerX402Routes(app: App, ctx: AppContext): Promise<voi
       },
     },
     async (request, reply) => {
-      const result = await pay(ctx, request.bot!.id, request.body, request.headers['idempotency-key']);
-      return reply.status(result.statusCode).send(result.body);
+      const result = await pay(ctx, botOf(request).id, request.body, request.headers['idempotency-key']);
+      // The body is built by service.ts (or replayed from the idempotency row) in these shapes.
+      const body = result.body as Static<typeof PayApproved> & Static<typeof PayPending>;
+      return reply.status(result.statusCode).send(body);
     },
   );
 
-  app.get<{ Params: Static<typeof PaymentParams> }>(
+  app.get(
     '/api/v1/bot/x402/payments/:payment_id',
     {
       schema: {
@@ -65,12 +77,12 @@ export async function registerX402Routes(app: App, ctx: AppContext): Promise<voi
       },
     },
     async (request) =>
-      paymentStatus(ctx, request.bot!.id, request.params.payment_id, (id) => settleIfDue(ctx, id)),
+      paymentStatus(ctx, botOf(request).id, request.params.payment_id, (id) => settleIfDue(ctx, id)),
   );
 
   const tags = ['owner'];
   const security = OWNER_SECURITY;
-  app.get<{ Params: Static<typeof BotParams>; Querystring: { refresh?: boolean } }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/x402',
     {
       schema: {
@@ -78,22 +90,22 @@ export async function registerX402Routes(app: App, ctx: AppContext): Promise<voi
         security,
         summary: 'The partner wallet: address, balance read from the chain, limits and lists',
         params: BotParams,
-        querystring: Type.Object({ refresh: Type.Optional(Type.Boolean()) }),
-        response: { 200: Loose, 404: ErrorBody },
+        querystring: WalletQuery,
+        response: { 200: OwnerWallet, 404: ErrorBody },
       },
     },
     async (request) => {
       if (request.query.refresh) {
-        await getX402Wallet(ctx, request.owner!.id, request.params.bot_id);
+        await getX402Wallet(ctx, ownerOf(request).id, request.params.bot_id);
         await reconcileWallet(ctx, request.params.bot_id).catch((err) =>
           ctx.logger.warn({ err }, 'could not read the partner wallet from the chain'),
         );
       }
-      return getX402Wallet(ctx, request.owner!.id, request.params.bot_id);
+      return getX402Wallet(ctx, ownerOf(request).id, request.params.bot_id);
     },
   );
 
-  app.patch<{ Params: Static<typeof BotParams>; Body: Static<typeof OwnerSettingsBody> }>(
+  app.patch(
     '/api/v1/owner/bots/:bot_id/x402',
     {
       schema: {
@@ -102,13 +114,13 @@ export async function registerX402Routes(app: App, ctx: AppContext): Promise<voi
         summary: 'Set the partner wallet limits, approval mode and pay-to / domain lists',
         params: BotParams,
         body: OwnerSettingsBody,
-        response: { 200: Loose, 400: ErrorBody, 404: ErrorBody },
+        response: { 200: OwnerWallet, 400: ErrorBody, 404: ErrorBody },
       },
     },
-    async (request) => updateX402Settings(ctx, request.owner!.id, request.params.bot_id, request.body),
+    async (request) => updateX402Settings(ctx, ownerOf(request).id, request.params.bot_id, request.body),
   );
 
-  app.get<{ Params: Static<typeof BotParams>; Querystring: { limit?: number } }>(
+  app.get(
     '/api/v1/owner/bots/:bot_id/x402/payments',
     {
       schema: {
@@ -116,10 +128,10 @@ export async function registerX402Routes(app: App, ctx: AppContext): Promise<voi
         security,
         summary: 'x402 payments of a bot, newest first, with their on-chain transaction hashes',
         params: BotParams,
-        querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })) }),
-        response: { 200: Loose, 404: ErrorBody },
+        querystring: PaymentsQuery,
+        response: { 200: OwnerPayments, 404: ErrorBody },
       },
     },
-    async (request) => listX402Payments(ctx, request.owner!.id, request.params.bot_id, request.query.limit),
+    async (request) => listX402Payments(ctx, ownerOf(request).id, request.params.bot_id, request.query.limit),
   );
 }

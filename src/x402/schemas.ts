@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { IdParam } from '../platform/schemas.ts';
 
 // HTTP shapes of the x402 routes. Field-level rules that need a clear message of their own (network,
 // asset, checksums, amounts in whole cents) are checked in src/x402/requirements.ts.
@@ -126,3 +127,71 @@ export const OwnerSettingsBody = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const PaymentParams = Type.Object({ payment_id: IdParam('chk') });
+export const WalletQuery = Type.Object({ refresh: Type.Optional(Type.Boolean()) });
+export const PaymentsQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
+});
+
+const Usd = Type.Number();
+const Time = Type.String({ format: 'date-time' });
+const Nullable = <T extends ReturnType<typeof Type.String | typeof Type.Number>>(t: T) =>
+  Type.Union([t, Type.Null()]);
+
+/** The partner wallet as its owner sees it (wallet.ts presentWallet; no key material). */
+export const OwnerWallet = Type.Object({
+  bot_id: Type.String(),
+  status: Type.String({ description: 'The partner_wallet rail: active or inactive.' }),
+  network: Type.String(),
+  asset: Type.String(),
+  address: Type.String(),
+  key_source: Type.Union([Type.Literal('generated'), Type.Literal('imported')]),
+  balance_usd: Nullable(Usd),
+  balance_read_at: Nullable(Time),
+  ledger: Type.Object({ available_usd: Usd, held_usd: Usd, authorized_usd: Usd }),
+  limits: Type.Object({
+    per_transaction_usd: Usd,
+    daily_usd: Usd,
+    monthly_usd: Usd,
+    approval_mode: Type.Union([
+      Type.Literal('ask_for_everything'),
+      Type.Literal('auto_approve_under_threshold'),
+    ]),
+    approval_threshold_usd: Usd,
+  }),
+  lists: Type.Object({
+    allow_pay_to: Type.Array(Type.String()),
+    deny_pay_to: Type.Array(Type.String()),
+    allow_domains: Type.Array(Type.String()),
+    deny_domains: Type.Array(Type.String()),
+  }),
+});
+
+/** x402 payments of a bot for its owner (service.ts presentPayment). */
+export const OwnerPayments = Type.Object({
+  bot_id: Type.String(),
+  payments: Type.Array(
+    Type.Object({
+      payment_id: Type.String(),
+      status: Type.Union([
+        Type.Literal('pending'),
+        Type.Literal('denied'),
+        Type.Literal('expired'),
+        Type.Literal('authorized'),
+        Type.Literal('settled'),
+        Type.Literal('lapsed'),
+      ]),
+      amount_usd: Usd,
+      amount_atomic: Type.String(),
+      pay_to: Type.String(),
+      resource_url: Type.String(),
+      description: Nullable(Type.String()),
+      network: Type.String(),
+      tx_hash: Nullable(Type.String()),
+      valid_before: Nullable(Time),
+      created_at: Time,
+      finished_at: Nullable(Time),
+    }),
+  ),
+});

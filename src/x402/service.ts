@@ -1,3 +1,4 @@
+import type { Static } from '@sinclair/typebox';
 import type { PaymentPayload, ResourceInfo } from '@x402/core/types';
 import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
 import { limitError, perTransactionError } from '../checkout/guardrails.ts';
@@ -16,6 +17,7 @@ import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso, type WindowKind, windowStart } from '../platform/time.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { chooseRequirement, domainMatches, resourceDomain } from './requirements.ts';
+import type { PaymentPoll } from './schemas.ts';
 import { PAYMENT_HEADER, signPayment } from './sign.ts';
 import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 
@@ -420,7 +422,7 @@ export async function settleX402Hold(
   );
 }
 
-const POLL_MESSAGES: Record<string, string> = {
+const POLL_MESSAGES: Record<X402PaymentRow['status'], string> = {
   pending: 'Waiting for the owner to approve or deny the payment.',
   authorized: X402_APPROVED_MESSAGE,
   settled: 'The payment was settled on chain.',
@@ -450,7 +452,7 @@ export async function paymentStatus(
     p.status === 'authorized' || p.status === 'settled' || p.status === 'lapsed'
       ? 'approved'
       : (p.status as 'pending' | 'denied' | 'expired');
-  const body: Record<string, unknown> = {
+  const body: Static<typeof PaymentPoll> = {
     payment_id: p.id,
     confirmation_id: p.id,
     status,

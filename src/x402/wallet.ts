@@ -2,7 +2,8 @@ import { getAddress, isHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { X402Config } from '../config.ts';
 import { emitEvent } from '../events/outbox.ts';
-import { audit, lockOwnedBot } from '../owners/service.ts';
+import { audit } from '../owners/audit.ts';
+import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
@@ -157,7 +158,7 @@ export async function setPartnerRail(
       botId,
       type: 'rails.updated',
       data: {
-        rail: 'partner_wallet',
+        rail: 'partner_wallet' as const,
         status,
         active_rails: activeRails,
         ...(address ? { address } : {}),
@@ -174,7 +175,7 @@ export async function setPartnerRail(
     });
     return {
       bot_id: botId,
-      rail: 'partner_wallet',
+      rail: 'partner_wallet' as const,
       status,
       active_rails: activeRails,
       ...(wallet ? { address: wallet.address, network: wallet.network, asset: wallet.asset } : {}),

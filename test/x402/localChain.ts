@@ -3,7 +3,6 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import {
   type Abi,
@@ -18,6 +17,7 @@ import {
   publicActions,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { freePort } from '../support/process.ts';
 
 // A local EVM chain for the x402 tests: anvil (Foundry's node), the binary shipped inside the npm
 // package of this platform (@foundry-rs/anvil-linux-amd64 and siblings, optional dependencies of
@@ -55,17 +55,6 @@ export function anvilBinary(): { path: string } | { reason: string } {
   } catch {
     return { reason: `${pkg} is not installed (npm ci installs it on ${platform})` };
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 export interface LocalChain {

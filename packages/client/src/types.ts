@@ -1,175 +1,33 @@
-// Public types of the client. Where the service's OpenAPI document describes an endpoint, the type
-// comes from src/generated.ts (regenerated from the route schemas, checked in CI); the documented
-// definitions below are used only for endpoints the connected build does not describe yet.
+// Public types of the client, taken from src/generated.ts (generated from the service's route
+// schemas, which are exact; a test fails when it is stale).
 import type { BotOperations } from './generated.ts';
-
-type Known = keyof BotOperations;
-
-/** The response body type of `op` with HTTP `status`, or `Fallback` when the document lacks it. */
-export type ResponseOf<Op extends string, Status extends number, Fallback> = Op extends Known
-  ? Status extends keyof BotOperations[Op]['responses']
-    ? BotOperations[Op]['responses'][Status]
-    : Fallback
-  : Fallback;
-
-/** The request body type of `op`, or `Fallback` when the document lacks it. */
-export type BodyOf<Op extends string, Fallback> = Op extends Known
-  ? BotOperations[Op] extends { body: infer B }
-    ? B
-    : Fallback
-  : Fallback;
 
 // ---- Registration ----------------------------------------------------------------
 
-export type RegistrationRequest = BodyOf<
-  'POST /api/v1/bots/register',
-  {
-    bot_name: string;
-    owner_email: string;
-    description?: string;
-    callback_url?: string;
-    pairing_code?: string;
-    bot_type?: string;
-    local_port?: number;
-    webhook_path?: string;
-  }
->;
+export type RegistrationRequest = BotOperations['POST /api/v1/bots/register']['body'];
 
-export type RegistrationResponse = ResponseOf<
-  'POST /api/v1/bots/register',
-  201,
-  {
-    bot_id: string;
-    api_key: string;
-    claim_token: string | null;
-    status: 'pending_owner_verification' | 'active';
-    owner_verification_url?: string;
-    paired?: boolean;
-    owner_uid?: string;
-    webhook_secret?: string;
-    webhook_note?: string;
-    webhook_url?: string;
-    tunnel_token?: string;
-    tunnel_setup?: Record<string, unknown>;
-    primary_hooks_token?: string;
-    primary_hooks_token_note?: string;
-    important: string;
-  }
->;
+export type RegistrationResponse = BotOperations['POST /api/v1/bots/register']['responses'][201];
 
 // ---- Status and wallet ---------------------------------------------------------
 
-interface SpendingLimits {
-  per_transaction_usd: number;
-  monthly_usd: number;
-  monthly_spent_usd: number;
-  monthly_remaining_usd: number;
-}
+export type BotStatusResponse = BotOperations['GET /api/v1/bot/status']['responses'][200];
 
-export type BotStatusResponse = ResponseOf<
-  'GET /api/v1/bot/status',
-  200,
-  {
-    bot_id: string;
-    bot_name: string;
-    status: 'active' | 'pending' | 'frozen' | 'inactive';
-    default_rail: string | null;
-    active_rails?: string[];
-    rails: Record<
-      string,
-      { status: string; balance_usd: number; spending_limits?: SpendingLimits; address?: string }
-    >;
-    master_guardrails: {
-      per_transaction_usd: number;
-      daily_budget_usd: number;
-      monthly_budget_usd: number;
-    } | null;
-    message?: string;
-    pending_messages?: number;
-    pending_topups?: number;
-    webhook_status?: string;
-    webhook_fail_count?: number;
-  }
->;
-
-export type WalletCheckResponse = ResponseOf<
-  'GET /api/v1/bot/wallet/check',
-  200,
-  {
-    wallet_status: string;
-    balance_usd: number;
-    card_status: string;
-    spending_limits: SpendingLimits;
-    pending_topups: number;
-  }
->;
+export type WalletCheckResponse = BotOperations['GET /api/v1/bot/wallet/check']['responses'][200];
 
 // ---- Checkout --------------------------------------------------------
 
-export type CheckoutRequest = BodyOf<
-  'POST /api/v1/bot/merchant/checkout',
-  {
-    profile_index: number;
-    merchant_name: string;
-    merchant_url: string;
-    item_name: string;
-    amount_cents: number;
-    category?: string;
-    task_id?: string;
-    card_id?: string;
-  }
->;
+export type CheckoutRequest = BotOperations['POST /api/v1/bot/merchant/checkout']['body'];
 
 /** HTTP 200: approved at once; the card details complete the purchase. */
-export type CheckoutApproved = ResponseOf<
-  'POST /api/v1/bot/merchant/checkout',
-  200,
-  {
-    approved: true;
-    missing_digits: string;
-    expiry_month: string;
-    expiry_year: string;
-    confirmation_id: string;
-    profile_index: number;
-    merchant_name: string;
-    amount_usd: number;
-    message: string;
-  }
->;
+export type CheckoutApproved = BotOperations['POST /api/v1/bot/merchant/checkout']['responses'][200];
 
 /** HTTP 202: held for the owner's decision until `expires_at`; poll with `waitForDecision`. */
-export type CheckoutPending = ResponseOf<
-  'POST /api/v1/bot/merchant/checkout',
-  202,
-  {
-    approved: false;
-    status: 'pending_confirmation';
-    confirmation_id: string;
-    profile_index: number;
-    merchant_name: string;
-    amount_usd: number;
-    expires_at: string;
-    message: string;
-  }
->;
+export type CheckoutPending = BotOperations['POST /api/v1/bot/merchant/checkout']['responses'][202];
 
 export type CheckoutResult = CheckoutApproved | CheckoutPending;
 
-export type CheckoutStatusResponse = ResponseOf<
-  'GET /api/v1/bot/merchant/checkout/status',
-  200,
-  {
-    confirmation_id: string;
-    status: 'pending' | 'approved' | 'denied' | 'expired';
-    amount_usd: number;
-    merchant_name: string;
-    item_name: string;
-    message: string;
-    missing_digits?: string;
-    expiry_month?: string;
-    expiry_year?: string;
-  }
->;
+export type CheckoutStatusResponse =
+  BotOperations['GET /api/v1/bot/merchant/checkout/status']['responses'][200];
 
 // ---- Tasks -------------------------------------------------------------------
 
@@ -182,29 +40,11 @@ export interface TaskInstructions {
   category: string;
 }
 
-export type NextTaskResponse = ResponseOf<
-  'POST /api/v1/bot/tasks/next',
-  200,
-  {
-    has_task: boolean;
-    task_type?: string;
-    task_id?: string;
-    instructions?: TaskInstructions;
-    message: string;
-  }
->;
+export type NextTaskResponse = BotOperations['POST /api/v1/bot/tasks/next']['responses'][200];
 
 // ---- Top-up requests (asking the owner for funds) -----------------------------------------------
 
-export type TopupRequest = BodyOf<
-  'POST /api/v1/bot/wallet/topup-requests',
-  {
-    /** Amount asked for, in cents (1 to 1 000 000). */
-    amount_cents: number;
-    /** Why, shown to the owner (at most 500 characters; line breaks become spaces). */
-    reason: string;
-  }
->;
+export type TopupRequest = BotOperations['POST /api/v1/bot/wallet/topup-requests']['body'];
 
 /** One top-up request as the bot sees it. */
 export interface Topup {
@@ -219,17 +59,9 @@ export interface Topup {
   decided_at: string | null;
 }
 
-export type TopupRequestResponse = ResponseOf<
-  'POST /api/v1/bot/wallet/topup-requests',
-  201,
-  Topup & { message: string }
->;
+export type TopupRequestResponse = BotOperations['POST /api/v1/bot/wallet/topup-requests']['responses'][201];
 
-export type TopupListResponse = ResponseOf<
-  'GET /api/v1/bot/wallet/topup-requests',
-  200,
-  { topup_requests: Topup[] }
->;
+export type TopupListResponse = BotOperations['GET /api/v1/bot/wallet/topup-requests']['responses'][200];
 
 // ---- Queued events (undelivered webhooks) ------------------------------------------------------
 
@@ -270,14 +102,6 @@ export interface PurchaseApprovedData {
   [key: string]: unknown;
 }
 
-export type MessagesResponse = ResponseOf<
-  'GET /api/v1/bot/messages',
-  200,
-  { messages: WebhookEvent[]; [key: string]: unknown }
->;
+export type MessagesResponse = BotOperations['GET /api/v1/bot/messages']['responses'][200];
 
-export type AckMessagesResponse = ResponseOf<
-  'POST /api/v1/bot/messages/ack',
-  200,
-  { acknowledged: number; [key: string]: unknown }
->;
+export type AckMessagesResponse = BotOperations['POST /api/v1/bot/messages/ack']['responses'][200];

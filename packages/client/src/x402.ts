@@ -4,7 +4,7 @@
 // the PAYMENT-SIGNATURE header the service returned.
 
 import { BotPayError } from './errors.ts';
-import type { ResponseOf } from './types.ts';
+import type { BotOperations } from './generated.ts';
 
 /** One entry of an x402 v2 402 response's `accepts` list. */
 export interface X402PaymentRequirements {
@@ -34,60 +34,13 @@ export interface X402PayRequest {
   description?: string;
 }
 
-interface X402Common {
-  payment_id: string;
-  confirmation_id: string;
-  amount_usd: number;
-  amount_atomic: string;
-  network: string;
-  asset: string;
-  pay_to: string;
-  resource_url: string;
-  message: string;
-}
+export type X402PayApproved = BotOperations['POST /api/v1/bot/x402/pay']['responses'][200];
 
-export type X402PayApproved = ResponseOf<
-  'POST /api/v1/bot/x402/pay',
-  200,
-  X402Common & {
-    approved: true;
-    status: 'approved';
-    valid_before: string;
-    payment_header_name: 'PAYMENT-SIGNATURE';
-    payment_header: string;
-    payment_payload: Record<string, unknown>;
-  }
->;
-
-export type X402PayPending = ResponseOf<
-  'POST /api/v1/bot/x402/pay',
-  202,
-  X402Common & { approved: false; status: 'pending_confirmation'; expires_at: string }
->;
+export type X402PayPending = BotOperations['POST /api/v1/bot/x402/pay']['responses'][202];
 
 export type X402PayResult = X402PayApproved | X402PayPending;
 
-export type X402PaymentStatus = ResponseOf<
-  'GET /api/v1/bot/x402/payments/{payment_id}',
-  200,
-  {
-    payment_id: string;
-    confirmation_id: string;
-    status: 'pending' | 'approved' | 'denied' | 'expired';
-    payment_status: 'pending' | 'authorized' | 'settled' | 'lapsed' | 'denied' | 'expired';
-    amount_usd: number;
-    amount_atomic: string;
-    pay_to: string;
-    resource_url: string;
-    tx_hash: string | null;
-    message: string;
-    expires_at?: string;
-    valid_before?: string;
-    payment_header_name?: 'PAYMENT-SIGNATURE';
-    payment_header?: string;
-    payment_payload?: Record<string, unknown>;
-  }
->;
+export type X402PaymentStatus = BotOperations['GET /api/v1/bot/x402/payments/{payment_id}']['responses'][200];
 
 function decodeBase64Json(value: string): unknown {
   const binary = atob(value.trim());

@@ -1,11 +1,20 @@
+import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import type { Db } from './port.ts';
+import type { Db, Queryable } from './port.ts';
 
 // Numbered, forward-only migrations (src/migrations/NNNN_name.sql), applied at start-up in one
 // transaction behind an advisory lock, so two instances starting at once apply each exactly once.
+//
+// Database functions live in files of their own (src/migrations/functions/<name>.sql, each a
+// `CREATE OR REPLACE`): the file is the one definition. After the migrations, in the same
+// transaction and behind the same lock, every file whose checksum differs from the one recorded in
+// schema_functions is applied and recorded; all of them are applied again whenever a migration ran
+// (a migration may have replaced one). A migration must not rely on a function file's newest
+// definition: on a fresh database the files run after every migration.
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+export const FUNCTIONS_DIR = fileURLToPath(new URL('../../migrations/functions/', import.meta.url));
 const MIGRATION_LOCK = 7_254_001;
 
 export interface Migration {
@@ -14,6 +23,16 @@ export interface Migration {
   sql: string;
 }
 
+export interface FunctionFile {
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+const fileUrl = (dir: string, file: string) => new URL(file, `file://${dir.endsWith('/') ? dir : `${dir}/`}`);
+
 export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
   const migrations: Migration[] = [];
@@ -21,7 +40,7 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
     migrations.push({
       version: Number(file.slice(0, 4)),
       name: file.slice(5, -4),
-      sql: await readFile(new URL(file, `file://${dir.endsWith('/') ? dir : `${dir}/`}`), 'utf8'),
+      sql: await readFile(fileUrl(dir, file), 'utf8'),
     });
   }
   // Numbers are reserved per feature area, so gaps are fine; a number used twice is not.
@@ -32,9 +51,25 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   return migrations;
 }
 
-/** Applies pending migrations; returns the versions it applied. */
-export async function migrate(db: Db, migrations?: Migration[]): Promise<number[]> {
+/** The function files, by name (the file name without `.sql`), sorted. */
+export async function loadFunctions(dir = FUNCTIONS_DIR): Promise<FunctionFile[]> {
+  const files = (await readdir(dir)).filter((f) => /^[a-z0-9_]+\.sql$/.test(f)).sort();
+  const functions: FunctionFile[] = [];
+  for (const file of files) {
+    const sql = await readFile(fileUrl(dir, file), 'utf8');
+    functions.push({ name: file.slice(0, -4), sql, checksum: sha256(sql) });
+  }
+  return functions;
+}
+
+/** Applies pending migrations, then changed function files; returns the migration versions it applied. */
+export async function migrate(
+  db: Db,
+  migrations?: Migration[],
+  functions?: FunctionFile[],
+): Promise<number[]> {
   const all = migrations ?? (await loadMigrations());
+  const fns = functions ?? (await loadFunctions());
   return db.transaction(
     async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
@@ -53,19 +88,55 @@ export async function migrate(db: Db, migrations?: Migration[]): Promise<number[
         await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
         applied.push(m.version);
       }
+      await applyFunctions(tx, fns, applied.length > 0);
       return applied;
     },
     { retries: 0 },
   );
 }
 
-/** For /readyz and `doctor`: true when every known migration is applied. */
-export async function migrationsApplied(db: Db, migrations?: Migration[]): Promise<boolean> {
+/** Inside migrate's transaction: (re-)creates the function files that changed, or all of them. */
+async function applyFunctions(tx: Queryable, fns: FunctionFile[], all: boolean): Promise<void> {
+  await tx.query(`CREATE TABLE IF NOT EXISTS schema_functions (
+    name text PRIMARY KEY,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+  )`);
+  const recorded = new Map(
+    (await tx.query<{ name: string; checksum: string }>('SELECT name, checksum FROM schema_functions')).map(
+      (r) => [r.name, r.checksum],
+    ),
+  );
+  for (const f of fns) {
+    if (!all && recorded.get(f.name) === f.checksum) continue;
+    await tx.exec(f.sql);
+    await tx.query(
+      `INSERT INTO schema_functions (name, checksum) VALUES ($1, $2)
+       ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()`,
+      [f.name, f.checksum],
+    );
+  }
+}
+
+/** For /readyz and `doctor`: true when every known migration and function file is applied. */
+export async function migrationsApplied(
+  db: Db,
+  migrations?: Migration[],
+  functions?: FunctionFile[],
+): Promise<boolean> {
   const all = migrations ?? (await loadMigrations());
+  const fns = functions ?? (await loadFunctions());
   try {
     const rows = await db.query<{ version: number }>('SELECT version FROM schema_migrations');
     const applied = new Set(rows.map((r) => r.version));
-    return all.every((m) => applied.has(m.version));
+    if (!all.every((m) => applied.has(m.version))) return false;
+    if (fns.length === 0) return true;
+    const recorded = new Map(
+      (await db.query<{ name: string; checksum: string }>('SELECT name, checksum FROM schema_functions')).map(
+        (r) => [r.name, r.checksum],
+      ),
+    );
+    return fns.every((f) => recorded.get(f.name) === f.checksum);
   } catch {
     return false;
   }

@@ -1,8 +1,6 @@
 import { PGlite } from '@electric-sql/pglite';
 import {
-  commitListeners,
   type Db,
-  isReadOnlyStatement,
   isRetryableTransactionError,
   type Queryable,
   type Row,
@@ -25,20 +23,16 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     parsers,
   });
   let closed = false;
-  const commits = commitListeners();
   return {
     kind: 'pglite',
     raw,
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
       const result = await raw.query<T>(sql, params as unknown[] | undefined);
-      if (!isReadOnlyStatement(sql)) commits.fire();
       return result.rows;
     },
     async exec(sql: string) {
       await raw.exec(sql);
-      commits.fire();
     },
-    onCommit: commits.add,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
@@ -56,7 +50,6 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
             };
             return fn(tx);
           });
-          commits.fire();
           return value;
         } catch (error) {
           if (attempt < retries && isRetryableTransactionError(error)) continue;
@@ -65,6 +58,8 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
       }
     },
     async listen(channel, onNotify) {
+      // PGlite hands a notification to its listeners while it reads the result of the committing
+      // statement, before that call returns: read-your-writes holds as the port requires.
       const unsubscribe = await raw.listen(channel, onNotify);
       return async () => {
         await unsubscribe();

@@ -21,15 +21,12 @@ export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /**
-   * Subscribes to NOTIFY on a channel; returns an unsubscribe function. After the listening
-   * connection was lost and re-established the handler receives '*': notifications may be missing.
+   * Subscribes to NOTIFY on a channel; returns an unsubscribe function. Notifications of this
+   * process's own commits reach the handler before the committing call returns (caches read their
+   * own writes); other processes' arrive after their commit. After the listening connection was
+   * lost and re-established the handler receives '*': notifications may be missing.
    */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
-  /**
-   * Called after every committed transaction and every statement that is not a plain SELECT, in
-   * this process, before the caller sees the result: caches use it to read their own writes.
-   */
-  onCommit(listener: () => void): () => void;
   /** Cheap liveness probe for /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -63,22 +60,6 @@ export async function maybeOne<T extends Row>(
 ): Promise<T | undefined> {
   const rows = await q.query<T>(sql, params);
   return rows[0];
-}
-
-/** A set of commit listeners for the drivers. */
-export function commitListeners() {
-  const set = new Set<() => void>();
-  return {
-    add(listener: () => void) {
-      set.add(listener);
-      return () => {
-        set.delete(listener);
-      };
-    },
-    fire() {
-      for (const fn of set) fn();
-    },
-  };
 }
 
 export function isReadOnlyStatement(sql: string): boolean {

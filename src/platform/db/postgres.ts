@@ -1,6 +1,5 @@
 import pg from 'pg';
 import {
-  commitListeners,
   type Db,
   isReadOnlyStatement,
   isRetryableTransactionError,
@@ -66,6 +65,8 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
   async function connectListener(): Promise<pg.Client> {
     const client = new pg.Client({ ...config });
     client.on('notification', (msg) => {
+      // Sent by this process's own pool: already handed to the listeners at commit (deliverLocally).
+      if (ownBackends.has(msg.processId)) return;
       for (const fn of listeners.get(msg.channel) ?? []) fn(msg.payload ?? '');
     });
     client.on('error', () => {
@@ -89,13 +90,20 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     return listenConnecting;
   }
 
-  const commits = commitListeners();
+  // Backend process ids of this pool's connections: their notifications reach this process's
+  // listeners directly (deliverLocally), so the copy LISTEN brings back is skipped.
+  const ownBackends = new Set<number>();
 
   pool.on('connect', (client) => {
     // pg-pool listens for errors only on idle clients: a checked-out client whose connection is
     // terminated between two statements (PostgreSQL restarted) would emit an unhandled 'error' and
     // crash the process. The next query on it fails instead, and the client is released as broken.
     client.on('error', () => {});
+    const pid = (client as unknown as { processID?: number }).processID;
+    if (typeof pid === 'number') {
+      ownBackends.add(pid);
+      client.once('end', () => ownBackends.delete(pid));
+    }
   });
 
   /** Collects the notifications a statement or transaction announced on this client. */
@@ -121,6 +129,22 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
         return pending;
       },
     };
+  }
+
+  // This process's listeners learn of its own commits before the caller sees the result (a cache
+  // reads its own writes), without waiting for the round trip through LISTEN.
+  function deliverLocally(pending: Map<string, Set<string>>): void {
+    for (const [channel, payloads] of pending) {
+      const fns = listeners.get(channel);
+      if (!fns || fns.size === 0) continue;
+      const joined = [...payloads].join(',');
+      for (const fn of fns) {
+        // The transaction is committed: a failing listener must not make it look failed (or retried).
+        try {
+          fn(joined);
+        } catch {}
+      }
+    }
   }
 
   // Sent after COMMIT, outside any write transaction: PostgreSQL serialises the commits of
@@ -149,8 +173,9 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     let broken = false;
     try {
       const result = await client.query(sql, params as unknown[] | undefined);
-      commits.fire();
-      sendDeferred(notices.stop());
+      const pending = notices.stop();
+      deliverLocally(pending);
+      sendDeferred(pending);
       return result.rows as T[];
     } catch (error) {
       notices.stop();
@@ -171,7 +196,6 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     async exec(sql: string) {
       await autocommit(sql);
     },
-    onCommit: commits.add,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
@@ -191,8 +215,9 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
           await client.query('BEGIN');
           const value = await fn(tx);
           await client.query('COMMIT');
-          commits.fire();
-          sendDeferred(notices.stop());
+          const pending = notices.stop();
+          deliverLocally(pending);
+          sendDeferred(pending);
           return value;
         } catch (error) {
           notices.stop();

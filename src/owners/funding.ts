@@ -1,0 +1,258 @@
+import { randomInt } from 'node:crypto';
+import { emitEvent } from '../events/outbox.ts';
+import type { AppContext } from '../platform/context.ts';
+import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { ApiError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { centsToUsd } from '../platform/money.ts';
+import { iso } from '../platform/time.ts';
+import { fundWallet, MONEY_KINDS, returnDecoyReserve } from '../wallet/ledger.ts';
+import { audit } from './audit.ts';
+import { assertOwnedBot, lockOwnedBot } from './locks.ts';
+
+// The owner's side of a bot's wallet: funding, freeze, payment rails and the transaction list.
+
+/** Below this available balance a wallet.balance_low event is emitted (once per crossing). */
+export const LOW_BALANCE_CENTS = 500;
+
+/**
+ * Owner funding. A uniformly drawn share of the decoy reserve (what decoy purchases took from the
+ * bot's visible balance) comes back with it, inside the amount the bot is told it was funded, so
+ * the bot cannot separate the owner's money from returned decoy spending (docs/security.md).
+ */
+export async function fundBot(ctx: AppContext, ownerId: string, botId: string, amountCents: number) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    await lockOwnedBot(tx, ownerId, botId);
+    return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
+  });
+}
+
+/**
+ * The funding path, inside the caller's transaction (the bot row already locked by the caller):
+ * ledger rows, the decoy-reserve share, `wallet.funded` and the audit row. `returnReserve: false`
+ * is for fundings whose amount the bot already knows (an approved top-up request it asked for):
+ * a returned share would be readable there as the difference, so none is returned.
+ */
+export async function fundLockedBot(
+  tx: Queryable,
+  input: {
+    ownerId: string;
+    botId: string;
+    amountCents: number;
+    now: number;
+    returnReserve: boolean;
+    details?: Record<string, unknown>;
+  },
+) {
+  const { ownerId, botId, amountCents, now } = input;
+  const reference = newId('fund');
+  await fundWallet(tx, botId, amountCents, now, reference);
+  const reserve = (
+    await tx.query<{ decoy_spent_cents: number }>(
+      'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
+      [botId],
+    )
+  )[0]!;
+  const spent = Number(reserve.decoy_spent_cents);
+  const returned = input.returnReserve && spent > 0 ? randomInt(spent + 1) : 0;
+  if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
+  const wallet = (
+    await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
+      `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+         FROM wallets WHERE bot_id = $1`,
+      [botId],
+    )
+  )[0]!;
+  const visibleAmount = amountCents + returned;
+  await emitEvent(tx, {
+    botId,
+    type: 'wallet.funded',
+    data: {
+      funding_id: reference,
+      amount: centsToUsd(visibleAmount),
+      balance: centsToUsd(Number(wallet.visible_cents)),
+      description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
+    },
+    at: now,
+  });
+  await audit(tx, {
+    ownerId,
+    botId,
+    action: 'wallet.funded',
+    details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned, ...input.details },
+    at: now,
+  });
+  return {
+    bot_id: botId,
+    funding_id: reference,
+    amount_usd: centsToUsd(amountCents),
+    decoy_reserve_returned_usd: centsToUsd(returned),
+    balance_usd: centsToUsd(Number(wallet.available_cents)),
+    bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
+    wallet_status: wallet.status,
+  };
+}
+
+export async function setWalletFrozen(ctx: AppContext, ownerId: string, botId: string, frozen: boolean) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    await lockOwnedBot(tx, ownerId, botId);
+    const wallet = (
+      await tx.query<{ status: string }>('SELECT status FROM wallets WHERE bot_id = $1 FOR UPDATE', [botId])
+    )[0]!;
+    const target = frozen ? 'frozen' : 'active';
+    if (wallet.status !== target) {
+      await tx.query('UPDATE wallets SET status = $2, updated_at = $3 WHERE bot_id = $1', [
+        botId,
+        target,
+        new Date(now),
+      ]);
+      await emitEvent(tx, {
+        botId,
+        type: frozen ? 'wallet.frozen' : 'wallet.unfrozen',
+        data: {
+          wallet_status: target,
+          description: frozen ? 'Owner froze the wallet' : 'Owner unfroze the wallet',
+        },
+        at: now,
+      });
+      await audit(tx, { ownerId, botId, action: frozen ? 'wallet.frozen' : 'wallet.unfrozen', at: now });
+    }
+    return { bot_id: botId, wallet_status: target };
+  });
+}
+
+export async function setRail(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  railKey: 'card_wallet' | 'partner_wallet',
+  status: 'active' | 'inactive',
+  address: string | undefined,
+) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    await lockOwnedBot(tx, ownerId, botId);
+    if (railKey === 'partner_wallet' && status === 'active' && !address) {
+      const existing = await maybeOne<{ address: string | null }>(
+        tx,
+        `SELECT address FROM rails WHERE bot_id = $1 AND rail_key = 'partner_wallet'`,
+        [botId],
+      );
+      if (!existing?.address)
+        throw new ApiError('validation_error', 'address is required to activate partner_wallet');
+    }
+    await tx.query(
+      `INSERT INTO rails (bot_id, rail_key, status, address, updated_at) VALUES ($1,$2,$3,$4,$5)
+       ON CONFLICT (bot_id, rail_key) DO UPDATE
+         SET status = EXCLUDED.status, address = coalesce(EXCLUDED.address, rails.address), updated_at = EXCLUDED.updated_at`,
+      [botId, railKey, status, address ?? null, new Date(now)],
+    );
+    const rails = await tx.query<{ rail_key: string; status: string }>(
+      'SELECT rail_key, status FROM rails WHERE bot_id = $1 ORDER BY rail_key',
+      [botId],
+    );
+    const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
+    await emitEvent(tx, {
+      botId,
+      type: 'rails.updated',
+      data: {
+        rail: railKey,
+        status,
+        active_rails: activeRails,
+        description: `Rail ${railKey} is now ${status}`,
+      },
+      at: now,
+    });
+    await audit(tx, { ownerId, botId, action: 'rail.updated', details: { rail: railKey, status }, at: now });
+    return { bot_id: botId, rail: railKey, status, active_rails: activeRails };
+  });
+}
+
+export async function listTransactions(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  limit: number,
+  before?: string,
+) {
+  await assertOwnedBot(ctx.db, ownerId, botId);
+  const rows = await ctx.db.query<{
+    id: string;
+    kind: string;
+    reference: string | null;
+    description: string | null;
+    created_at: Date;
+    available: number;
+    held: number;
+  }>(
+    `SELECT t.id, t.kind, t.reference, t.description, t.created_at,
+            coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
+            coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
+       FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+      WHERE t.bot_id = $1 AND ($3::timestamptz IS NULL OR t.created_at < $3) AND t.kind = ANY($4::text[])
+      GROUP BY t.id ORDER BY t.created_at DESC, t.id DESC LIMIT $2`,
+    [botId, limit, before ? new Date(before) : null, MONEY_KINDS],
+  );
+  return {
+    transactions: rows.map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      reference: r.reference,
+      description: r.description,
+      available_change_usd: centsToUsd(Number(r.available)),
+      held_change_usd: centsToUsd(Number(r.held)),
+      created_at: iso(r.created_at),
+    })),
+  };
+}
+
+/**
+ * The bot's money movements, newest first, with what was bought (the purchase the ledger
+ * transaction references) and the available balance after each. The balance is the running sum of
+ * every movement of the available account in one statement, so it agrees with the wallet. The
+ * caller has checked that the bot is the owner's (getBot).
+ */
+export async function listMoneyMovements(ctx: AppContext, botId: string, limit: number, before?: string) {
+  const rows = await ctx.db.query<{
+    id: string;
+    kind: string;
+    description: string | null;
+    created_at: Date;
+    available: number;
+    held: number;
+    balance_after: number;
+    item_name: string | null;
+    merchant_name: string | null;
+    confirmation_status: string | null;
+  }>(
+    `WITH moves AS (
+       SELECT t.id, t.kind, t.reference, t.description, t.created_at,
+              coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
+              coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
+         FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
+        WHERE t.bot_id = $1 AND e.account IN ('wallet_available', 'wallet_held')
+        GROUP BY t.id),
+     running AS (
+       SELECT m.*, (sum(m.available) OVER (ORDER BY m.created_at, m.id ROWS UNBOUNDED PRECEDING))::bigint AS balance_after
+         FROM moves m)
+     SELECT r.id, r.kind, r.description, r.created_at, r.available, r.held, r.balance_after,
+            c.item_name, c.merchant_name, c.status AS confirmation_status
+       FROM running r LEFT JOIN checkout_confirmations c ON c.id = r.reference AND c.bot_id = $1
+      WHERE r.kind = ANY($4::text[]) AND ($3::timestamptz IS NULL OR r.created_at < $3)
+      ORDER BY r.created_at DESC, r.id DESC LIMIT $2`,
+    [botId, limit, before ? new Date(before) : null, MONEY_KINDS],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    description: r.description,
+    created_at: iso(r.created_at),
+    available_cents: Number(r.available),
+    held_cents: Number(r.held),
+    balance_after_cents: Number(r.balance_after),
+    item_name: r.item_name,
+    merchant_name: r.merchant_name,
+  }));
+}

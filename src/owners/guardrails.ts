@@ -1,0 +1,59 @@
+import type { AppContext } from '../platform/context.ts';
+import type { Queryable } from '../platform/db/port.ts';
+import { centsToUsd } from '../platform/money.ts';
+import { windowStart } from '../platform/time.ts';
+import { audit } from './audit.ts';
+
+// The owner's master guardrails: limits over all of the owner's bots, with what is spent.
+
+export interface MasterGuardrailsInput {
+  per_transaction_cents?: number;
+  daily_budget_cents?: number;
+  monthly_budget_cents?: number;
+}
+
+export async function getMasterGuardrails(q: Queryable, ownerId: string, now: number) {
+  const row = (
+    await q.query<{
+      master_per_transaction_cents: number;
+      master_daily_cents: number;
+      master_monthly_cents: number;
+      day_spent: number;
+      month_spent: number;
+    }>(
+      `SELECT master_per_transaction_cents, master_daily_cents, master_monthly_cents,
+       coalesce((SELECT spent_cents FROM spend_counters WHERE scope = 'owner:' || o.id AND window_kind = 'day' AND window_start = $2), 0) AS day_spent,
+       coalesce((SELECT spent_cents FROM spend_counters WHERE scope = 'owner:' || o.id AND window_kind = 'month' AND window_start = $3), 0) AS month_spent
+     FROM owners o WHERE id = $1`,
+      [ownerId, windowStart('day', now), windowStart('month', now)],
+    )
+  )[0]!;
+  return {
+    per_transaction_usd: centsToUsd(row.master_per_transaction_cents),
+    daily_budget_usd: centsToUsd(row.master_daily_cents),
+    monthly_budget_usd: centsToUsd(row.master_monthly_cents),
+    daily_spent_usd: centsToUsd(row.day_spent),
+    monthly_spent_usd: centsToUsd(row.month_spent),
+  };
+}
+
+export async function updateMasterGuardrails(ctx: AppContext, ownerId: string, input: MasterGuardrailsInput) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    await tx.query(
+      `UPDATE owners SET
+         master_per_transaction_cents = coalesce($2, master_per_transaction_cents),
+         master_daily_cents = coalesce($3, master_daily_cents),
+         master_monthly_cents = coalesce($4, master_monthly_cents)
+       WHERE id = $1`,
+      [
+        ownerId,
+        input.per_transaction_cents ?? null,
+        input.daily_budget_cents ?? null,
+        input.monthly_budget_cents ?? null,
+      ],
+    );
+    await audit(tx, { ownerId, action: 'master_guardrails.updated', details: { ...input }, at: now });
+    return getMasterGuardrails(tx, ownerId, now);
+  });
+}
