@@ -7,14 +7,18 @@ ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     DATA_DIR=/data
 
-# Dependencies first, so the layer is reused while only sources change.
+# Dependencies first, so the layer is reused while only sources change. bin/ comes with them:
+# npm ci runs the package's postinstall script (bin/lock-optional.mjs).
 COPY package.json package-lock.json ./
 COPY packages/ ./packages/
+COPY bin/ ./bin/
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-COPY bin/ ./bin/
 COPY src/ ./src/
 COPY docs/skill.md ./docs/skill.md
+# The embedded database's template (initdb and migrations done once, here): npm ci above ran
+# before the sources were copied, so it skipped this step. Start-up only reads it.
+RUN node bin/prepare-embedded.mjs
 
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -22,6 +22,10 @@ describe('botpay doctor', () => {
       cleanup = database.drop;
     } else {
       env = { DATA_DIR: await mkdtemp(join(tmpdir(), 'doctor-')), SECRET_KEY: TEST_SECRET_KEY };
+      // An installation's template (bin/prepare-embedded.mjs) would give a new DATA_DIR every
+      // migration: make the unmigrated directory this case is about with a bare initdb.
+      const { openPglite } = await import('../../src/platform/db/pglite.ts');
+      await (await openPglite({ dataDir: join(env.DATA_DIR as string, 'pg') })).close();
     }
     try {
       const fresh = await runDoctor(env);
