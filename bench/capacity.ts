@@ -1,0 +1,259 @@
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { buildSplit, type CardStart } from '../src/cards/split.ts';
+import { BENCH_DATABASE_URL, type Child, DURATION_SECONDS, saveResults, startChild } from './lib.ts';
+import { startBenchService } from './seed.ts';
+
+// npm run bench:capacity — sizing figures for docs/deploy.md ("How many instances and connections").
+//
+// On one PostgreSQL schema, real `botpay serve` processes (ROLES=api) answer approved checkouts from
+// 64 bots with cards at 32 client connections: first one instance, then two sharing the same load.
+// While the load runs, pg_stat_activity is sampled every 20 ms for the service's connections
+// (application_name botpay-capacity): how many are open and how many are busy (active or idle in
+// transaction). Busy connections ÷ checkouts per second is what an instance's pool must cover per
+// unit of load (Little's law), whatever the machine's speed.
+//
+// On this 2-core machine the two instances, PostgreSQL and the load generator share the same cores,
+// so the two-instance row shows the machine's limit, not the service's: instances scale out only
+// onto cores of their own. The ratio is printed so that this is visible rather than assumed.
+
+const CONNECTIONS = 32;
+const OWNERS = 16;
+const BOTS_PER_OWNER = 4;
+const APP_NAME = 'botpay-capacity';
+
+async function call(url: string, method: string, headers: Record<string, string>, body?: unknown) {
+  const res = await fetch(url, {
+    method,
+    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const json = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+interface CheckoutBot {
+  auth: string;
+  profile: number;
+}
+
+/** Owners with bots that each have a funded wallet and an auto-approving card (made-up number). */
+async function seedCheckoutBots(base: string, ownerToken: string): Promise<CheckoutBot[]> {
+  const ownerAuth = { authorization: `Bearer ${ownerToken}` };
+  await call(`${base}/api/v1/owner/guardrails`, 'PUT', ownerAuth, {
+    per_transaction_cents: 100_000,
+    daily_budget_cents: 100_000_000,
+    monthly_budget_cents: 1_000_000_000,
+  });
+  const bots: CheckoutBot[] = [];
+  for (let i = 0; i < OWNERS * BOTS_PER_OWNER; i++) {
+    const reg = await call(
+      `${base}/api/v1/bots/register`,
+      'POST',
+      {},
+      {
+        bot_name: `capacity-${i}`,
+        owner_email: 'bench@example.com',
+        callback_url: 'http://127.0.0.1:9/hook',
+      },
+    );
+    const botId = reg.bot_id as string;
+    await call(`${base}/api/v1/owner/claims`, 'POST', ownerAuth, { claim_token: reg.claim_token });
+    await call(`${base}/api/v1/owner/bots/${botId}/wallet/fund`, 'POST', ownerAuth, {
+      amount_cents: 1_000_000,
+    });
+    const card = await call(`${base}/api/v1/owner/bots/${botId}/cards`, 'POST', ownerAuth, {});
+    const cardUrl = `${base}/api/v1/owner/bots/${botId}/cards/${card.card_id}`;
+    const { activation } = buildSplit(
+      {
+        number: '4532015112830366',
+        expiry_month: '12',
+        expiry_year: '2035',
+        cardholder_name: 'Bench Owner',
+        billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
+      },
+      { ...(card as unknown as CardStart), bot_id: botId },
+      new Date(),
+    );
+    await call(`${cardUrl}/activate`, 'POST', ownerAuth, activation);
+    await call(cardUrl, 'PATCH', ownerAuth, {
+      approval_mode: 'auto_approve_under_threshold',
+      approval_threshold_cents: 100_000,
+      per_transaction_cents: 100_000,
+      daily_cents: 100_000_000,
+      monthly_cents: 1_000_000_000,
+    });
+    const profile = card.real_profile_index as number;
+    await call(`${cardUrl}/profiles/${profile}`, 'PUT', ownerAuth, {
+      allowance_cents: 1_000_000_000,
+      allowance_window: 'month',
+    });
+    bots.push({ auth: `Bearer ${reg.api_key}`, profile });
+  }
+  return bots;
+}
+
+function checkoutLoad(url: string, connections: number, bots: CheckoutBot[], seconds: number, rate?: number) {
+  let i = 0;
+  return autocannon({
+    url,
+    connections,
+    duration: seconds,
+    ...(rate ? { overallRate: rate } : {}),
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/v1/bot/merchant/checkout',
+        setupRequest: (req) => {
+          const bot = bots[i++ % bots.length]!;
+          return {
+            ...req,
+            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
+            body: JSON.stringify({
+              profile_index: bot.profile,
+              merchant_name: 'Capacity Store',
+              merchant_url: 'https://capacity.example/item',
+              item_name: 'Widget',
+              amount_cents: 100,
+              category: 'retail',
+            }),
+          };
+        },
+      },
+    ],
+  });
+}
+
+interface Phase {
+  instances: number;
+  checkoutsPerSecond: number;
+  p50: number;
+  p99: number;
+  busyMean: number;
+  busyPeak: number;
+  openPeak: number;
+}
+
+/** Samples the service's connections in pg_stat_activity until stopped. */
+function sampleConnections(admin: pg.Client) {
+  const busy: number[] = [];
+  const open: number[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const r = await admin.query(
+        `SELECT count(*) FILTER (WHERE state IN ('active', 'idle in transaction'))::int AS busy,
+                count(*)::int AS open
+           FROM pg_stat_activity WHERE application_name = $1`,
+        [APP_NAME],
+      );
+      busy.push(r.rows[0].busy);
+      open.push(r.rows[0].open);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  })();
+  return async () => {
+    running = false;
+    await loop;
+    const mean = busy.reduce((a, b) => a + b, 0) / Math.max(1, busy.length);
+    return { busyMean: mean, busyPeak: Math.max(0, ...busy), openPeak: Math.max(0, ...open) };
+  };
+}
+
+async function phase(
+  admin: pg.Client,
+  schema: string,
+  instances: Child[],
+  bots: CheckoutBot[],
+  rate?: number,
+): Promise<Phase> {
+  // The bench runs far above the real hourly checkout limit (raised for it); each phase starts with
+  // the limiter's window empty, as it is for a bot under the limit.
+  const hits = await admin.query(`SELECT to_regclass($1) AS t`, [`${schema}.rate_limit_hits`]);
+  if (hits.rows[0].t) await admin.query(`DELETE FROM ${schema}.rate_limit_hits`);
+  const per = Math.floor(CONNECTIONS / instances.length);
+  await Promise.all(instances.map((c) => checkoutLoad(c.url, per, bots, 2))); // warm-up, not counted
+  const stop = sampleConnections(admin);
+  const results = await Promise.all(
+    instances.map((c) => checkoutLoad(c.url, per, bots, DURATION_SECONDS, rate && rate / instances.length)),
+  );
+  const conns = await stop();
+  const ok = results.reduce((a, r) => a + r['2xx'], 0) / DURATION_SECONDS;
+  const non2xx = results.reduce((a, r) => a + r.non2xx + r.errors + r.timeouts, 0);
+  if (non2xx > 0) console.warn(`${non2xx} checkouts were not approved (non-2xx or errors)`);
+  const p = {
+    instances: instances.length,
+    checkoutsPerSecond: ok,
+    p50: Math.max(...results.map((r) => r.latency.p50)),
+    p99: Math.max(...results.map((r) => r.latency.p99)),
+    ...conns,
+  };
+  console.log(
+    `${p.instances} instance(s)${rate ? ` at ${rate.toFixed(0)}/s offered` : ''}: ${ok.toFixed(0)} approved checkouts/s, p50 ${p.p50} ms, p99 ${p.p99} ms; ` +
+      `service connections busy ${p.busyMean.toFixed(1)} on average (peak ${p.busyPeak}), open at most ${p.openPeak}`,
+  );
+  return p;
+}
+
+const svc = await startBenchService('postgres', { ROLES: 'api', PGAPPNAME: APP_NAME });
+const second = await startChild(undefined, { ...svc.env, ROLES: 'api', PGAPPNAME: APP_NAME }, '/readyz');
+const admin = new pg.Client({ connectionString: BENCH_DATABASE_URL });
+await admin.connect();
+try {
+  const schema = new URL(svc.env.DATABASE_URL!).searchParams.get('options')!.split('=')[1]!;
+  console.log(`seeding ${OWNERS * BOTS_PER_OWNER} bots with cards…`);
+  const bots = await seedCheckoutBots(svc.child.url, svc.ownerToken);
+  const one = await phase(admin, schema, [svc.child], bots);
+  // Half the rate one instance can take: the connections a steady load needs, without the queueing
+  // of a saturated machine.
+  const half = await phase(admin, schema, [svc.child], bots, Math.max(1, one.checkoutsPerSecond / 2));
+  const two = await phase(admin, schema, [svc.child, second], bots);
+  const busyPer100 = (p: Phase) => (p.busyMean / Math.max(1, p.checkoutsPerSecond)) * 100;
+  await saveResults('capacity', [
+    {
+      benchmark: 'capacity',
+      database: 'postgres',
+      metric: `approved checkouts/s, two instances ÷ one (${CONNECTIONS} client conn, same 2-core machine)`,
+      value: two.checkoutsPerSecond,
+      baseline: 'one instance',
+      baselineValue: one.checkoutsPerSecond,
+      ratio: two.checkoutsPerSecond / Math.max(1, one.checkoutsPerSecond),
+      goal: '-',
+    },
+    {
+      benchmark: 'capacity',
+      database: 'postgres',
+      metric: 'busy database connections per 100 checkouts/s (one instance at half its maximum rate, mean)',
+      value: busyPer100(half),
+      baseline: 'pool size per instance',
+      baselineValue: 20,
+      ratio: busyPer100(half) / 20,
+      goal: '-',
+    },
+    {
+      benchmark: 'capacity',
+      database: 'postgres',
+      metric: 'peak busy database connections of one instance at full load',
+      value: one.busyPeak,
+      baseline: 'pool size per instance',
+      baselineValue: 20,
+      ratio: one.busyPeak / 20,
+      goal: '-',
+    },
+    {
+      benchmark: 'capacity',
+      database: 'postgres',
+      metric: 'checkout p50 ms at half the maximum rate',
+      value: half.p50,
+      baseline: 'p50 ms at full load',
+      baselineValue: one.p50,
+      ratio: half.p50 / Math.max(1, one.p50),
+      goal: '-',
+    },
+  ]);
+} finally {
+  await admin.end();
+  await second.stop();
+  await svc.stop();
+}
