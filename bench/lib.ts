@@ -30,7 +30,13 @@ export async function startChild(
   readyPath = '/healthz',
 ): Promise<Child> {
   const port = await freePort();
-  const args = script ? ['bin/run-ts.mjs', script] : ['bin/botpay.mjs', 'serve'];
+  // BENCH_CPU_PROF=<dir>: the service under test (not its baseline) writes a V8 CPU profile there
+  // when it stops (node --cpu-prof; NODE_OPTIONS does not accept it).
+  const profile =
+    !script && process.env.BENCH_CPU_PROF
+      ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+      : [];
+  const args = script ? ['bin/run-ts.mjs', script] : [...profile, 'bin/botpay.mjs', 'serve'];
   const { BASE_URL: _vite, ...parentEnv } = process.env;
   const child = spawn(process.execPath, args, {
     env: { ...parentEnv, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
@@ -120,7 +126,7 @@ export async function saveResults(name: string, rows: BenchRow[]): Promise<void>
   await mkdir(RESULTS_DIR, { recursive: true });
   await writeFile(
     join(RESULTS_DIR, `${name}.json`),
-    JSON.stringify({ at: new Date().toISOString(), machine: machine(), rows }, null, 2),
+    `${JSON.stringify({ at: new Date().toISOString(), machine: machine(), rows }, null, 2)}\n`,
   );
   console.table(
     rows.map((r) => ({
@@ -130,6 +136,7 @@ export async function saveResults(name: string, rows: BenchRow[]): Promise<void>
       baseline: `${r.baseline} = ${round(r.baselineValue)}`,
       ratio: round(r.ratio, 3),
       goal: r.goal,
+      met: metLabel(goalMet(r)),
     })),
   );
 }
@@ -151,4 +158,23 @@ export function machine(): string {
 export function round(n: number, digits = 1): number {
   const f = 10 ** digits;
   return Math.round(n * f) / f;
+}
+
+/**
+ * Whether a row meets its goal, read from the goal text: `≥ 0.5` or `≤ 3` compare the ratio; a unit
+ * (`p99 ≤ 100 ms`, `≤ 1.5 s`, `≤ 300 MB`) compares the value in that unit. undefined: the row has
+ * no checkable goal ('-', prose).
+ */
+export function goalMet(row: Pick<BenchRow, 'goal' | 'value' | 'ratio'>): boolean | undefined {
+  const m = /(≥|≤|>=|<=)\s*(\d+(?:\.\d+)?)\s*(ms|s|MB|×)?\s*$/.exec(row.goal.trim());
+  if (!m) return undefined;
+  const limit = Number(m[2]);
+  const unit = m[3];
+  const actual = unit === undefined || unit === '×' ? row.ratio : row.value;
+  if (!Number.isFinite(actual)) return false;
+  return m[1] === '≥' || m[1] === '>=' ? actual >= limit : actual <= limit;
+}
+
+export function metLabel(met: boolean | undefined): string {
+  return met === undefined ? '-' : met ? 'yes' : 'NO';
 }

@@ -4,43 +4,30 @@ import type { Duplex } from 'node:stream';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type RawReplyDefaultExpression,
-  type RawRequestDefaultExpression,
-  type RawServerDefault,
-} from 'fastify';
+import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
-import { htmlNotFound, registerDashboardRoutes, wantsHtml } from './dashboard/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
-import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
-import { registerMerchantRoutes } from './merchants/routes.ts';
+import { wantsHtml } from './dashboard/http.ts';
+import { htmlNotFound, registerDashboardRoutes } from './dashboard/routes.ts';
+import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerSkillRoutes } from './mcp/skill.ts';
+import { registerMerchantRoutes } from './merchants/routes.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
-import { registerTunnelRoutes } from './tunnels/routes.ts';
+import { constantTimeEqual } from './platform/crypto.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
+import type { App } from './platform/http.ts';
+import { lazyChildLoggerFactory } from './platform/logger.ts';
 import { ErrorBody } from './platform/schemas.ts';
+import { trustFunction } from './platform/trustProxy.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
 import { registerTopupRoutes } from './topups/routes.ts';
+import { registerTunnelRoutes } from './tunnels/routes.ts';
 import { registerWebhookRoutes } from './webhooks/routes.ts';
 import { registerX402Routes } from './x402/routes.ts';
-import { constantTimeEqual } from './platform/crypto.ts';
-import { trustFunction } from './platform/trustProxy.ts';
-
-export type App = FastifyInstance<
-  RawServerDefault,
-  RawRequestDefaultExpression,
-  RawReplyDefaultExpression,
-  FastifyBaseLogger,
-  TypeBoxTypeProvider
->;
 
 /**
  * The one app factory: validation, error mapping, auth hooks, request ids and every route are
@@ -49,6 +36,7 @@ export type App = FastifyInstance<
 export async function buildApp(ctx: AppContext): Promise<App> {
   const app = Fastify({
     loggerInstance: ctx.logger,
+    childLoggerFactory: lazyChildLoggerFactory,
     trustProxy: trustFunction(ctx.config.trustProxy),
     bodyLimit: 1_048_576,
     // Slow clients must not hold connections forever.
@@ -82,30 +70,34 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Hooks run on every request: callback style, not async (no promise per hook per request).
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    done();
   });
   // No field stores a NUL: refused before validation and before any handler could strip it (names
   // are cleaned of control characters, which would otherwise turn "a\u0000b" into a stored "ab").
-  app.addHook('preValidation', async (request) => {
+  app.addHook('preValidation', (request, _reply, done) => {
     const where =
       nulPath(request.body, 'body') ?? nulPath(request.query, 'query') ?? nulPath(request.params, 'params');
-    if (where) {
-      throw new ApiError(
+    if (!where) return done();
+    done(
+      new ApiError(
         'validation_error',
         `${where} contains a NUL character (\\u0000), which no field accepts.`,
         {
           field: where.replace(/^(body|query|params)\.?/, ''),
         },
-      );
-    }
+      ),
+    );
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     ctx.metrics.httpDuration.observe(
       { method: request.method, route, status: String(reply.statusCode) },
       reply.elapsedTime / 1000,
     );
+    done();
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {

@@ -176,7 +176,7 @@ async function loadLazyCommand(name: string): Promise<Command | undefined> {
   const lazy: Record<string, () => Promise<Command>> = {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
     card: async () => (await import('./cards/splitCli.ts')).cardCommand,
-    tunnel: async () => (await import('./tunnels/client.ts')).tunnelCommand,
+    tunnel: async () => (await import('./tunnels/cli.ts')).tunnelCommand,
     mcp: async () => (await import('./mcp/server.ts')).mcpCommand,
   };
   return lazy[name] ? lazy[name]() : undefined;

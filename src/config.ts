@@ -13,7 +13,16 @@ export interface Config {
   decoyShopBaseUrl: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** Connections each instance's PostgreSQL pool may open (DATABASE_POOL_SIZE), plus one for LISTEN. */
+  databasePoolSize: number;
   tunnelDomain: string;
+  /**
+   * Where the other instances reach this one to hand it a request for a tunnel it holds
+   * (INTERNAL_URL); undefined: http://127.0.0.1:<the port it listens on> (instances on one host).
+   */
+  internalUrl: string | undefined;
+  /** How long a tunnel lease lasts without renewal (renewed every third of it). */
+  tunnelLeaseSeconds: number;
   /** Raw SECRET_KEY text; undefined only for the embedded database before it is loaded from DATA_DIR. */
   secretKey: string | undefined;
   smtpUrl: string | undefined;
@@ -37,6 +46,13 @@ export interface Config {
   /** After a webhook secret rotation, how long the previous secret still signs deliveries too. */
   webhookSecretOverlapSeconds: number;
   allowPrivateWebhookTargets: boolean;
+  /**
+   * Days a finished webhook delivery (delivered, failed or acknowledged), its attempts and its
+   * event are kept (src/jobs/retention.ts; docs/deploy.md, Data retention).
+   */
+  deliveryLogRetentionDays: number;
+  /** Days owner audit log rows are kept. */
+  auditLogRetentionDays: number;
   logLevel: string;
   /**
    * How long an instance may serve a bot's status from memory (0 disables). Changes invalidate
@@ -199,6 +215,12 @@ export function parseConfig(env: Env = process.env): Config {
     );
   }
 
+  const internalRaw = read(env, 'INTERNAL_URL');
+  const internalUrl =
+    internalRaw === undefined
+      ? undefined
+      : url('INTERNAL_URL', internalRaw, ['http:', 'https:']).replace(/\/+$/, '');
+
   const secretKey = read(env, 'SECRET_KEY');
   if (secretKey !== undefined && secretKey.length < 32) {
     throw new ConfigError('SECRET_KEY', 'must be at least 32 characters (for example 64 hex characters)');
@@ -252,7 +274,10 @@ export function parseConfig(env: Env = process.env): Config {
     decoyShopBaseUrl,
     dataDir: read(env, 'DATA_DIR') ?? './data',
     databaseUrl,
+    databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 20, 2, 1000),
     tunnelDomain,
+    internalUrl,
+    tunnelLeaseSeconds: integer(env, 'TUNNEL_LEASE_SECONDS', 30, 3, 3600),
     secretKey,
     smtpUrl,
     metricsToken,
@@ -268,6 +293,8 @@ export function parseConfig(env: Env = process.env): Config {
     webhookSecretOverlapSeconds: integer(env, 'WEBHOOK_SECRET_OVERLAP_SECONDS', 86_400, 0, 30 * 86_400),
     webhookRetryDelaysSeconds,
     allowPrivateWebhookTargets: boolean(env, 'ALLOW_PRIVATE_WEBHOOK_TARGETS', false),
+    deliveryLogRetentionDays: integer(env, 'DELIVERY_LOG_RETENTION_DAYS', 30, 1, 3650),
+    auditLogRetentionDays: integer(env, 'AUDIT_LOG_RETENTION_DAYS', 365, 1, 36500),
     logLevel,
     statusCacheMs: integer(env, 'STATUS_CACHE_MS', 1000, 0, 60_000),
     x402: x402Setting(env),

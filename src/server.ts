@@ -1,4 +1,4 @@
-import { buildApp, type App } from './app.ts';
+import { buildApp } from './app.ts';
 import type { Config } from './config.ts';
 import { ALL_JOBS } from './jobs/index.ts';
 import type { BackgroundJob } from './jobs/runner.ts';
@@ -9,6 +9,7 @@ import { createSecretBox } from './platform/crypto.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { openDatabase, resolveSecretKey } from './platform/db/open.ts';
 import type { Db } from './platform/db/port.ts';
+import type { App } from './platform/http.ts';
 import { createLogger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mailer.ts';
 import { createMetrics } from './platform/metrics.ts';

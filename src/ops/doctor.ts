@@ -1,6 +1,6 @@
 import { type Config, parseConfig } from '../config.ts';
 import { createSecretBox } from '../platform/crypto.ts';
-import { loadMigrations } from '../platform/db/migrate.ts';
+import { loadFunctions, loadMigrations } from '../platform/db/migrate.ts';
 import { openDatabase, resolveSecretKey } from '../platform/db/open.ts';
 import type { Db } from '../platform/db/port.ts';
 
@@ -47,14 +47,29 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<C
     } catch {
       // no table yet
     }
-    const pending = known.filter((m) => !applied.has(m.version));
+    let recorded = new Map<string, string>();
+    try {
+      recorded = new Map(
+        (
+          await db.query<{ name: string; checksum: string }>('SELECT name, checksum FROM schema_functions')
+        ).map((r) => [r.name, r.checksum]),
+      );
+    } catch {
+      // no table yet
+    }
+    const pending = [
+      ...known.filter((m) => !applied.has(m.version)).map((m) => `${m.version}_${m.name}`),
+      ...(await loadFunctions())
+        .filter((f) => recorded.get(f.name) !== f.checksum)
+        .map((f) => `functions/${f.name}`),
+    ];
     checks.push({
       name: 'migrations',
       ok: pending.length === 0,
       detail:
         pending.length === 0
           ? `${known.length} applied`
-          : `pending: ${pending.map((m) => `${m.version}_${m.name}`).join(', ')} (run: botpay migrate)`,
+          : `pending: ${pending.join(', ')} (run: botpay migrate)`,
     });
 
     try {

@@ -111,6 +111,7 @@ const SAMPLES: Record<string, Sample> = {
   'POST /api/v1/bot/messages/ack': { body: { event_ids: ['evt_aaaaaaaaaaaaaaaa'] } },
   'GET /api/v1/owner/bots/{bot_id}/webhook-deliveries': {},
   'POST /api/v1/owner/webhook-deliveries/{delivery_id}/retry': {},
+  'GET /api/v1/owner/webhook-deliveries/{delivery_id}': {},
   'POST /api/v1/bot/wallet/topup-requests': { body: { amount_cents: 100, reason: 'test' } },
   'GET /api/v1/bot/wallet/topup-requests': {},
   'GET /api/v1/owner/topup-requests': {},

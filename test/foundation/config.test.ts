@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config.ts';
 
@@ -19,7 +20,12 @@ describe('configuration', () => {
       webhookRetryDelaysSeconds: [60, 300, 900, 3600, 21600],
       webhookSecretOverlapSeconds: 86_400,
       allowPrivateWebhookTargets: false,
+      internalUrl: undefined,
+      tunnelLeaseSeconds: 30,
+      databasePoolSize: 20,
     });
+    expect(parseConfig({ DATABASE_POOL_SIZE: '50' }).databasePoolSize).toBe(50);
+    expect(parseConfig({ INTERNAL_URL: 'http://app1:8080/' }).internalUrl).toBe('http://app1:8080');
     expect([...c.roles].sort()).toEqual(['api', 'scheduler', 'tunnel', 'worker']);
     expect(parseConfig({ PORT: '9000' }).baseUrl).toBe('http://localhost:9000');
   });
@@ -38,6 +44,11 @@ describe('configuration', () => {
     ['APPROVAL_WINDOW_SECONDS', { APPROVAL_WINDOW_SECONDS: '0' }],
     ['WEBHOOK_SECRET_OVERLAP_SECONDS', { WEBHOOK_SECRET_OVERLAP_SECONDS: '-1' }],
     ['TUNNEL_DOMAIN', { TUNNEL_DOMAIN: 'bad domain!' }],
+    ['INTERNAL_URL', { INTERNAL_URL: 'app1:8080' }],
+    ['INTERNAL_URL', { INTERNAL_URL: 'ftp://app1' }],
+    ['TUNNEL_LEASE_SECONDS', { TUNNEL_LEASE_SECONDS: '1' }],
+    ['DATABASE_POOL_SIZE', { DATABASE_POOL_SIZE: '1' }],
+    ['DATABASE_POOL_SIZE', { DATABASE_POOL_SIZE: 'many' }],
     ['SMTP_URL', { SMTP_URL: 'http://mail' }],
     ['ALLOW_PRIVATE_WEBHOOK_TARGETS', { ALLOW_PRIVATE_WEBHOOK_TARGETS: 'sure' }],
   ])('a wrong %s stops start-up with a message naming it', (variable, env) => {
@@ -70,5 +81,14 @@ describe('configuration', () => {
     for (const bad of ['11', 'proxy.example', '10.0.0.0/99']) {
       expect(() => parseConfig({ TRUST_PROXY: bad }), bad).toThrow(/TRUST_PROXY/);
     }
+  });
+
+  it('every variable the configuration reads is in the configuration table of the README', () => {
+    const source = readFileSync('src/config.ts', 'utf8');
+    const variables = new Set([...source.matchAll(/\(env, '([A-Z][A-Z0-9_]+)'/g)].map((m) => m[1]!));
+    expect(variables.size).toBeGreaterThan(20);
+    const readme = readFileSync('README.md', 'utf8');
+    const missing = [...variables].filter((v) => !new RegExp(`^\\|\\s*\`${v}\`\\s*\\|`, 'm').test(readme));
+    expect(missing).toEqual([]);
   });
 });

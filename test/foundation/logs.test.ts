@@ -66,3 +66,36 @@ describe('logs never contain secrets', () => {
     expect(line).not.toContain(secret);
   });
 });
+
+describe('per-request logger (lazyChildLoggerFactory)', () => {
+  it('writes request lines with the request id at an enabled level, and makes no pino child below it', async () => {
+    const { Writable } = await import('node:stream');
+    const { createLogger, lazyChildLoggerFactory } = await import('../../src/platform/logger.ts');
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const logger = createLogger('warn', stream);
+    let children = 0;
+    const child = logger.child.bind(logger);
+    logger.child = ((...args: Parameters<typeof logger.child>) => {
+      children++;
+      return child(...args);
+    }) as typeof logger.child;
+    const requestLog = lazyChildLoggerFactory(logger, { reqId: 'req-1' }, {});
+    requestLog.info({ url: '/x' }, 'incoming request');
+    requestLog.debug('details');
+    expect(children).toBe(0);
+    expect(requestLog.level).toBe('warn');
+    requestLog.warn({ api_key: 'svc_live_secret' }, 'database unavailable');
+    expect(children).toBe(1);
+    const line = JSON.parse(lines[0]!);
+    expect(line).toMatchObject({ reqId: 'req-1', msg: 'database unavailable', api_key: '[Redacted]' });
+    requestLog.error('again');
+    expect(children).toBe(1);
+    expect(lines).toHaveLength(2);
+  });
+});

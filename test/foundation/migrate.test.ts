@@ -1,6 +1,12 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { loadMigrations, migrate, migrationsApplied } from '../../src/platform/db/migrate.ts';
+import {
+  loadFunctions,
+  loadMigrations,
+  migrate,
+  migrationsApplied,
+  sha256,
+} from '../../src/platform/db/migrate.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
 import { randomBase32 } from '../../src/platform/ids.ts';
 import { createTestDatabase, isPostgres, POSTGRES_URL } from '../support/db.ts';
@@ -21,6 +27,37 @@ describe('migrations', () => {
     }
   });
 
+  it('function files are applied by checksum: recorded, skipped when unchanged, re-applied when changed', async () => {
+    const { db, drop } = await createTestDatabase();
+    try {
+      const recorded = await db.query<{ name: string; checksum: string }>(
+        'SELECT name, checksum FROM schema_functions ORDER BY name',
+      );
+      expect(recorded).toEqual((await loadFunctions()).map((f) => ({ name: f.name, checksum: f.checksum })));
+      expect(recorded.map((r) => r.name)).toEqual(
+        expect.arrayContaining(['checkout_attempt', 'ledger_apply_entry']),
+      );
+      const probe = (n: number) => {
+        const sql = `CREATE OR REPLACE FUNCTION probe_fn() RETURNS integer LANGUAGE sql AS $$ SELECT ${n} $$;`;
+        return [...fnsBase, { name: 'probe_fn', sql, checksum: sha256(sql) }];
+      };
+      const fnsBase = await loadFunctions();
+      await migrate(db, undefined, probe(1));
+      expect((await db.query<{ v: number }>('SELECT probe_fn() AS v'))[0]!.v).toBe(1);
+      // Same checksum: not run again (a dropped function stays dropped until its file changes).
+      await db.query('DROP FUNCTION probe_fn()');
+      await migrate(db, undefined, probe(1));
+      expect(await db.query("SELECT 1 FROM pg_proc WHERE proname = 'probe_fn'")).toEqual([]);
+      expect(await migrationsApplied(db, undefined, probe(1))).toBe(true);
+      // Changed file: /readyz reports it, start-up applies it.
+      expect(await migrationsApplied(db, undefined, probe(2))).toBe(false);
+      await migrate(db, undefined, probe(2));
+      expect((await db.query<{ v: number }>('SELECT probe_fn() AS v'))[0]!.v).toBe(2);
+    } finally {
+      await drop();
+    }
+  });
+
   it.runIf(isPostgres)('apply exactly once when several instances start at once', async () => {
     const schema = `t_${randomBase32(12)}`;
     const admin = new pg.Client({ connectionString: POSTGRES_URL });
@@ -34,6 +71,8 @@ describe('migrations', () => {
       const all = results.flat();
       expect(all.sort((a, b) => a - b)).toEqual((await loadMigrations()).map((m) => m.version));
       expect(results.filter((r) => r.length > 0)).toHaveLength(1);
+      const fns = await dbs[0]!.query<{ name: string }>('SELECT name FROM schema_functions ORDER BY name');
+      expect(fns.map((f) => f.name)).toEqual((await loadFunctions()).map((f) => f.name));
     } finally {
       await Promise.all(dbs.map((db) => db.close()));
       await admin.query(`DROP SCHEMA ${schema} CASCADE`);

@@ -6,7 +6,7 @@ import { createOwner, createTestService, nextIp, registerBot, type TestService }
 async function countRows(svc: TestService) {
   const rows = await svc.ctx.db.query<{ bots: number; wallets: number; events: number; hits: number }>(
     `SELECT (SELECT count(*)::int FROM bots) AS bots, (SELECT count(*)::int FROM wallets) AS wallets,
-            (SELECT count(*)::int FROM events) AS events, (SELECT count(*)::int FROM rate_limit_hits) AS hits`,
+            (SELECT count(*)::int FROM events) AS events, (SELECT coalesce(sum(cardinality(hits)), 0)::int FROM rate_limits) AS hits`,
   );
   return rows[0]!;
 }

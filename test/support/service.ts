@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
-import { buildApp, type App } from '../../src/app.ts';
+import { buildApp } from '../../src/app.ts';
+import type { App } from '../../src/platform/http.ts';
 import { parseConfig, type Config } from '../../src/config.ts';
 import { createOwnerToken, findOrCreateOwner } from '../../src/owners/auth.ts';
 import { FakeClock } from '../../src/platform/clock.ts';

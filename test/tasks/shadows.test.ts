@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseCron } from '../../src/tasks/schedules.ts';
+import { parseCron } from '../../src/tasks/cron.ts';
 import { cronPeriod, SHADOW_WINDOW_MS, shadowOffsets } from '../../src/tasks/shadows.ts';
 import { createTestService, type TestService } from '../support/service.ts';
 import { createSchedule, HOUR, MINUTE, scheduleBody, tick, world } from './helpers.ts';
