@@ -16,9 +16,10 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 COPY src/ ./src/
 COPY docs/skill.md ./docs/skill.md
-# The embedded database's template (initdb and migrations done once, here): npm ci above ran
-# before the sources were copied, so it skipped this step. Start-up only reads it.
-RUN node bin/prepare-embedded.mjs
+# The compiled service (dist/, so that start-up imports JavaScript instead of compiling TypeScript)
+# and the embedded database's template (initdb and migrations done once, here): npm ci above ran
+# before the sources were copied, so it skipped both. Start-up only reads them.
+RUN node bin/build.mjs && node bin/prepare-embedded.mjs
 
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -16,7 +16,9 @@ const RUNS = Number(process.env.BENCH_EMBEDDED_RUNS ?? 3);
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  const middle = sorted[Math.floor(sorted.length / 2)];
+  if (middle === undefined) throw new Error('median of no values');
+  return middle;
 }
 
 async function rssMb(pid: number): Promise<number> {
@@ -38,7 +40,7 @@ await db.close();`;
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
-  child.stdout!.on('data', (chunk) => {
+  child.stdout.on('data', (chunk) => {
     out += chunk;
   });
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -70,7 +72,8 @@ async function serve(dataDir: string): Promise<{ seconds: number; rss: number; s
   }
   const seconds = (performance.now() - started) / 1000;
   await new Promise((r) => setTimeout(r, 1000));
-  const rss = await rssMb(child.pid!);
+  if (child.pid === undefined) throw new Error('botpay serve has no process id');
+  const rss = await rssMb(child.pid);
   return {
     seconds,
     rss,

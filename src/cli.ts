@@ -21,17 +21,28 @@ Commands:
 
 Configuration comes from environment variables (see README.md).`;
 
-type Command = (args: string[]) => Promise<number>;
+type Command = (args: string[], options: MainOptions) => Promise<number>;
+
+export interface MainOptions {
+  /** How bin/botpay.mjs loaded this code: its compiled build (dist/) or the sources through tsx. */
+  runtime?: 'compiled' | 'tsx';
+}
 
 const commands: Record<string, Command> = {
-  serve: async () => {
+  serve: async (_args, options) => {
     const config = parseConfig();
     // Loaded here: the other commands (card split, tunnel, …) start without the whole service.
     const { startService } = await import('./server.ts');
     const service = await startService(config);
     const log = service.ctx.logger;
     log.info(
-      { url: config.baseUrl, port: config.port, roles: [...config.roles], database: service.ctx.db.kind },
+      {
+        url: config.baseUrl,
+        port: config.port,
+        roles: [...config.roles],
+        database: service.ctx.db.kind,
+        runtime: options.runtime,
+      },
       'service started',
     );
     // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
@@ -113,7 +124,7 @@ export function registerCommand(name: string, command: Command): void {
   commands[name] = command;
 }
 
-export async function main(argv: string[]): Promise<void> {
+export async function main(argv: string[], options: MainOptions = {}): Promise<void> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     console.log(USAGE);
@@ -127,7 +138,7 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   try {
-    process.exitCode = await command(rest);
+    process.exitCode = await command(rest, options);
   } catch (error) {
     if (error instanceof ConfigError || error instanceof DataDirBusyError) {
       console.error(error.message);
