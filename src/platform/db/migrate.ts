@@ -44,8 +44,9 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
     });
   }
   // Numbers are reserved per feature area, so gaps are fine; a number used twice is not.
-  for (let i = 1; i < migrations.length; i++) {
-    if (migrations[i]!.version <= migrations[i - 1]!.version)
+  for (const [i, migration] of migrations.entries()) {
+    const previous = migrations[i - 1];
+    if (previous && migration.version <= previous.version)
       throw new Error(`migration number used twice (${files[i]})`);
   }
   return migrations;

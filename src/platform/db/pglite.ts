@@ -1,3 +1,4 @@
+import { setFlagsFromString } from 'node:v8';
 import { PGlite } from '@electric-sql/pglite';
 import {
   type Db,
@@ -16,7 +17,27 @@ export interface PgliteOptions {
 
 const parsers = { 20: (value: string) => Number(value) };
 
+// PGlite is PostgreSQL compiled to WebAssembly (a 9 MB module). V8 compiles it with its baseline
+// compiler (Liftoff) and, by default, recompiles every function that has run a little with its
+// optimising one (TurboFan) on background threads. Opening a database (loading the data directory,
+// recovery, migrations) runs much code once: that tier-up then costs seconds of CPU on a small
+// machine and ~50 MB of code memory for functions that never run again. A larger tiering budget
+// leaves to TurboFan the functions that stay hot in the running service. Set before the module is
+// compiled (the first openPglite) unless the process was started with its own --wasm-* flags.
+// Measured (PGlite.create on an existing directory, RSS a second later): default 3.1 s, 320 MB;
+// with this budget 1.0 s, 251 MB; CPU-bound queries reach the same speed after warming up.
+const WASM_TIERING_BUDGET = 100_000_000;
+let wasmTuned = false;
+
+function tuneWasmTiering(): void {
+  if (wasmTuned) return;
+  wasmTuned = true;
+  if (process.execArgv.some((arg) => arg.startsWith('--wasm-'))) return;
+  setFlagsFromString(`--wasm-tiering-budget=${WASM_TIERING_BUDGET}`);
+}
+
 export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PGlite }> {
+  tuneWasmTiering();
   const raw = await PGlite.create({
     ...(options.dataDir ? { dataDir: options.dataDir } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
