@@ -103,7 +103,8 @@ describe('compiled start (bin/compiled.mjs)', () => {
   });
 });
 
-describe('botpay serve', () => {
+// A start through tsx takes tens of seconds on a loaded 2-core machine.
+describe('botpay serve', { timeout: 120_000 }, () => {
   const services: ServiceProcess[] = [];
   afterAll(async () => {
     for (const service of services) {
