@@ -13,6 +13,7 @@ import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { type AttemptRefusal, type AttemptReplay, checkoutAttempt } from './attempt.ts';
 import { limitError, perTransactionError } from './guardrails.ts';
+import type { ApprovedBody, CheckoutBody, PendingBody } from './schemas.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
 // POST /api/v1/bot/merchant/checkout: idempotency, rate limit, the guardrail chain and the hold or
@@ -24,16 +25,8 @@ import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 // bot's rate-limit row, counter rows card → profile → owner → bot, and the wallet row last. The
 // Idempotency-Key is kept on the confirmation row, and a replay is rebuilt from it (replayAnswer).
 
-export interface CheckoutRequest {
-  profile_index: number;
-  merchant_name: string;
-  merchant_url: string;
-  item_name: string;
-  amount_cents: number;
-  category?: string;
-  task_id?: string;
-  card_id?: string;
-}
+/** The request body, as the route's schema validated it. */
+export type CheckoutRequest = CheckoutBody;
 
 export interface CheckoutResult {
   statusCode: 200 | 202;
@@ -43,6 +36,13 @@ export interface CheckoutResult {
   /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
   balanceLow?: boolean;
 }
+
+/** A checkout's answer, typed by the route's response schemas (200 approved, 202 held). */
+export type CheckoutAnswer = (
+  | { statusCode: 200; body: ApprovedBody }
+  | { statusCode: 202; body: PendingBody }
+) &
+  Pick<CheckoutResult, 'heldForOwner' | 'balanceLow'>;
 
 export const APPROVED_MESSAGE =
   'Purchase approved. Complete the card number of your profile with missing_digits and use the expiry shown.';
@@ -98,9 +98,9 @@ export async function checkout(
   botId: string,
   req: CheckoutRequest,
   idempotencyKey: string | undefined,
-): Promise<CheckoutResult> {
+): Promise<CheckoutAnswer> {
   const now = ctx.clock.now();
-  let result: CheckoutResult & { replayed: boolean };
+  let result: CheckoutAnswer & { replayed: boolean };
   try {
     result = await ctx.db.transaction((tx) => runChain(ctx, tx, botId, req, idempotencyKey, now));
   } catch (error) {
@@ -120,7 +120,10 @@ export async function checkout(
     // tick (the job retries whatever this misses, including after a crash right here).
     void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
   }
-  return { statusCode: result.statusCode, body: result.body };
+  // Only the answer: the flags above are never sent.
+  return result.statusCode === 200
+    ? { statusCode: 200, body: result.body }
+    : { statusCode: 202, body: result.body };
 }
 
 /** The bot's hourly checkout limit: approved, held and refused requests all count. */
@@ -176,7 +179,7 @@ async function runChain(
   req: CheckoutRequest,
   idempotencyKey: string | undefined,
   now: number,
-): Promise<CheckoutResult & { replayed: boolean }> {
+): Promise<CheckoutAnswer & { replayed: boolean }> {
   const id = newId('chk');
   const amount = req.amount_cents;
   const category = req.category?.trim() ? req.category.trim() : null;
@@ -285,7 +288,7 @@ interface AnswerCommon {
   amount_usd: number;
 }
 
-function pendingAnswer(common: AnswerCommon, expiresAt: number | Date): CheckoutResult {
+function pendingAnswer(common: AnswerCommon, expiresAt: number | Date): CheckoutAnswer {
   return {
     statusCode: 202,
     body: {
@@ -298,7 +301,7 @@ function pendingAnswer(common: AnswerCommon, expiresAt: number | Date): Checkout
   };
 }
 
-function approvedAnswer(common: AnswerCommon, details: CardSecret): CheckoutResult {
+function approvedAnswer(common: AnswerCommon, details: CardSecret): CheckoutAnswer {
   return {
     statusCode: 200,
     body: {
@@ -318,12 +321,13 @@ function approvedAnswer(common: AnswerCommon, details: CardSecret): CheckoutResu
  * digits and expiry never change after activation), or, for a key used before migration 0023,
  * the response stored encrypted in checkout_idempotency.
  */
-function replayAnswer(ctx: AppContext, replay: AttemptReplay): CheckoutResult {
+function replayAnswer(ctx: AppContext, replay: AttemptReplay): CheckoutAnswer {
   if (replay.kind === 'stored') {
-    return {
-      statusCode: replay.statusCode,
-      body: JSON.parse(ctx.secrets.decrypt(replay.responseEnc)) as Record<string, unknown>,
-    };
+    // Written by the previous version from the same response shapes.
+    const body: unknown = JSON.parse(ctx.secrets.decrypt(replay.responseEnc));
+    return replay.statusCode === 200
+      ? { statusCode: 200, body: body as ApprovedBody }
+      : { statusCode: 202, body: body as PendingBody };
   }
   const common: AnswerCommon = {
     confirmation_id: replay.confirmationId,
