@@ -86,7 +86,12 @@ async function warmUp(options: autocannon.Options): Promise<void> {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  const at = (i: number): number => {
+    const v = sorted[i];
+    if (v === undefined) throw new Error('median of no values');
+    return v;
+  };
+  return sorted.length % 2 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
 }
 
 async function load(options: autocannon.Options): Promise<Load> {
@@ -260,9 +265,15 @@ try {
   }
   await db.query('INSERT INTO bench_rows (bot_id) SELECT id FROM bots');
 
+  /** The i-th bot, round the list (never empty: OWNERS × BOTS_PER_OWNER were seeded). */
+  const nth = (list: typeof bots, i: number) => {
+    const bot = list[i % list.length];
+    if (!bot) throw new Error('no bots seeded');
+    return bot;
+  };
   const pick = (() => {
     let i = 0;
-    return () => bots[i++ % bots.length]!;
+    return () => nth(bots, i++);
   })();
   const minimalOptions: autocannon.Options = {
     url: base,
@@ -316,12 +327,12 @@ try {
   // Steady state: each bot's counters and rate-limit row exist before the sample (a bot's first
   // purchase of a day or month creates its counter rows).
   const writeBots = bots.slice(0, Math.min(bots.length, 8));
-  const buy = async (i: number) => {
-    const bot = writeBots[i % writeBots.length]!;
+  const buy = async (i: number, headers: Record<string, string> = {}) => {
+    const bot = nth(writeBots, i);
     await call(
       `${base}/api/v1/bot/merchant/checkout`,
       'POST',
-      { authorization: bot.auth },
+      { authorization: bot.auth, ...headers },
       {
         profile_index: bot.profile,
         merchant_name: 'Bench Store',
@@ -333,16 +344,24 @@ try {
     );
   };
   for (let i = 0; i < writeBots.length; i++) await buy(i);
-  const checkoutWrites = await writesPerCall(admin, schema, WRITES_SAMPLE, buy);
+  const checkoutWrites = await writesPerCall(admin, schema, WRITES_SAMPLE, (i) => buy(i));
+  // Bots are told to send an Idempotency-Key with every checkout (docs/api.md): a new key each.
+  const keyedWrites = await writesPerCall(admin, schema, WRITES_SAMPLE, (i) =>
+    buy(i, { 'idempotency-key': `bench-${randomBase32(8)}-${i}` }),
+  );
   const minimalWrites = await writesPerCall(admin, schema, WRITES_SAMPLE, async (i) => {
-    const bot = writeBots[i % writeBots.length]!;
-    await call(`${base}/api/v1/bot/bench/minimal`, 'POST', { authorization: bot.auth });
+    await call(`${base}/api/v1/bot/bench/minimal`, 'POST', { authorization: nth(writeBots, i).auth });
   });
   console.log('writes per approved checkout, by table:');
   console.table(checkoutWrites.perTable);
   console.log(
     `writes per approved checkout: ${checkoutWrites.rows.toFixed(2)} rows + ${checkoutWrites.indexes.toFixed(2)} index entries; ` +
       `minimal durable transaction: ${minimalWrites.rows.toFixed(2)} rows + ${minimalWrites.indexes.toFixed(2)} index entries`,
+  );
+  console.log('writes per approved checkout with an Idempotency-Key, by table:');
+  console.table(keyedWrites.perTable);
+  console.log(
+    `writes per approved checkout with an Idempotency-Key: ${keyedWrites.rows.toFixed(2)} rows + ${keyedWrites.indexes.toFixed(2)} index entries`,
   );
 
   await warmUp(minimalOptions);
@@ -465,8 +484,9 @@ try {
   if (!(error instanceof Stop)) throw error;
 } finally {
   if (server && server.child.exitCode === null) {
-    const exited = new Promise((r) => server!.child.once('exit', r));
-    server.child.kill('SIGTERM');
+    const child = server.child;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
     await exited;
   }
   await db.close();

@@ -2,11 +2,12 @@ import type { Queryable } from '../platform/db/port.ts';
 import { namedCall } from '../platform/db/named.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
-// The typed interface to checkout_attempt (src/migrations/functions/checkout_attempt.sql), the
-// guardrail chain and its writes in one database call. The parameters are passed by name from one
+// The typed interface to checkout_attempt (src/migrations/functions/checkout_attempt.sql): the
+// Idempotency-Key lookup, the rate limit, the guardrail chain and its writes in one database call. The parameters are passed by name from one
 // object (the mapping below is the only place that knows the database's parameter names), and the
 // jsonb answer is checked and returned as a discriminated union: `ok: true` with what the caller
-// needs, or `ok: false` with the refusal of the first rule that failed.
+// needs, `ok: false` with the refusal of the first rule that failed, or `replay` with what an
+// earlier checkout of the same Idempotency-Key (and body) answered.
 
 export interface AttemptParams {
   botId: string;
@@ -30,6 +31,13 @@ export interface AttemptParams {
   /** The purchase.approved outbox row, written only when the purchase is approved at once. */
   eventId: string;
   eventBody: string;
+  /** The bot's hourly checkout limit (rate_limits key and its limit; the window is an hour). */
+  rateKey: string;
+  rateLimit: number;
+  /** The Idempotency-Key header, or null. */
+  idempotencyKey: string | null;
+  /** sha256 of the request (src/checkout/service.ts requestHash); null without a key. */
+  requestHash: string | null;
 }
 
 export const attemptCall = namedCall<AttemptParams>('checkout_attempt', {
@@ -51,6 +59,10 @@ export const attemptCall = namedCall<AttemptParams>('checkout_attempt', {
   p_ledger_id: (p) => p.ledgerTransactionId,
   p_event_id: (p) => p.eventId,
   p_event_body: (p) => p.eventBody,
+  p_rate_key: (p) => p.rateKey,
+  p_rate_limit: (p) => p.rateLimit,
+  p_idempotency_key: (p) => p.idempotencyKey,
+  p_request_hash: (p) => p.requestHash,
 });
 
 /** A limit with a window: the amount would take the window's spending past it. */
@@ -66,7 +78,9 @@ export type AttemptRefusal =
   | { error: 'per_transaction'; name: 'card_per_transaction' | 'master_per_transaction'; limitCents: number }
   | { error: 'window_limit'; name: WindowLimitName; limitCents: number; spentCents: number }
   | { error: 'allowance'; limitCents: number; spentCents: number; window: WindowKind }
-  | { error: 'insufficient_funds'; balanceCents: number };
+  | { error: 'insufficient_funds'; balanceCents: number }
+  | { error: 'rate_limited'; retryAfterSeconds: number }
+  | { error: 'idempotency_conflict' };
 
 export interface AttemptPassed {
   ok: true;
@@ -85,7 +99,41 @@ export interface AttemptPassed {
   profileWindow: WindowKind;
 }
 
-export type AttemptResult = AttemptPassed | { ok: false; refusal: AttemptRefusal };
+/** The card fields an approved answer's digits and expiry come from (src/checkout/service.ts cardDetails). */
+export interface AttemptCard {
+  id: string;
+  secret_enc: string | null;
+  profiles_enc: string | null;
+  missing_position: number;
+  created_at: Date;
+}
+
+/** An earlier checkout of the same bot, Idempotency-Key and body (committed, under 24 hours old). */
+export type AttemptReplay =
+  | {
+      /** Its confirmation: the answer is rebuilt from it (and, approved, from its card). */
+      kind: 'confirmation';
+      held: boolean;
+      isReal: boolean;
+      confirmationId: string;
+      profileIndex: number;
+      merchantName: string;
+      amountCents: number;
+      /** Set when it was held. */
+      expiresAt: Date | null;
+      card: AttemptCard;
+    }
+  | {
+      /** A response stored in checkout_idempotency before migration 0023 (encrypted). */
+      kind: 'stored';
+      statusCode: 200 | 202;
+      responseEnc: string;
+    };
+
+export type AttemptResult =
+  | AttemptPassed
+  | { ok: false; refusal: AttemptRefusal }
+  | { ok: 'replay'; replay: AttemptReplay };
 
 /** Runs the chain in the caller's transaction. On a refusal the caller must roll back. */
 export async function checkoutAttempt(tx: Queryable, params: AttemptParams): Promise<AttemptResult> {
@@ -110,6 +158,38 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
   const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : str(v));
   const bool = (v: unknown): boolean => (typeof v === 'boolean' ? v : bad());
   const windowKind = (v: unknown): WindowKind => (WINDOWS.includes(str(v)) ? (v as WindowKind) : bad());
+  const obj = (v: unknown): Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : bad();
+
+  if (r.replay !== undefined) {
+    const p = obj(r.replay);
+    return {
+      ok: 'replay',
+      replay: {
+        kind: 'confirmation',
+        held: bool(p.held),
+        isReal: bool(p.is_real),
+        confirmationId: str(p.confirmation_id),
+        profileIndex: num(p.profile_index),
+        merchantName: str(p.merchant_name),
+        amountCents: num(p.amount_cents),
+        expiresAt: p.expires_at === null ? null : new Date(str(p.expires_at)),
+        card: {
+          id: str(p.card_id),
+          secret_enc: strOrNull(p.secret_enc),
+          profiles_enc: strOrNull(p.profiles_enc),
+          missing_position: num(p.missing_position),
+          created_at: new Date(str(p.card_created_at)),
+        },
+      },
+    };
+  }
+  if (r.legacy !== undefined) {
+    const p = obj(r.legacy);
+    const statusCode = num(p.status_code);
+    if (statusCode !== 200 && statusCode !== 202) return bad();
+    return { ok: 'replay', replay: { kind: 'stored', statusCode, responseEnc: str(p.response_enc) } };
+  }
 
   if (r.ok === true) {
     return {
@@ -137,6 +217,10 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
       return refuse({ error: r.error });
     case 'insufficient_funds':
       return refuse({ error: 'insufficient_funds', balanceCents: num(r.balance_cents) });
+    case 'rate_limited':
+      return refuse({ error: 'rate_limited', retryAfterSeconds: num(r.retry_after_seconds) });
+    case 'idempotency_conflict':
+      return refuse({ error: 'idempotency_conflict' });
     case 'limit':
       switch (r.name) {
         case 'card_per_transaction':

@@ -9,6 +9,7 @@ import { captureDecoyHold, captureHold, releaseDecoyHold, releaseHold } from '..
 import { settleX402Hold } from '../x402/service.ts';
 import { subtractFromCounters } from './counters.ts';
 import { counterSpecs } from './guardrails.ts';
+import type { StatusResponse } from './schemas.ts';
 import { cardDetails, emitPurchaseEvent } from './service.ts';
 import { onCheckoutDecided } from './taskLink.ts';
 
@@ -198,15 +199,16 @@ export async function checkoutStatus(ctx: AppContext, botId: string, confirmatio
   if (!c) throw new ApiError('not_found', 'Confirmation not found.');
   if (isDue(c, now)) {
     c = await ctx.db.transaction(async (tx) => {
-      const locked = (await tx.query<ConfirmationRow>(`${query} FOR UPDATE`, [confirmationId, botId]))[0]!;
+      // Confirmations are never deleted: the row read above is still there.
+      const locked = await one<ConfirmationRow>(tx, `${query} FOR UPDATE`, [confirmationId, botId]);
       if (isDue(locked, now)) {
         await settleDue(tx, locked, now);
-        return (await tx.query<ConfirmationRow>(query, [confirmationId, botId]))[0]!;
+        return one<ConfirmationRow>(tx, query, [confirmationId, botId]);
       }
       return locked;
     });
   }
-  const body: Record<string, unknown> = {
+  const body: StatusResponse = {
     confirmation_id: c.id,
     status: c.status,
     amount_usd: centsToUsd(c.amount_cents),
@@ -215,12 +217,12 @@ export async function checkoutStatus(ctx: AppContext, botId: string, confirmatio
     message: STATUS_MESSAGES[c.status],
   };
   if (c.status === 'approved') {
-    const card = (
-      await ctx.db.query<CardRow>(
-        'SELECT id, secret_enc, profiles_enc, missing_position, created_at FROM cards WHERE id = $1',
-        [c.card_id],
-      )
-    )[0]!;
+    // card_id is a foreign key: the card exists.
+    const card = await one<CardRow>(
+      ctx.db,
+      'SELECT id, secret_enc, profiles_enc, missing_position, created_at FROM cards WHERE id = $1',
+      [c.card_id],
+    );
     const details = cardDetails(ctx, card, c.profile_index, c.is_real);
     body.missing_digits = details.missing_digits;
     body.expiry_month = details.expiry_month;
@@ -245,6 +247,20 @@ export async function settleIfDue(ctx: AppContext, confirmationId: string): Prom
     );
     if (locked && isDue(locked, now)) await settleDue(tx, locked, now);
   });
+}
+
+/** The one row a query must find; its absence is a programming or data error (500), never a guess. */
+async function one<T extends Record<string, unknown>>(
+  q: Queryable,
+  sql: string,
+  params: unknown[],
+): Promise<T> {
+  const row = await maybeOne<T>(q, sql, params);
+  return row ?? missing(`row of: ${sql}`);
+}
+
+function missing(what: string): never {
+  throw new Error(`expected ${what}`);
 }
 
 const STATUS_MESSAGES: Record<ConfirmationRow['status'], string> = {
@@ -276,7 +292,8 @@ export async function listApprovals(ctx: AppContext, ownerId: string) {
       category: c.category,
       task_id: c.task_id,
       created_at: iso(c.created_at),
-      expires_at: iso(c.expires_at!),
+      // The query keeps rows with expires_at > now only.
+      expires_at: iso(c.expires_at ?? missing(`expires_at of pending confirmation ${c.id}`)),
     })),
   };
 }

@@ -3,12 +3,15 @@ import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { CheckoutResult } from './service.ts';
 
-// Idempotency-Key on POST checkout. The key row is inserted first in the checkout's own
+// Idempotency-Key of an x402 payment (src/x402/service.ts; keys 'x402:<key>'). A card checkout
+// keeps its key on its confirmation row instead (checkout_attempt, migration 0023), and reads this
+// table only for keys used before that migration. The key row is inserted first in the payment's own
 // transaction: a concurrent request with the same key waits on the unique index until the first
 // commits (then replays its response) or rolls back (then runs itself). So money moves once.
 // Only successful responses (200/202) are kept; a refused request can be retried with the same key.
-// Responses can hold card digits, so they are stored encrypted.
+// Responses are stored encrypted.
 
+/** Keys are honoured for 24 hours (also written as an interval in checkout_attempt). */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
 
 export async function claimIdempotencyKey(
@@ -34,7 +37,9 @@ export async function claimIdempotencyKey(
       'SELECT request_hash, status_code, response_enc FROM checkout_idempotency WHERE bot_id = $1 AND key = $2',
       [botId, key],
     )
-  )[0]!;
+  )[0];
+  // The upsert above found the row (it waited for it to commit): it is there.
+  if (!row) throw new Error(`idempotency key row of bot ${botId} vanished`);
   if (row.request_hash !== hash) {
     throw new ApiError(
       'idempotency_conflict',

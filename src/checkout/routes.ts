@@ -1,80 +1,26 @@
-import { type Static, Type } from '@sinclair/typebox';
+import { botOf } from '../bots/auth.ts';
+import { ownerOf } from '../owners/auth.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 import { BOT_SECURITY, OWNER_SECURITY } from '../platform/http.ts';
-import { ErrorBody, IdParam, RateLimitedBody } from '../platform/schemas.ts';
+import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
 import { checkoutStatus, decideByOwner, listApprovals } from './decisions.ts';
+import {
+  ApprovalsResponse,
+  Approved,
+  CheckoutBody,
+  CheckoutHeaders,
+  ConfirmationParams,
+  DecisionResponse,
+  Pending,
+  StatusQuery,
+  StatusResponse,
+} from './schemas.ts';
 import { checkout } from './service.ts';
 
-// Unknown fields are refused (a `currency` the service does not read must not be taken for USD).
-// profile_index outside 1–6 is the chain's invalid_profile, not a validation error.
-export const CheckoutBody = Type.Object(
-  {
-    profile_index: Type.Integer({ minimum: -2_147_483_648, maximum: 2_147_483_647 }),
-    merchant_name: Type.String({ minLength: 1, maxLength: 200 }),
-    merchant_url: Type.String({ minLength: 1, maxLength: 2000 }),
-    item_name: Type.String({ minLength: 1, maxLength: 500 }),
-    amount_cents: Type.Integer({ minimum: 1, maximum: 10_000_000 }),
-    category: Type.Optional(Type.String({ maxLength: 100 })),
-    task_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    card_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-  },
-  { additionalProperties: false },
-);
-
-const CheckoutHeaders = Type.Object({
-  'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-});
-
-const Approved = Type.Object({
-  approved: Type.Literal(true),
-  missing_digits: Type.String(),
-  expiry_month: Type.String(),
-  expiry_year: Type.String(),
-  confirmation_id: Type.String(),
-  profile_index: Type.Integer(),
-  merchant_name: Type.String(),
-  amount_usd: Type.Number(),
-  message: Type.String(),
-});
-
-const Pending = Type.Object({
-  approved: Type.Literal(false),
-  status: Type.Literal('pending_confirmation'),
-  confirmation_id: Type.String(),
-  profile_index: Type.Integer(),
-  merchant_name: Type.String(),
-  amount_usd: Type.Number(),
-  expires_at: Type.String(),
-  message: Type.String(),
-});
-
-export const StatusQuery = Type.Object({ confirmation_id: Type.String({ minLength: 1, maxLength: 100 }) });
-
-const StatusResponse = Type.Object({
-  confirmation_id: Type.String(),
-  status: Type.Union([
-    Type.Literal('pending'),
-    Type.Literal('approved'),
-    Type.Literal('denied'),
-    Type.Literal('expired'),
-  ]),
-  amount_usd: Type.Number(),
-  merchant_name: Type.String(),
-  item_name: Type.String(),
-  message: Type.String(),
-  missing_digits: Type.Optional(Type.String()),
-  expiry_month: Type.Optional(Type.String()),
-  expiry_year: Type.Optional(Type.String()),
-  expires_at: Type.Optional(Type.String()),
-});
-
-const Loose = Type.Object({}, { additionalProperties: true });
-const ConfirmationParams = Type.Object({ confirmation_id: IdParam('chk') });
-
 export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise<void> {
-  app.post<{ Body: Static<typeof CheckoutBody>; Headers: Static<typeof CheckoutHeaders> }>(
+  app.post(
     '/api/v1/bot/merchant/checkout',
     {
       schema: {
@@ -102,12 +48,12 @@ export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise
       if (request.body.profile_index < 1 || request.body.profile_index > 6) {
         throw new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
       }
-      const result = await checkout(ctx, request.bot!.id, request.body, request.headers['idempotency-key']);
+      const result = await checkout(ctx, botOf(request).id, request.body, request.headers['idempotency-key']);
       return reply.status(result.statusCode).send(result.body);
     },
   );
 
-  app.get<{ Querystring: Static<typeof StatusQuery> }>(
+  app.get(
     '/api/v1/bot/merchant/checkout/status',
     {
       schema: {
@@ -118,7 +64,7 @@ export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise
         response: { 200: StatusResponse, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody },
       },
     },
-    async (request) => checkoutStatus(ctx, request.bot!.id, request.query.confirmation_id),
+    async (request) => checkoutStatus(ctx, botOf(request).id, request.query.confirmation_id),
   );
 
   app.get(
@@ -128,14 +74,14 @@ export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise
         tags: ['owner'],
         security: OWNER_SECURITY,
         summary: "Pending confirmations of all the owner's bots",
-        response: { 200: Loose },
+        response: { 200: ApprovalsResponse },
       },
     },
-    async (request) => listApprovals(ctx, request.owner!.id),
+    async (request) => listApprovals(ctx, ownerOf(request).id),
   );
 
   for (const decision of ['approve', 'deny'] as const) {
-    app.post<{ Params: Static<typeof ConfirmationParams> }>(
+    app.post(
       `/api/v1/owner/approvals/:confirmation_id/${decision}`,
       {
         schema: {
@@ -146,10 +92,13 @@ export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise
               ? 'Approve a pending purchase (captures the hold; emits purchase.approved)'
               : 'Deny a pending purchase (releases the hold; emits purchase.denied)',
           params: ConfirmationParams,
-          response: { 200: Loose, 404: ErrorBody, 409: ErrorBody },
+          response: { 200: DecisionResponse, 404: ErrorBody, 409: ErrorBody },
         },
       },
-      async (request) => decideByOwner(ctx, request.owner!.id, request.params.confirmation_id, decision),
+      async (request) => decideByOwner(ctx, ownerOf(request).id, request.params.confirmation_id, decision),
     );
   }
 }
+
+// The MCP tools (src/mcp/tools.ts) take their inputs from these schemas.
+export { CheckoutBody, StatusQuery } from './schemas.ts';

@@ -11,29 +11,22 @@ import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
-import { type AttemptRefusal, checkoutAttempt } from './attempt.ts';
+import { type AttemptRefusal, type AttemptReplay, checkoutAttempt } from './attempt.ts';
 import { limitError, perTransactionError } from './guardrails.ts';
-import { claimIdempotencyKey, saveIdempotentResponse } from './idempotency.ts';
+import type { ApprovedBody, CheckoutBody, PendingBody } from './schemas.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
-// POST /api/v1/bot/merchant/checkout: rate limit, idempotency, the guardrail chain and
-// the hold or debit, all in one transaction. The chain itself — wallet status → card resolution →
-// card guardrails (per transaction, daily, monthly) → profile allowance → master guardrails → funds
-// → approval mode — and its writes run in one database call, checkout_attempt
-// (src/migrations/functions/checkout_attempt.sql, called through src/checkout/attempt.ts): a dozen
-// statements without a dozen round trips. It locks counter rows card → profile → owner → bot, and
-// the wallet row last.
+// POST /api/v1/bot/merchant/checkout: idempotency, rate limit, the guardrail chain and the hold or
+// debit, all in one transaction. The key lookup, the rate limit and the chain itself — wallet
+// status → card resolution → card guardrails (per transaction, daily, monthly) → profile allowance
+// → master guardrails → funds → approval mode — and its writes run in one database call,
+// checkout_attempt (src/migrations/functions/checkout_attempt.sql, called through
+// src/checkout/attempt.ts): a dozen statements without a dozen round trips. It locks the key, the
+// bot's rate-limit row, counter rows card → profile → owner → bot, and the wallet row last. The
+// Idempotency-Key is kept on the confirmation row, and a replay is rebuilt from it (replayAnswer).
 
-export interface CheckoutRequest {
-  profile_index: number;
-  merchant_name: string;
-  merchant_url: string;
-  item_name: string;
-  amount_cents: number;
-  category?: string;
-  task_id?: string;
-  card_id?: string;
-}
+/** The request body, as the route's schema validated it. */
+export type CheckoutRequest = CheckoutBody;
 
 export interface CheckoutResult {
   statusCode: 200 | 202;
@@ -43,6 +36,13 @@ export interface CheckoutResult {
   /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
   balanceLow?: boolean;
 }
+
+/** A checkout's answer, typed by the route's response schemas (200 approved, 202 held). */
+export type CheckoutAnswer = (
+  | { statusCode: 200; body: ApprovedBody }
+  | { statusCode: 202; body: PendingBody }
+) &
+  Pick<CheckoutResult, 'heldForOwner' | 'balanceLow'>;
 
 export const APPROVED_MESSAGE =
   'Purchase approved. Complete the card number of your profile with missing_digits and use the expiry shown.';
@@ -98,20 +98,11 @@ export async function checkout(
   botId: string,
   req: CheckoutRequest,
   idempotencyKey: string | undefined,
-): Promise<CheckoutResult> {
+): Promise<CheckoutAnswer> {
   const now = ctx.clock.now();
-  const hash = idempotencyKey === undefined ? '' : requestHash(req);
-  let result: CheckoutResult & { replayed: boolean };
+  let result: CheckoutAnswer & { replayed: boolean };
   try {
-    result = await ctx.db.transaction(async (tx) => {
-      if (idempotencyKey !== undefined) {
-        const replay = await claimIdempotencyKey(ctx, tx, botId, idempotencyKey, hash, now);
-        if (replay) return { ...replay, replayed: true };
-      }
-      const fresh = await runChain(ctx, tx, botId, req, now);
-      if (idempotencyKey !== undefined) await saveIdempotentResponse(ctx, tx, botId, idempotencyKey, fresh);
-      return { ...fresh, replayed: false };
-    });
+    result = await ctx.db.transaction((tx) => runChain(ctx, tx, botId, req, idempotencyKey, now));
   } catch (error) {
     // A refused checkout rolled back with its transaction, rate-limit hit included; it still counts
     // toward the hourly limit, or a bot could probe its guardrails without end.
@@ -129,7 +120,10 @@ export async function checkout(
     // tick (the job retries whatever this misses, including after a crash right here).
     void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
   }
-  return { statusCode: result.statusCode, body: result.body };
+  // Only the answer: the flags above are never sent.
+  return result.statusCode === 200
+    ? { statusCode: 200, body: result.body }
+    : { statusCode: 202, body: result.body };
 }
 
 /** The bot's hourly checkout limit: approved, held and refused requests all count. */
@@ -159,6 +153,13 @@ function refusalError(r: AttemptRefusal): ApiError {
       return new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
         balance_usd: centsToUsd(r.balanceCents),
       });
+    case 'rate_limited':
+      return tooMany(r.retryAfterSeconds, 'checkout requests');
+    case 'idempotency_conflict':
+      return new ApiError(
+        'idempotency_conflict',
+        'This Idempotency-Key was already used with a different request body.',
+      );
     case 'per_transaction':
       return perTransactionError(
         r.name === 'card_per_transaction' ? 'card_guardrail_violation' : 'master_budget_exceeded',
@@ -176,11 +177,9 @@ async function runChain(
   tx: Queryable,
   botId: string,
   req: CheckoutRequest,
+  idempotencyKey: string | undefined,
   now: number,
-): Promise<CheckoutResult> {
-  const limited = await consumeRateLimit(tx, checkoutLimit(ctx, botId, now));
-  if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'checkout requests');
-
+): Promise<CheckoutAnswer & { replayed: boolean }> {
   const id = newId('chk');
   const amount = req.amount_cents;
   const category = req.category?.trim() ? req.category.trim() : null;
@@ -196,7 +195,8 @@ async function runChain(
     },
     now,
   );
-  // The whole chain and its writes in one database call (src/checkout/attempt.ts).
+  // The key, the rate limit, the whole chain and its writes in one database call (src/checkout/attempt.ts).
+  const limit = checkoutLimit(ctx, botId, now);
   const r = await checkoutAttempt(tx, {
     botId,
     cardId: req.card_id ?? null,
@@ -213,7 +213,12 @@ async function runChain(
     ledgerTransactionId: newId('ltx'),
     eventId: event.id,
     eventBody: event.body,
+    rateKey: limit.key,
+    rateLimit: limit.limit,
+    idempotencyKey: idempotencyKey ?? null,
+    requestHash: idempotencyKey === undefined ? null : requestHash(req),
   });
+  if (r.ok === 'replay') return { ...replayAnswer(ctx, r.replay), replayed: true };
   if (!r.ok) throw refusalError(r.refusal);
   const { held, isReal } = r;
   // The visible balance moves alike for every profile, and so does its low-balance event.
@@ -247,7 +252,7 @@ async function runChain(
     });
   }
 
-  const common = {
+  const common: AnswerCommon = {
     confirmation_id: id,
     profile_index: req.profile_index,
     merchant_name: req.merchant_name,
@@ -255,31 +260,48 @@ async function runChain(
   };
   if (held) {
     return {
-      statusCode: 202,
-      body: {
-        approved: false,
-        status: 'pending_confirmation',
-        ...common,
-        expires_at: iso(now + windowMs),
-        message: PENDING_MESSAGE,
-      },
+      ...pendingAnswer(common, now + windowMs),
       // Decoy holds are decided by the service; only a real hold asks the owner.
       ...(isReal ? { heldForOwner: id } : {}),
       ...(balanceLow ? { balanceLow } : {}),
+      replayed: false,
     };
   }
-  const details = cardDetails(
-    ctx,
-    {
-      id: r.cardId,
-      secret_enc: r.secretEnc,
-      profiles_enc: r.profilesEnc,
-      missing_position: r.missingPosition,
-      created_at: r.cardCreatedAt,
+  const card = {
+    id: r.cardId,
+    secret_enc: r.secretEnc,
+    profiles_enc: r.profilesEnc,
+    missing_position: r.missingPosition,
+    created_at: r.cardCreatedAt,
+  };
+  return {
+    ...approvedAnswer(common, cardDetails(ctx, card, req.profile_index, isReal)),
+    ...(balanceLow ? { balanceLow } : {}),
+    replayed: false,
+  };
+}
+
+interface AnswerCommon {
+  confirmation_id: string;
+  profile_index: number;
+  merchant_name: string;
+  amount_usd: number;
+}
+
+function pendingAnswer(common: AnswerCommon, expiresAt: number | Date): CheckoutAnswer {
+  return {
+    statusCode: 202,
+    body: {
+      approved: false,
+      status: 'pending_confirmation',
+      ...common,
+      expires_at: iso(expiresAt),
+      message: PENDING_MESSAGE,
     },
-    req.profile_index,
-    isReal,
-  );
+  };
+}
+
+function approvedAnswer(common: AnswerCommon, details: CardSecret): CheckoutAnswer {
   return {
     statusCode: 200,
     body: {
@@ -290,8 +312,35 @@ async function runChain(
       ...common,
       message: APPROVED_MESSAGE,
     },
-    ...(balanceLow ? { balanceLow } : {}),
   };
+}
+
+/**
+ * The first answer of an Idempotency-Key, again: rebuilt from its confirmation exactly as it was
+ * built then (a held purchase answers 202 with its expiry whatever was decided since; the card's
+ * digits and expiry never change after activation), or, for a key used before migration 0023,
+ * the response stored encrypted in checkout_idempotency.
+ */
+function replayAnswer(ctx: AppContext, replay: AttemptReplay): CheckoutAnswer {
+  if (replay.kind === 'stored') {
+    // Written by the previous version from the same response shapes.
+    const body: unknown = JSON.parse(ctx.secrets.decrypt(replay.responseEnc));
+    return replay.statusCode === 200
+      ? { statusCode: 200, body: body as ApprovedBody }
+      : { statusCode: 202, body: body as PendingBody };
+  }
+  const common: AnswerCommon = {
+    confirmation_id: replay.confirmationId,
+    profile_index: replay.profileIndex,
+    merchant_name: replay.merchantName,
+    amount_usd: centsToUsd(replay.amountCents),
+  };
+  if (replay.held) {
+    if (replay.expiresAt === null)
+      throw new Error(`held confirmation ${replay.confirmationId} has no expiry`);
+    return pendingAnswer(common, replay.expiresAt);
+  }
+  return approvedAnswer(common, cardDetails(ctx, replay.card, replay.profileIndex, replay.isReal));
 }
 
 /** wallet.balance_low once per crossing below LOW_BALANCE_CENTS. */

@@ -80,11 +80,12 @@ export async function checkTaskForCheckout(tx: Queryable, c: TaskCheckoutContext
   if (Number(task.amount_cents) !== c.amountCents) {
     mismatches.push({ field: 'amount_cents', task: Number(task.amount_cents), request: c.amountCents });
   }
-  if (mismatches.length > 0) {
+  const [first] = mismatches;
+  if (first !== undefined) {
     throw new ApiError(
       'validation_error',
       `The checkout does not match task ${task.id}: ${mismatches.map((m) => m.field).join(', ')} differ${mismatches.length === 1 ? 's' : ''} from the task's instructions.`,
-      { field: mismatches[0]!.field, mismatches },
+      { field: first.field, mismatches },
     );
   }
 }

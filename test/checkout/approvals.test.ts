@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { listApprovals, processDueConfirmations } from '../../src/checkout/decisions.ts';
 import {
   activeBot,
   createOwner,
@@ -73,6 +73,8 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const { bot, card, id } = await held();
     const list = await svc.app.inject({ url: '/api/v1/owner/approvals', headers: owner.auth });
     expect(list.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).toContain(id);
+    // The response schemas are exact: the answer is all the service returns (nothing dropped).
+    expect(list.json()).toEqual(JSON.parse(JSON.stringify(await listApprovals(svc.ctx, owner.id))));
     const detail = await svc.app.inject({ url: `/api/v1/owner/bots/${bot.bot_id}`, headers: owner.auth });
     expect(detail.json().pending_approvals).toBe(1);
 
@@ -87,7 +89,14 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
 
     const res = await decide(id, 'approve');
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json()).toMatchObject({ confirmation_id: id, status: 'approved' });
+    expect(res.json()).toEqual({
+      confirmation_id: id,
+      status: 'approved',
+      bot_id: bot.bot_id,
+      amount_usd: 4,
+      merchant_name: 'Acme Books',
+      decided_at: new Date(svc.clock.now()).toISOString(),
+    });
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({ available_cents: 600, held_cents: 0, merchant_settlement: 400 });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(400);

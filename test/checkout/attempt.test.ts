@@ -37,6 +37,16 @@ const sql = (f: Fixture, text: string, params: unknown[]) => f.svc.ctx.db.query(
 
 const ROWS: Row[] = [
   {
+    rule: '0. rate limit: the bot has used its checkouts of the hour',
+    setup: (f) =>
+      sql(f, 'INSERT INTO rate_limits (key, hits) VALUES ($1, ARRAY[$2::timestamptz, $2::timestamptz])', [
+        `checkout:${f.botId}`,
+        new Date(f.svc.clock.now() - 60_000),
+      ]),
+    params: () => ({ rateLimit: 2 }),
+    expected: () => ({ ok: false, refusal: { error: 'rate_limited', retryAfterSeconds: 3540 } }),
+  },
+  {
     rule: '1. wallet not active (not claimed)',
     setup: (f) => sql(f, "UPDATE wallets SET status = 'pending' WHERE bot_id = $1", [f.botId]),
     expected: () => ({ ok: false, refusal: { error: 'wallet_not_active' } }),
@@ -238,6 +248,10 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
       ledgerTransactionId: newId('ltx'),
       eventId: newId('evt'),
       eventBody: '{}',
+      rateKey: `checkout:${f.botId}`,
+      rateLimit: 30,
+      idempotencyKey: null,
+      requestHash: null,
     };
   }
 
@@ -253,6 +267,7 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
       'SELECT status, is_real FROM checkout_confirmations WHERE id = $1',
       [p.confirmationId],
     );
+    if (result.ok === 'replay') throw new Error('no key was sent: nothing to replay');
     if (result.ok) {
       expect(confirmations).toEqual([
         { status: result.held ? 'pending' : 'approved', is_real: result.isReal },
@@ -263,9 +278,11 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   });
 
   it('passes every parameter of the database function by name, once', async () => {
+    // The overload the code calls (migration 0023 keeps the previous one for a rolling deploy).
     const rows = await svc.ctx.db.query<{ names: string[]; nargs: number }>(
       `SELECT proargnames AS names, pronargs AS nargs FROM pg_proc
-        WHERE proname = 'checkout_attempt' AND pronamespace = current_schema()::regnamespace`,
+        WHERE proname = 'checkout_attempt' AND pronamespace = current_schema()::regnamespace
+          AND 'p_idempotency_key' = ANY (proargnames)`,
     );
     expect(rows).toHaveLength(1);
     const named = [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLuhnValid } from '../../src/cards/decoys.ts';
+import { requestHash } from '../../src/checkout/service.ts';
 import {
   activeBot,
   createOwner,
@@ -504,12 +505,19 @@ describe('checkout: the guardrail chain', () => {
       (await checkout(svc, bot, purchase(card.real_profile_index, 400), { 'idempotency-key': 'k2' }))
         .statusCode,
     ).toBe(200);
-    // The stored response is encrypted (it holds card digits).
-    const stored = await svc.ctx.db.query<{ response_enc: string }>(
-      'SELECT response_enc FROM checkout_idempotency WHERE bot_id = $1',
-      [bot.bot_id],
+    // The key and the request's hash are kept on the confirmation; no response (nor card digits)
+    // is stored anywhere.
+    const keyed = await svc.ctx.db.query<{ id: string; request_hash: string }>(
+      'SELECT id, request_hash FROM checkout_confirmations WHERE bot_id = $1 AND idempotency_key = $2',
+      [bot.bot_id, 'order-42'],
     );
-    for (const r of stored) expect(r.response_enc).not.toContain(DIGITS);
+    expect(keyed).toEqual([
+      { id: first.json().confirmation_id, request_hash: expect.stringMatching(/^[0-9a-f]{64}$/) },
+    ]);
+    const stored = await svc.ctx.db.query('SELECT 1 FROM checkout_idempotency WHERE bot_id = $1', [
+      bot.bot_id,
+    ]);
+    expect(stored).toEqual([]);
     // After 24 hours the key is free again.
     svc.clock.advance(24 * 3600_000 + 1000);
     const later = await checkout(svc, bot, purchase(card.real_profile_index, 100), key);
@@ -520,6 +528,75 @@ describe('checkout: the guardrail chain', () => {
     });
     expect(tooLong.statusCode).toBe(400);
     await expectLedgerConsistent(svc, bot.bot_id);
+  });
+
+  it('a held purchase replays its 202 after the owner decided; a replay is not rate limited', async () => {
+    const limited = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1' } });
+    try {
+      const o = await createOwner(limited);
+      const bot = await activeBot(limited, o, { fundCents: 500 });
+      const card = await setupCard(limited, o, bot.bot_id, { approval_mode: 'ask_for_everything' });
+      const key = { 'idempotency-key': 'held-1' };
+      const first = await checkout(limited, bot, purchase(card.real_profile_index, 200), key);
+      expect(first.statusCode).toBe(202);
+      const decided = await limited.app.inject({
+        method: 'POST',
+        url: `/api/v1/owner/approvals/${first.json().confirmation_id}/approve`,
+        headers: o.auth,
+      });
+      expect(decided.statusCode).toBe(200);
+      // The hour's one checkout is used: a new request is refused, the replay is answered.
+      expect((await checkout(limited, bot, purchase(card.real_profile_index, 200))).statusCode).toBe(429);
+      const again = await checkout(limited, bot, purchase(card.real_profile_index, 200), key);
+      expect(again.statusCode).toBe(202);
+      expect(again.json()).toEqual(first.json());
+      const other = await checkout(limited, bot, purchase(card.real_profile_index, 300), key);
+      expect(other.statusCode).toBe(409);
+      expect(other.json().error).toBe('idempotency_conflict');
+      expect((await wallet(limited, bot.bot_id)).available_cents).toBe(300);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('a key stored by the previous version (checkout_idempotency) is still replayed for its 24 hours', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 500 });
+    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
+    const body = purchase(card.real_profile_index, 200);
+    const answer = {
+      approved: true,
+      missing_digits: '123',
+      expiry_month: '12',
+      expiry_year: '2031',
+      confirmation_id: 'chk_earlier',
+      profile_index: card.real_profile_index,
+      merchant_name: body.merchant_name,
+      amount_usd: 2,
+      message: 'stored before 0023',
+    };
+    await svc.ctx.db.query(
+      `INSERT INTO checkout_idempotency (bot_id, key, request_hash, status_code, response_enc, created_at)
+       VALUES ($1, 'legacy-1', $2, 200, $3, $4)`,
+      [
+        bot.bot_id,
+        requestHash(body),
+        svc.ctx.secrets.encrypt(JSON.stringify(answer)),
+        new Date(svc.clock.now()),
+      ],
+    );
+    const replay = await checkout(svc, bot, body, { 'idempotency-key': 'legacy-1' });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.json()).toEqual(answer);
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(500);
+    const other = await checkout(svc, bot, purchase(card.real_profile_index, 100), {
+      'idempotency-key': 'legacy-1',
+    });
+    expect(other.statusCode).toBe(409);
+    svc.clock.advance(24 * 3600_000 + 1000);
+    const fresh = await checkout(svc, bot, body, { 'idempotency-key': 'legacy-1' });
+    expect(fresh.statusCode).toBe(200);
+    expect(fresh.json().confirmation_id).not.toBe('chk_earlier');
+    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(300);
   });
 });
 

@@ -214,7 +214,7 @@ describe('x402 partner wallet', () => {
       995, 0, 5,
     ]);
     const events = await svc.ctx.db.query<{ type: string; body: string }>(
-      'SELECT type, body FROM events WHERE bot_id = $1 ORDER BY created_at DESC LIMIT 1',
+      'SELECT type, body FROM events WHERE bot_id = $1 ORDER BY seq DESC LIMIT 1',
       [bot.bot_id],
     );
     expect(events[0]!.type).toBe('purchase.approved');

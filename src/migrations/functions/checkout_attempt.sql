@@ -1,13 +1,22 @@
--- The guardrail chain of one checkout, in one call (the order docs/checkout.md gives): wallet status → card
--- resolution → card per-transaction → card daily/monthly → profile allowance → master limits →
--- funds → approval mode; then the confirmation, its ledger rows and the purchase.approved event.
--- It runs inside the caller's transaction (after the rate limit); on any refusal it returns
--- {"error": …} and the caller rolls the transaction back, so counters added before the refusal
+-- One checkout, in one call (the order docs/checkout.md gives): the Idempotency-Key (a replay
+-- answers at once) → the bot's rate limit → the guardrail chain: wallet status → card resolution →
+-- card per-transaction → card daily/monthly → profile allowance → master limits → funds → approval
+-- mode; then the confirmation (with its key), its ledger rows and the purchase.approved event.
+-- It runs inside the caller's transaction; on any refusal it returns {"error": …} and the caller
+-- rolls the transaction back, so counters (and the rate-limit hit) added before the refusal
 -- disappear with it. Called with named parameters from src/checkout/attempt.ts (the one caller),
 -- which turns the answer into a typed union. The one definition (it replaced migrations 0002's
 -- and 0010's).
 --
--- Locks, in the one global order: counter rows card → profile → owner → bot, then the wallet row.
+-- Idempotency (docs/checkout.md): with a key, a transaction advisory lock on (bot, key) makes a
+-- concurrent request with the same key wait until the first commits or rolls back; the lookup
+-- after it then sees the committed confirmation, which is answered ({"replay": …}) before the rate
+-- limit, so a replay is never counted or refused. Keys are honoured for 24 hours: an older
+-- confirmation gives its key up. Keyed checkouts from before migration 0023 are still answered
+-- from checkout_idempotency ({"legacy": …}) for their 24 hours.
+--
+-- Locks, in the one global order: the key's advisory lock, the bot's rate-limit row, then counter
+-- rows card → profile → owner → bot, then the wallet row.
 -- Each counter is added with checkout_add_counter's conditional upsert.
 --
 -- Split knowledge (docs/security.md):
@@ -25,7 +34,8 @@ CREATE OR REPLACE FUNCTION checkout_attempt(
   p_bot_id text, p_card_id text, p_profile_index integer, p_amount bigint, p_category text,
   p_id text, p_merchant_name text, p_merchant_url text, p_item_name text, p_task_id text,
   p_now timestamptz, p_day timestamptz, p_week timestamptz, p_month timestamptz,
-  p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text
+  p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text,
+  p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text
 ) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   st record;
@@ -43,7 +53,40 @@ DECLARE
   held boolean;
   d_delay bigint;
   d_outcome text;
+  prior record;
+  retry integer;
 BEGIN
+  -- 0. Idempotency key, then the rate limit.
+  IF p_idempotency_key IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
+    SELECT k.id, k.request_hash, k.created_at, k.profile_index, k.is_real, k.merchant_name, k.amount_cents,
+           k.expires_at, c.id AS card_id, c.secret_enc, c.profiles_enc, c.missing_position, c.created_at AS card_created_at
+      INTO prior
+      FROM checkout_confirmations k JOIN cards c ON c.id = k.card_id
+     WHERE k.bot_id = p_bot_id AND k.idempotency_key = p_idempotency_key;
+    IF FOUND AND prior.created_at > p_now - interval '24 hours' THEN
+      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RETURN jsonb_build_object('error', 'idempotency_conflict'); END IF;
+      RETURN jsonb_build_object('replay', jsonb_build_object('held', prior.expires_at IS NOT NULL, 'is_real', prior.is_real,
+        'confirmation_id', prior.id, 'profile_index', prior.profile_index, 'merchant_name', prior.merchant_name,
+        'amount_cents', prior.amount_cents, 'expires_at', prior.expires_at, 'card_id', prior.card_id,
+        'secret_enc', prior.secret_enc, 'profiles_enc', prior.profiles_enc, 'missing_position', prior.missing_position,
+        'card_created_at', prior.card_created_at));
+    END IF;
+    IF FOUND THEN
+      -- Older than 24 hours: the key is free again (the rare write of this step).
+      UPDATE checkout_confirmations SET idempotency_key = NULL WHERE id = prior.id;
+    END IF;
+    SELECT request_hash, status_code, response_enc INTO prior FROM checkout_idempotency
+     WHERE bot_id = p_bot_id AND key = p_idempotency_key AND created_at > p_now - interval '24 hours'
+       AND status_code IS NOT NULL;
+    IF FOUND THEN
+      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RETURN jsonb_build_object('error', 'idempotency_conflict'); END IF;
+      RETURN jsonb_build_object('legacy', jsonb_build_object('status_code', prior.status_code, 'response_enc', prior.response_enc));
+    END IF;
+  END IF;
+  retry := rate_limit_consume(p_rate_key, p_rate_limit, 3600, p_now);
+  IF retry <> 0 THEN RETURN jsonb_build_object('error', 'rate_limited', 'retry_after_seconds', retry); END IF;
+
   -- 1. Wallet status.
   SELECT b.owner_id, w.status, o.master_per_transaction_cents AS m_tx, o.master_daily_cents AS m_day,
          o.master_monthly_cents AS m_month
@@ -142,7 +185,7 @@ BEGIN
 
   INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
       merchant_name, merchant_url, item_name, category, task_id, amount_cents, status, created_at, expires_at,
-      decide_at, decoy_outcome, decided_at, decided_by)
+      decide_at, decoy_outcome, decided_at, decided_by, idempotency_key, request_hash)
     VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, prof.allowance_window,
       p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
       CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
@@ -151,7 +194,8 @@ BEGIN
         coalesce(p_now + make_interval(secs => d_delay / 1000.0), p_now + make_interval(secs => p_window_seconds)) END,
       CASE WHEN held AND NOT is_real THEN d_outcome END,
       CASE WHEN held THEN NULL ELSE p_now END,
-      CASE WHEN held THEN NULL ELSE 'guardrails' END);
+      CASE WHEN held THEN NULL ELSE 'guardrails' END, p_idempotency_key,
+      CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END);
 
   -- Money rows for the real profile, decoy rows (same shape) for a decoy.
   INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)

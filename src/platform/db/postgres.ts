@@ -149,13 +149,20 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
 
   // Sent after COMMIT, outside any write transaction: PostgreSQL serialises the commits of
   // transactions that NOTIFY, so notifying from inside would cap write throughput. Payloads of
-  // one channel are joined with commas (listeners split them). Best effort: a lost notification
-  // only delays a wake-up until the next poll, or a cache entry until its TTL.
+  // one channel are joined with commas (listeners split them). All of a commit's notifications go
+  // in one statement, so one round trip and one notifying commit (a checkout announces on two
+  // channels). Best effort: a lost notification only delays a wake-up until the next poll, or a
+  // cache entry until its TTL.
   function sendDeferred(pending: Map<string, Set<string>>): void {
+    const channels: string[] = [];
+    const batches: string[] = [];
     for (const [channel, payloads] of pending) {
       let batch = '';
       const flush = () => {
-        if (batch) pool.query('SELECT pg_notify($1, $2)', [channel, batch]).catch(() => {});
+        if (batch) {
+          channels.push(channel);
+          batches.push(batch);
+        }
         batch = '';
       };
       for (const payload of payloads) {
@@ -164,6 +171,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
       }
       flush();
     }
+    if (channels.length === 0) return;
+    pool
+      .query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [channels, batches])
+      .catch(() => {});
   }
 
   /** A statement outside a transaction that may write: run on its own client to catch notices. */
