@@ -93,10 +93,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   });
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    ctx.metrics.httpDuration.observe(
-      { method: request.method, route, status: String(reply.statusCode) },
-      reply.elapsedTime / 1000,
-    );
+    ctx.metrics.httpDuration.observe(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 
