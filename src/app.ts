@@ -260,9 +260,10 @@ function openapiTransform({
       .filter(Boolean)
       .map((w) => (w.startsWith(':') ? `by_${w.slice(1)}` : w))
       .flatMap((w) => w.split('_'));
-    s.operationId = [route.method.toLowerCase(), ...words.map((w) => w[0]!.toUpperCase() + w.slice(1))].join(
-      '',
-    );
+    s.operationId = [
+      route.method.toLowerCase(),
+      ...words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)),
+    ].join('');
   }
   const response = { ...((s.response ?? {}) as Record<string, unknown>) };
   const has4xx = Object.keys(response).some((code) => /^4/.test(code));
