@@ -32,7 +32,8 @@ for (const { database, cache } of runs) {
           method: 'GET',
           path: '/api/v1/bot/status',
           setupRequest: (req) => {
-            const bot = bots[i++ % bots.length]!;
+            const bot = bots[i++ % bots.length];
+            if (!bot) throw new Error('seedBots returned no bots');
             return { ...req, headers: { ...req.headers, authorization: `Bearer ${bot.apiKey}` } };
           },
         },

@@ -93,10 +93,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   });
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    ctx.metrics.httpDuration.observe(
-      { method: request.method, route, status: String(reply.statusCode) },
-      reply.elapsedTime / 1000,
-    );
+    ctx.metrics.httpDuration.observe(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 
@@ -263,9 +260,10 @@ function openapiTransform({
       .filter(Boolean)
       .map((w) => (w.startsWith(':') ? `by_${w.slice(1)}` : w))
       .flatMap((w) => w.split('_'));
-    s.operationId = [route.method.toLowerCase(), ...words.map((w) => w[0]!.toUpperCase() + w.slice(1))].join(
-      '',
-    );
+    s.operationId = [
+      route.method.toLowerCase(),
+      ...words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)),
+    ].join('');
   }
   const response = { ...((s.response ?? {}) as Record<string, unknown>) };
   const has4xx = Object.keys(response).some((code) => /^4/.test(code));

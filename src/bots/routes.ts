@@ -2,11 +2,20 @@ import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../platform/context.ts';
 import { type App, BOT_SECURITY } from '../platform/http.ts';
 import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
-import { type AuthenticatedBot, createBotAuthenticator } from './auth.ts';
+import type { FastifyReply } from 'fastify';
+import { type AuthenticatedBot, botOf, createBotAuthenticator } from './auth.ts';
 import { registerBot } from './register.ts';
-import { StatusResponse, WalletCheckResponse } from './schemas.ts';
-import { createBotStateCache } from './stateCache.ts';
-import { botStatus, walletCheck } from './status.ts';
+import {
+  StatusResponse,
+  type StatusResponseT,
+  WalletCheckResponse,
+  type WalletCheckResponseT,
+} from './schemas.ts';
+import { type Compute, createBotStateCache } from './stateCache.ts';
+import { computeStatus, computeWallet } from './status.ts';
+
+/** What Fastify sends for a serialised JSON answer. */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 const RegistrationBody = Type.Object({
   bot_name: Type.String({ minLength: 1, maxLength: 100 }),
@@ -83,6 +92,20 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
     }, done);
   });
 
+  // Status and wallet check answer most requests from the state cache without a promise: a fresh
+  // entry is sent as JSON text made once per entry by the route's own serializer (the response
+  // schema), so a cached answer costs neither an await nor a serialisation per request.
+  const loadStatus: Compute<StatusResponseT> = (botId) => computeStatus(ctx, botId);
+  const loadWallet: Compute<WalletCheckResponseT> = (botId) => computeWallet(ctx, botId);
+  function sendCached(reply: FastifyReply, kind: string, botId: string, compute: Compute<unknown>): boolean {
+    const hit = stateCache.peek(kind, botId, compute);
+    if (!hit) return false;
+    const json = hit.json ?? reply.serialize(hit.value);
+    if (typeof json === 'string') hit.json = json;
+    reply.header('content-type', JSON_TYPE).send(json);
+    return true;
+  }
+
   app.post(
     '/api/v1/bots/register',
     {
@@ -110,7 +133,11 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
         response: { 200: StatusResponse, 401: ErrorBody },
       },
     },
-    async (request) => botStatus(ctx, request.bot!.id, stateCache),
+    (request, reply) => {
+      const botId = botOf(request).id;
+      if (sendCached(reply, 'status', botId, loadStatus)) return;
+      return stateCache.get('status', botId, loadStatus);
+    },
   );
 
   app.get(
@@ -123,7 +150,11 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
         response: { 200: WalletCheckResponse, 401: ErrorBody },
       },
     },
-    async (request) => walletCheck(ctx, request.bot!.id, stateCache),
+    (request, reply) => {
+      const botId = botOf(request).id;
+      if (sendCached(reply, 'wallet', botId, loadWallet)) return;
+      return stateCache.get('wallet', botId, loadWallet);
+    },
   );
 }
 

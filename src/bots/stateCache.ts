@@ -15,7 +15,18 @@ interface Entry {
   value: unknown;
   ownerId: string | null;
   until: number;
+  /** The answer serialised by the route's response schema, made on the entry's first hit. */
+  json: string | undefined;
 }
+
+/** A fresh answer as `peek` hands it out: the value, and the JSON text the route keeps with it. */
+export interface CachedAnswer {
+  readonly value: unknown;
+  json: string | undefined;
+}
+
+/** Computes one bot's answer (a module-level function: no closure is made per request). */
+export type Compute<T> = (botId: string) => Promise<{ value: T; ownerId: string | null }>;
 
 interface Flight {
   promise: Promise<{ value: unknown; ownerId: string | null }>;
@@ -24,11 +35,14 @@ interface Flight {
 }
 
 export interface BotStateCache {
-  get<T>(
-    kind: string,
-    botId: string,
-    compute: () => Promise<{ value: T; ownerId: string | null }>,
-  ): Promise<T>;
+  get<T>(kind: string, botId: string, compute: Compute<T>): Promise<T>;
+  /**
+   * The cached answer when it is fresh, without a promise (the hot path of GET /api/v1/bot/status);
+   * undefined: call get. Starts the same background refresh as get in an entry's last quarter.
+   * The returned object is the entry: a route may keep the answer's JSON text in `json`, which
+   * goes with the entry when a change drops it.
+   */
+  peek(kind: string, botId: string, compute: Compute<unknown>): CachedAnswer | undefined;
   invalidate(key: string): void;
   stop(): Promise<void>;
 }
@@ -69,14 +83,10 @@ export async function createBotStateCache(
     }
   }
 
-  function start(
-    key: string,
-    kind: string,
-    compute: () => Promise<{ value: unknown; ownerId: string | null }>,
-  ): Flight {
+  function start(key: string, kind: string, botId: string, compute: Compute<unknown>): Flight {
     kinds.add(kind);
     const started = Date.now();
-    const own: Flight = { promise: compute(), stale: false };
+    const own: Flight = { promise: compute(botId), stale: false };
     flights.set(key, own);
     own.promise.then(
       ({ value, ownerId }) => {
@@ -88,7 +98,7 @@ export async function createBotStateCache(
           const oldest = entries.keys().next().value;
           if (oldest !== undefined) entries.delete(oldest);
         }
-        entries.set(key, { value, ownerId, until: started + ttl });
+        entries.set(key, { value, ownerId, until: started + ttl, json: undefined });
       },
       () => {
         if (flights.get(key) === own) flights.delete(key);
@@ -105,24 +115,34 @@ export async function createBotStateCache(
     });
   }
 
+  /** The fresh entry of key (refreshed in the background in its last quarter), or undefined. */
+  function fresh(key: string, kind: string, botId: string, compute: Compute<unknown>): Entry | undefined {
+    const hit = entries.get(key);
+    if (!hit) return undefined;
+    const now = Date.now();
+    if (hit.until > now) {
+      // In the last quarter of its life an entry is refreshed in the background while it is
+      // still served: a bot read steadily never waits for the database at expiry. What is
+      // served stays younger than the TTL, and a change still drops it at once.
+      if (hit.until - now < ttl / 4 && !flights.has(key)) start(key, kind, botId, compute);
+      return hit;
+    }
+    entries.delete(key);
+    return undefined;
+  }
+
   return {
     async get(kind, botId, compute) {
-      if (ttl <= 0) return (await compute()).value;
+      if (ttl <= 0) return (await compute(botId)).value;
       const key = `${kind}|${botId}`;
-      const now = Date.now();
-      const hit = entries.get(key);
-      if (hit) {
-        if (hit.until > now) {
-          // In the last quarter of its life an entry is refreshed in the background while it is
-          // still served: a bot read steadily never waits for the database at expiry. What is
-          // served stays younger than the TTL, and a change still drops it at once.
-          if (hit.until - now < ttl / 4 && !flights.has(key)) start(key, kind, compute);
-          return hit.value as never;
-        }
-        entries.delete(key);
-      }
-      const flight = flights.get(key) ?? start(key, kind, compute);
+      const hit = fresh(key, kind, botId, compute);
+      if (hit) return hit.value as never;
+      const flight = flights.get(key) ?? start(key, kind, botId, compute);
       return (await flight.promise).value as never;
+    },
+    peek(kind, botId, compute) {
+      if (ttl <= 0) return undefined;
+      return fresh(`${kind}|${botId}`, kind, botId, compute);
     },
     invalidate,
     async stop() {

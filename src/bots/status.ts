@@ -97,17 +97,23 @@ export function statusOf(row: {
   return row.active_rail_count > 0 ? 'active' : 'inactive';
 }
 
+/** The status answer read from the database, with the owner whose changes drop it (what the cache keeps). */
+export async function computeStatus(
+  ctx: AppContext,
+  botId: string,
+): Promise<{ value: StatusResponseT; ownerId: string | null }> {
+  const row = await loadState(ctx, botId);
+  return { value: presentStatus(row), ownerId: row.owner_id };
+}
+
 /** GET /api/v1/bot/status, from the state cache when one is given. */
 export async function botStatus(
   ctx: AppContext,
   botId: string,
   cache?: BotStateCache,
 ): Promise<StatusResponseT> {
-  const compute = async () => {
-    const row = await loadState(ctx, botId);
-    return { value: presentStatus(row), ownerId: row.owner_id };
-  };
-  return cache ? cache.get('status', botId, compute) : (await compute()).value;
+  if (!cache) return (await computeStatus(ctx, botId)).value;
+  return cache.get('status', botId, (id) => computeStatus(ctx, id));
 }
 
 function presentStatus(row: BotStateRow): StatusResponseT {
@@ -169,17 +175,23 @@ function presentStatus(row: BotStateRow): StatusResponseT {
   };
 }
 
+/** The wallet-check answer read from the database, with its owner (what the cache keeps). */
+export async function computeWallet(
+  ctx: AppContext,
+  botId: string,
+): Promise<{ value: WalletCheckResponseT; ownerId: string | null }> {
+  const row = await loadState(ctx, botId);
+  return { value: presentWallet(row), ownerId: row.owner_id };
+}
+
 /** GET /api/v1/bot/wallet/check, from the state cache when one is given. */
 export async function walletCheck(
   ctx: AppContext,
   botId: string,
   cache?: BotStateCache,
 ): Promise<WalletCheckResponseT> {
-  const compute = async () => {
-    const row = await loadState(ctx, botId);
-    return { value: presentWallet(row), ownerId: row.owner_id };
-  };
-  return cache ? cache.get('wallet', botId, compute) : (await compute()).value;
+  if (!cache) return (await computeWallet(ctx, botId)).value;
+  return cache.get('wallet', botId, (id) => computeWallet(ctx, id));
 }
 
 function presentWallet(row: BotStateRow): WalletCheckResponseT {

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { authenticationRequired, validationError } from '../platform/errors.ts';
 import { type App, OWNER_SECURITY } from '../platform/http.ts';
@@ -42,8 +43,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
   const authenticators: OwnerAuthenticator[] = [];
   app.decorate('ownerAuthenticators', authenticators);
 
-  app.addHook('onRequest', async (request) => {
-    if (!request.url.startsWith('/api/v1/owner/')) return;
+  const authenticateOwner = async (request: FastifyRequest): Promise<void> => {
     for (const authenticate of authenticators) {
       const owner = await authenticate(request);
       if (owner) {
@@ -54,6 +54,12 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
     const owner = await authenticateOwnerToken(ctx, request);
     if (!owner) throw authenticationRequired();
     request.owner = owner;
+  };
+  // Callback style: this hook runs on every request, and all but owner API calls leave at once
+  // (an async hook would cost every bot request a promise and a microtask turn).
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!request.url.startsWith('/api/v1/owner/')) return done();
+    authenticateOwner(request).then(() => done(), done);
   });
 
   const tags = ['owner'];

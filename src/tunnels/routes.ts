@@ -109,12 +109,15 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
   // trusted proxies appended, never one a client wrote into X-Forwarded-For itself.
   const setting = ctx.config.trustProxy;
   const trust = trustFunction(setting);
-  const clientInfo = (req: IncomingMessage): ClientInfo => {
-    const peerTrusted = setting !== false && trust(req.socket.remoteAddress ?? '', 0);
-    const forwardedHost = peerTrusted ? lastValue(req.headers['x-forwarded-host']) : undefined;
-    const forwardedProto = peerTrusted ? lastValue(req.headers['x-forwarded-proto']) : undefined;
+  const peerTrusted = (req: IncomingMessage): boolean =>
+    setting !== false && trust(req.socket.remoteAddress ?? '', 0);
+  /** The Host the client addressed: all that every request needs (address and scheme only a relayed one). */
+  const clientHost = (req: IncomingMessage): string =>
+    (peerTrusted(req) ? lastValue(req.headers['x-forwarded-host']) : undefined) ?? req.headers.host ?? '';
+  const clientInfo = (req: IncomingMessage, host: string): ClientInfo => {
+    const forwardedProto = peerTrusted(req) ? lastValue(req.headers['x-forwarded-proto']) : undefined;
     return {
-      host: forwardedHost ?? req.headers.host ?? '',
+      host,
       ip: proxyaddr(req, trust),
       protocol: forwardedProto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'),
     };
@@ -133,8 +136,8 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     const fastifyHandler = listeners[0] as (req: IncomingMessage, res: ServerResponse) => void;
     server.removeAllListeners('request');
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      const info = clientInfo(req);
-      const hostname = tunnelHostname(info.host);
+      const host = clientHost(req);
+      const hostname = tunnelHostname(host);
       if (!hostname) {
         if (cluster && req.url === INTERNAL_PATH) {
           cluster.handle(req, res).catch((error) => onRelayFailure(error, req, res));
@@ -143,15 +146,17 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         fastifyHandler.call(server, req, res);
         return;
       }
-      relayHttp(relay, cluster, hostname, req, res, info).catch((error) => onRelayFailure(error, req, res));
+      relayHttp(relay, cluster, hostname, req, res, clientInfo(req, host)).catch((error) =>
+        onRelayFailure(error, req, res),
+      );
     });
   }
 
   // The same for requests that do reach Fastify (inject() in tests, WebSocket upgrades): this is the
   // first onRequest hook of every module, so tunnel traffic never reaches API hooks or handlers.
   app.addHook('onRequest', (request, reply, done) => {
-    const info = clientInfo(request.raw);
-    const hostname = tunnelHostname(info.host);
+    const host = clientHost(request.raw);
+    const hostname = tunnelHostname(host);
     if (!hostname) {
       if (cluster && request.raw.url === INTERNAL_PATH) {
         reply.hijack();
@@ -171,8 +176,8 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       return;
     }
     reply.hijack();
-    relayHttp(relay, cluster, hostname, request.raw, reply.raw, info).catch((error) =>
-      onRelayFailure(error, request.raw, reply.raw),
+    relayHttp(relay, cluster, hostname, request.raw, reply.raw, clientInfo(request.raw, host)).catch(
+      (error) => onRelayFailure(error, request.raw, reply.raw),
     );
   });
 

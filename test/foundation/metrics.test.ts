@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Histogram, type Metric, Registry } from 'prom-client';
+import { HTTP_BUCKETS, HttpDurationHistogram } from '../../src/platform/metrics.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
 describe('/metrics', () => {
@@ -28,5 +30,46 @@ describe('/metrics', () => {
     expect(text).toMatch(/botpay_events_oldest_undelivered_age_seconds \d/);
     expect(text).toContain('botpay_checkout_decisions_total');
     expect(text).toContain('botpay_webhook_delivery_attempts_total');
+  });
+});
+
+describe('the request latency histogram', () => {
+  it("writes the same Prometheus text as prom-client's Histogram fed the same observations", async () => {
+    const name = 'botpay_http_request_duration_seconds';
+    const help = 'HTTP request latency by route pattern, method and status code';
+    const ours = new Registry();
+    const fast = new HttpDurationHistogram(name, help, HTTP_BUCKETS);
+    ours.registerMetric(fast as unknown as Metric);
+    const reference = new Registry();
+    const histogram = new Histogram({
+      name,
+      help,
+      labelNames: ['method', 'route', 'status'] as const,
+      buckets: HTTP_BUCKETS,
+      registers: [reference],
+    });
+    const routes = ['/api/v1/bot/status', '/api/v1/owner/bots/:bot_id', 'unmatched'];
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    // Values on the bucket bounds too (a bound counts in its own bucket: le is "≤").
+    const values = [...HTTP_BUCKETS, 0, 20, ...Array.from({ length: 500 }, () => next() ** 3 * 12)];
+    for (const [i, seconds] of values.entries()) {
+      const method = i % 3 === 0 ? 'POST' : 'GET';
+      const route = routes[i % routes.length] ?? 'unmatched';
+      const status = [200, 401, 404, 429][i % 4] ?? 200;
+      fast.observe(method, route, status, seconds);
+      histogram.observe({ method, route, status: String(status) }, seconds);
+    }
+    const text = await ours.metrics();
+    expect(text).toBe(await reference.metrics());
+    expect(text).toContain(
+      `${name}_bucket{le="0.001",method="POST",route="/api/v1/bot/status",status="200"}`,
+    );
+    ours.resetMetrics();
+    histogram.reset();
+    expect(await ours.metrics()).toBe(await reference.metrics());
   });
 });

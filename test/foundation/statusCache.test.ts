@@ -58,6 +58,36 @@ describe('bot status cache', () => {
     expect(wallet.json().balance_usd).toBe(2);
   });
 
+  it('a cached answer is sent as the same bytes and headers as the computed one, and a change replaces them', async () => {
+    const owner = await createOwner(a);
+    const bot = await activeBot(a, owner, { fundCents: 100 });
+    for (const url of ['/api/v1/bot/status', '/api/v1/bot/wallet/check']) {
+      // First: computed and serialised by Fastify; then from the entry, once serialised and once kept.
+      const [computed, first, kept] = [
+        await a.app.inject({ url, headers: bot.auth }),
+        await a.app.inject({ url, headers: bot.auth }),
+        await a.app.inject({ url, headers: bot.auth }),
+      ];
+      for (const res of [first, kept]) {
+        expect(res.statusCode).toBe(200);
+        expect(res.body).toBe(computed.body);
+        expect(res.headers['content-type']).toBe(computed.headers['content-type']);
+        expect(res.headers['content-length']).toBe(computed.headers['content-length']);
+      }
+      expect(computed.headers['content-type']).toBe('application/json; charset=utf-8');
+    }
+    await a.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/wallet/fund`,
+      headers: owner.auth,
+      payload: { amount_cents: 250 },
+    });
+    // The kept JSON went with the entry: the next answer shows the change.
+    expect(await balanceOn(a, bot.auth)).toBe(3.5);
+    const wallet = await a.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth });
+    expect(wallet.json().balance_usd).toBe(3.5);
+  });
+
   it("sees another instance's change long before the TTL (NOTIFY, not expiry)", async () => {
     const owner = await createOwner(a);
     const bot = await activeBot(a, owner, { fundCents: 100 });
@@ -335,6 +365,36 @@ describe('status cache entries', () => {
       // The refreshed entry lives from when its computation started.
       vi.setSystemTime(1_001_801);
       expect(await cache.get('status', 'bot_1', compute)).toBe(3);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('peek answers a fresh entry without a promise, refreshes it in its last quarter, and never serves it past the TTL', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(3_000_000);
+      const cache = await cacheWithTtl(1000);
+      let computed = 0;
+      const compute = async (botId: string) => ({ value: `${botId}:${++computed}`, ownerId: null });
+      expect(cache.peek('status', 'bot_1', compute)).toBeUndefined();
+      expect(computed).toBe(0);
+      expect(await cache.get('status', 'bot_1', compute)).toBe('bot_1:1');
+      const hit = cache.peek('status', 'bot_1', compute);
+      expect(hit?.value).toBe('bot_1:1');
+      // What a route keeps with the entry (its JSON text) is handed out again with it.
+      if (hit) hit.json = '"kept"';
+      expect(cache.peek('status', 'bot_1', compute)?.json).toBe('"kept"');
+      vi.setSystemTime(3_000_800);
+      expect(cache.peek('status', 'bot_1', compute)?.value).toBe('bot_1:1');
+      expect(computed).toBe(2);
+      await new Promise((r) => setTimeout(r, 0));
+      // The refreshed entry is a new one: the old JSON text is not sent with the new value.
+      expect(cache.peek('status', 'bot_1', compute)).toMatchObject({ value: 'bot_1:2', json: undefined });
+      vi.setSystemTime(3_001_801);
+      expect(cache.peek('status', 'bot_1', compute)).toBeUndefined();
+      cache.invalidate('bot:bot_1');
+      expect(cache.peek('status', 'bot_1', compute)).toBeUndefined();
     } finally {
       vi.useRealTimers();
     }
