@@ -1,9 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import { verify } from '@octokit/webhooks-methods';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { EVENTS_CHANNEL } from '../../src/events/outbox.ts';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { deliveryOf, emit, Receiver } from './helpers.ts';
+import { deliveryOf, emit, healthOf, Receiver } from './helpers.ts';
 
 describe('webhook delivery', () => {
   let svc: TestService;
@@ -231,6 +232,126 @@ describe('webhook delivery', () => {
       .map((r) => JSON.parse(r.body).id);
     expect(got.length).toBe(30);
     expect(new Set(got)).toEqual(ids);
+  });
+
+  it('recording a batch frees its slots and the same call claims the next rows, oldest first', async () => {
+    const { bot } = await botWithReceiver('/record-claim');
+    const events = [];
+    for (let i = 0; i < 4; i++) {
+      events.push(await emit(svc, bot.bot_id));
+      svc.clock.advance(1_000);
+    }
+    const [e0, e1, e2, e3] = events.map((e) => e.id);
+    const now = new Date(svc.clock.now());
+    const until = new Date(svc.clock.now() + 60_000);
+    // Other tests' bots are skipped (p_skip), so only this bot's rows are looked at.
+    const others = (
+      await svc.ctx.db.query<{ id: string }>('SELECT id FROM bots WHERE id <> $1', [bot.bot_id])
+    ).map((r) => r.id);
+    // One slot per bot: the claim takes the oldest only.
+    const first = await svc.ctx.db.query<{ id: string; event_id: string }>(
+      'SELECT * FROM webhook_claim($1, $2, $3, 1, 10, $4, 100)',
+      [now, until, 'tok-a', others],
+    );
+    expect(first.map((r) => r.event_id)).toEqual([e0]);
+    const recordAndClaim = (id: string, token: string, ok: boolean, room: number, claimToken: string) =>
+      svc.ctx.db.query<{ id: string; event_id: string }>(
+        `SELECT * FROM webhook_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 3, 6,
+                                                $14, $15, 1, $16, $17, 100)`,
+        [
+          [id],
+          [token],
+          [ok],
+          [ok ? 200 : 500],
+          ['ok'],
+          [ok ? null : 'HTTP 500'],
+          [5],
+          ['http://x/record-claim'],
+          now,
+          [60],
+          [bot.bot_id],
+          [ok],
+          [ok ? 0 : 1],
+          until,
+          claimToken,
+          room,
+          others,
+        ],
+      );
+    // A result under another token is not recorded, and the slot stays taken: nothing is claimed.
+    const id0 = first[0]?.id ?? '';
+    expect(await recordAndClaim(id0, 'not-the-token', true, 10, 'tok-x')).toEqual([]);
+    expect((await deliveryOf(svc, e0 ?? '')).status).toBe('pending');
+    // The real result frees the slot and the same call takes the next delivery of the bot.
+    const second = await recordAndClaim(id0, 'tok-a', true, 10, 'tok-b');
+    expect(second.map((r) => r.event_id)).toEqual([e1]);
+    const d0 = await deliveryOf(svc, e0 ?? '');
+    expect([d0.status, d0.attempts, d0.response_status]).toEqual(['delivered', 1, 200]);
+    const attempts = await svc.ctx.db.query<{ attempt: number; ok: boolean }>(
+      'SELECT attempt, ok FROM webhook_attempts WHERE delivery_id = $1',
+      [id0],
+    );
+    expect(attempts).toEqual([{ attempt: 1, ok: true }]);
+    // A failure is scheduled for its retry and, with no room, nothing is claimed (no lock taken).
+    const id1 = second[0]?.id ?? '';
+    expect(await recordAndClaim(id1, 'tok-b', false, 0, '')).toEqual([]);
+    const d1 = await deliveryOf(svc, e1 ?? '');
+    expect([d1.status, d1.attempts]).toEqual(['pending', 1]);
+    expect(d1.next_attempt_at.getTime()).toBe(now.getTime() + 60_000);
+    expect((await healthOf(svc, bot.bot_id)).webhook_fail_count).toBe(1);
+    // The slot is free again: the next claim takes e2 (e1 waits for its retry), then e3 after it.
+    const third = await svc.ctx.db.query<{ event_id: string }>(
+      'SELECT * FROM webhook_claim($1, $2, $3, 1, 10, $4, 100)',
+      [now, until, 'tok-c', others],
+    );
+    expect(third.map((r) => r.event_id)).toEqual([e2]);
+    expect(e3).toBeDefined();
+    // Leave the queue empty for the tests after this one.
+    await svc.ctx.db.query(
+      "UPDATE webhook_deliveries SET status = 'delivered', locked_until = NULL, lock_token = NULL WHERE bot_id = $1",
+      [bot.bot_id],
+    );
+  });
+
+  it('a running worker claims in the recording round trip: one bot at one slot, sent in order', async () => {
+    const { bot } = await botWithReceiver('/chained');
+    const ids: string[] = [];
+    const trips = async (kind: string) =>
+      (await svc.ctx.metrics.webhookRoundTrips.get()).values.find((v) => v.labels.kind === kind)?.value ?? 0;
+    const claims0 = await trips('claim');
+    const records0 = await trips('record');
+    const live = new DeliveryWorker(svc.ctx, { pollMs: 60_000, perBotInFlight: 1 });
+    try {
+      // Committed before the worker starts, and their NOTIFYs past (a late one would wake the worker
+      // for a claim of its own): its first claim finds a backlog of eight.
+      let notified = 0;
+      const unlisten = await svc.ctx.db.listen(EVENTS_CHANNEL, (botId) => {
+        if (botId === bot.bot_id) notified++;
+      });
+      for (let i = 0; i < 8; i++) {
+        ids.push((await emit(svc, bot.bot_id)).id);
+        svc.clock.advance(1); // distinct due times (equal ones are ordered by id)
+      }
+      for (let i = 0; i < 100 && notified < 8; i++) await new Promise((r) => setTimeout(r, 20));
+      await unlisten();
+      await live.start();
+      await receiver.waitFor(
+        (rs) =>
+          rs.filter((r) => r.url === '/chained' && r.headers['x-service-event'] === 'wallet.funded').length >=
+          8,
+        10_000,
+      );
+    } finally {
+      await live.stop();
+    }
+    const got = receiver.requests
+      .filter((r) => r.url === '/chained' && r.headers['x-service-event'] === 'wallet.funded')
+      .map((r) => JSON.parse(r.body).id);
+    expect(got).toEqual(ids); // one at a time, oldest first
+    // Each recorded attempt's call claimed the next one: without that, every delivery after the
+    // first would cost a claim round trip of its own.
+    expect((await trips('record')) - records0).toBeGreaterThanOrEqual(8);
+    expect((await trips('claim')) - claims0).toBeLessThanOrEqual(3);
   });
 
   it('wakes on commit (NOTIFY) without waiting for the poll', async () => {
