@@ -23,10 +23,11 @@ import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 // concurrently; their results are recorded in batches by one call (webhook_record_and_claim: the
 // deliveries, every attempt in webhook_attempts, events.delivered_at and the bots' health) that,
 // while more is due, also claims the next rows in the same round trip and transaction: a slot stays
-// taken until its attempt is recorded, and is taken again at once. One claim runs at a time (the
-// loop's or a recording call's), so each bot's sends start in the order they came due. The loop
-// claims on NOTIFY botpay_events (sent after commit by the events_wake trigger, 0001), when a
-// recording call could not claim, and on a safety poll for retries that come due.
+// taken until its attempt is recorded, and is taken again at once. One claim runs at a time (a
+// recording call waits for a claim of the loop under way), so each bot's sends start in the order
+// they came due. The loop claims on NOTIFY botpay_events (sent after commit by the events_wake
+// trigger, 0001), when a recording call could not claim and no send is left to be recorded, and on
+// a safety poll for retries that come due.
 //
 // At least once: the lease outlives any attempt (2 × timeout + 5 s), so a worker that dies after
 // sending but before recording leaves a lease that expires, and the delivery is sent again. A result
@@ -107,6 +108,8 @@ export class DeliveryWorker {
   private claiming = false;
   /** A claim was skipped because another was under way: claim again when it is done. */
   private claimSkipped = false;
+  /** Settles when the loop's claim under way has ended. */
+  private claimDone: Promise<void> | undefined;
   private stopped = true;
   private wakeRequested = false;
   private moreDue = false;
@@ -223,9 +226,12 @@ export class DeliveryWorker {
 
   private endClaim(): void {
     this.claiming = false;
+    // A skipped claim is made by the next recording call when a send is still in flight (its result
+    // will be recorded); with none in flight only the loop would claim, so wake it. Waking it in
+    // every case would make the loop's claims and the recording calls alternate again.
     if (this.claimSkipped) {
       this.claimSkipped = false;
-      this.wake();
+      if (this.inFlight === 0) this.wake();
     }
   }
 
@@ -245,6 +251,10 @@ export class DeliveryWorker {
     const now = this.ctx.clock.now();
     this.ctx.metrics.webhookRoundTrips.inc({ kind: 'claim' });
     let rows: ClaimedRow[] = [];
+    let done = () => {};
+    this.claimDone = new Promise<void>((resolve) => {
+      done = resolve;
+    });
     try {
       rows = await this.ctx.db.query<ClaimedRow>(CLAIM_SQL, [
         new Date(now),
@@ -257,6 +267,8 @@ export class DeliveryWorker {
       ]);
     } finally {
       this.claimed(args, rows);
+      this.claimDone = undefined;
+      done();
     }
     return rows.length;
   }
@@ -362,8 +374,9 @@ export class DeliveryWorker {
         try {
           const claimed = await this.record(batch);
           // Recorded attempts gave their leases back: bots held at their bound have room again. The
-          // recording call took them unless this instance had no free slot; then the loop claims.
-          if (!claimed && this.moreDue && !this.stopped) this.wake();
+          // recording call took them, unless another claim was under way or there was no free slot;
+          // then the next recording call claims, or the loop when no send is left to be recorded.
+          if (!claimed && this.moreDue && !this.stopped && this.inFlight === 0) this.wake();
         } catch (error) {
           // Keep them: a later flush retries. If the lease expires first, another worker resends
           // (at least once) and this late result is then ignored by the token check.
@@ -398,6 +411,9 @@ export class DeliveryWorker {
     // Health counts every attempt that really reached out, including a late one whose lease was
     // taken over (its delivery row is left to the new holder).
     const changes = summarise(batch.map((f) => ({ botId: f.botId, ok: f.result.ok })));
+    // A claim of the loop under way: wait for it, so that this call can claim (the slots it frees
+    // are handed on in the same round trip) instead of leaving them to another claim.
+    if (this.claimDone) await this.claimDone;
     const claim = this.moreDue && !this.stopped ? this.reserveClaim() : null;
     this.ctx.metrics.webhookRoundTrips.inc({ kind: 'record' });
     let rows: ClaimedRow[];
