@@ -43,7 +43,11 @@ export function summarise(outcomes: ReadonlyArray<{ botId: string; ok: boolean }
   return [...byBot.values()];
 }
 
-/** Pure version of the SQL below (documentation and unit tests). */
+/**
+ * The rule the recording call applies in SQL (health_next / health_set in
+ * src/migrations/functions/webhook_record_and_claim.sql, given DEGRADED_AFTER and UNREACHABLE_AFTER),
+ * in TypeScript for documentation and unit tests.
+ */
 export function nextHealth(
   current: WebhookHealth,
   failCount: number,
@@ -55,31 +59,4 @@ export function nextHealth(
   else if (count >= DEGRADED_AFTER && (change.reset || current !== 'pending')) status = 'degraded';
   else if (change.reset) status = 'active';
   return { status, failCount: count };
-}
-
-/**
- * Common table expressions that apply health changes for several bots (part of the statement that
- * records a batch of attempts, so both commit together). Rows that would not change (a success for
- * an already healthy bot: the common case) are not written. The three parameters are the bot ids,
- * the reset flags and the failure counts.
- */
-export function applyHealthCtes(ids: string, resets: string, failures: string): string {
-  return `health_in AS (
-  SELECT * FROM unnest(${ids}::text[], ${resets}::boolean[], ${failures}::int[]) AS h(bot_id, reset, failures)
-), health_next AS (
-  SELECT b.id, b.webhook_status AS current, h.reset,
-         CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END AS count
-    FROM bots b JOIN health_in h ON h.bot_id = b.id
-), health_set AS (
-  UPDATE bots b
-     SET webhook_fail_count = n.count,
-         webhook_status = CASE
-           WHEN n.count >= ${UNREACHABLE_AFTER} THEN 'unreachable'
-           WHEN n.count >= ${DEGRADED_AFTER} AND (n.reset OR n.current <> 'pending') THEN 'degraded'
-           WHEN n.reset THEN 'active'
-           ELSE n.current END
-    FROM health_next n
-   WHERE b.id = n.id
-     AND NOT (n.reset AND n.count = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
-)`;
 }

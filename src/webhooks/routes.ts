@@ -1,4 +1,6 @@
 import { Type } from '@sinclair/typebox';
+import { botOf } from '../bots/auth.ts';
+import { ownerOf } from '../owners/auth.ts';
 import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
@@ -99,7 +101,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => listMessages(ctx, request.bot!.id, limitOf(request.query.limit)),
+    async (request) => listMessages(ctx, botOf(request).id, limitOf(request.query.limit)),
   );
 
   app.post(
@@ -120,7 +122,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => ackMessages(ctx, request.bot!.id, request.body.event_ids),
+    async (request) => ackMessages(ctx, botOf(request).id, request.body.event_ids),
   );
 
   app.get(
@@ -146,7 +148,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
       },
     },
     async (request) =>
-      listDeliveries(ctx, request.owner!.id, request.params.bot_id, {
+      listDeliveries(ctx, ownerOf(request).id, request.params.bot_id, {
         limit: limitOf(request.query.limit),
         ...(request.query.status ? { status: request.query.status } : {}),
         ...(request.query.before ? { before: request.query.before } : {}),
@@ -170,7 +172,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => getDelivery(ctx, request.owner!.id, request.params.delivery_id),
+    async (request) => getDelivery(ctx, ownerOf(request).id, request.params.delivery_id),
   );
 
   app.post(
@@ -189,6 +191,6 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => retryDelivery(ctx, request.owner!.id, request.params.delivery_id),
+    async (request) => retryDelivery(ctx, ownerOf(request).id, request.params.delivery_id),
   );
 }

@@ -229,7 +229,9 @@ export async function retryDelivery(ctx: AppContext, ownerId: string, deliveryId
     });
     // Wakes the delivery workers of every instance, after commit (botpay_notify, migration 0001).
     await tx.query('SELECT botpay_notify($1, $2)', [EVENTS_CHANNEL, current.bot_id]);
-    return updated!;
+    // The row is locked above, so the update finds it; anything else is a bug, not a client error.
+    if (!updated) throw new Error(`delivery ${deliveryId} vanished while locked for a retry`);
+    return updated;
   });
   return { delivery: present(row) };
 }

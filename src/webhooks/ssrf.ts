@@ -85,10 +85,17 @@ export function ipv6Groups(ip: string): number[] {
   return [...head, ...Array<number>(Math.max(0, 8 - head.length - rest.length)).fill(0), ...rest];
 }
 
+type EightGroups = [number, number, number, number, number, number, number, number];
+
+/** The eight 16-bit groups of a parsed IPv6 address, or null for any other count. */
+function eightGroups(groups: number[]): EightGroups | null {
+  return groups.length === 8 ? (groups as EightGroups) : null;
+}
+
 function ipv6Reason(ip: string): string | null {
-  const g = ipv6Groups(ip);
-  if (g.length !== 8) return 'unparseable';
-  const embeddedV4 = () => `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  const g = eightGroups(ipv6Groups(ip));
+  if (!g) return 'unparseable';
+  const embeddedV4 = () => `${g[6] >> 8}.${g[6] & 255}.${g[7] >> 8}.${g[7] & 255}`;
   const firstFiveZero = g.slice(0, 5).every((x) => x === 0);
   if (g.every((x) => x === 0)) return 'unspecified';
   if (g.slice(0, 7).every((x) => x === 0) && g[7] === 1) return 'loopback';
@@ -110,15 +117,15 @@ function ipv6Reason(ip: string): string | null {
   const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
   // 6to4 (2002:AABB:CCDD::/48) routes to the IPv4 address in its second and third groups.
   if (g[0] === 0x2002) {
-    const reason = ipv4Reason(v4(g[1]!, g[2]!));
+    const reason = ipv4Reason(v4(g[1], g[2]));
     return reason ? `6to4 ${reason}` : null;
   }
   // Teredo (2001:0::/32): the server's IPv4 in groups 2–3, the client's inverted in groups 6–7.
   if (g[0] === 0x2001 && g[1] === 0) {
-    const reason = ipv4Reason(v4(g[2]!, g[3]!)) ?? ipv4Reason(v4(g[6]! ^ 0xffff, g[7]! ^ 0xffff));
+    const reason = ipv4Reason(v4(g[2], g[3])) ?? ipv4Reason(v4(g[6] ^ 0xffff, g[7] ^ 0xffff));
     return reason ? `Teredo ${reason}` : null;
   }
-  const first = g[0]!;
+  const first = g[0];
   if ((first & 0xfe00) === 0xfc00) return 'unique-local';
   if ((first & 0xffc0) === 0xfe80) return 'link-local';
   if ((first & 0xffc0) === 0xfec0) return 'site-local';

@@ -2,7 +2,7 @@ import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
 import { EVENTS_CHANNEL } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomBase32 } from '../platform/ids.ts';
-import { applyHealthCtes, summarise } from './health.ts';
+import { DEGRADED_AFTER, summarise, UNREACHABLE_AFTER } from './health.ts';
 import {
   type AttemptResult,
   createWebhookSender,
@@ -19,11 +19,15 @@ import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 // instances (a bot's in-flight count is its rows under a live lease, read inside the claim, and
 // claims are serialised by a transaction-scoped advisory lock so that two instances cannot both
 // take the last slot), and MAX_IN_FLIGHT in all per instance. A claim is one round trip (the SQL
-// function webhook_claim, src/migrations/functions/) and returns its rows oldest first. Sends run concurrently; their
-// results are recorded in batches (one statement per batch: the deliveries, every attempt in
-// webhook_attempts, events.delivered_at and the bots' health). It wakes on NOTIFY botpay_events
-// (sent after commit by the events_wake trigger, 0001), when a send finishes, when a batch is
-// recorded (leases given back), and on a safety poll for retries that come due.
+// function webhook_claim, src/migrations/functions/) and returns its rows oldest first. Sends run
+// concurrently; their results are recorded in batches by one call (webhook_record_and_claim: the
+// deliveries, every attempt in webhook_attempts, events.delivered_at and the bots' health) that,
+// while more is due, also claims the next rows in the same round trip and transaction: a slot stays
+// taken until its attempt is recorded, and is taken again at once. One claim runs at a time (a
+// recording call waits for a claim of the loop under way), so each bot's sends start in the order
+// they came due. The loop claims on NOTIFY botpay_events (sent after commit by the events_wake
+// trigger, 0001), when a recording call could not claim and no send is left to be recorded, and on
+// a safety poll for retries that come due.
 //
 // At least once: the lease outlives any attempt (2 × timeout + 5 s), so a worker that dies after
 // sending but before recording leaves a lease that expires, and the delivery is sent again. A result
@@ -59,47 +63,19 @@ interface ClaimedRow {
 // claims across instances and the claim itself, in one round trip.
 const CLAIM_SQL = 'SELECT * FROM webhook_claim($1, $2, $3, $4, $5, $6, $7)';
 
-// One statement (atomic on its own, one round trip) records a batch: the deliveries, each attempt
-// in webhook_attempts, the events' delivered_at and the bots' health. $10: retry delays in seconds. After the n-th failed attempt (d.attempts = n - 1 before it) the next
-// one is due delays[n] later; past the end of the list the delivery is failed.
-const RECORD_SQL = `
-WITH v AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::int[], $5::text[], $6::text[], $7::int[], $8::text[])
-         WITH ORDINALITY AS v(id, token, ok, response_status, excerpt, error, duration_ms, via, ord)
-), upd AS (
-  UPDATE webhook_deliveries d
-     SET attempts = d.attempts + 1,
-         last_attempt_at = $9,
-         response_status = v.response_status,
-         response_excerpt = v.excerpt,
-         error = v.error,
-         duration_ms = v.duration_ms,
-         target = v.via,
-         locked_until = NULL,
-         lock_token = NULL,
-         delivered_at = CASE WHEN v.ok THEN $9 ELSE d.delivered_at END,
-         status = CASE
-           WHEN v.ok THEN 'delivered'
-           WHEN d.status <> 'pending' THEN d.status
-           WHEN ($10::int[])[d.attempts + 1] IS NULL THEN 'failed'
-           ELSE 'pending' END,
-         next_attempt_at = CASE
-           WHEN v.ok OR ($10::int[])[d.attempts + 1] IS NULL THEN d.next_attempt_at
-           ELSE $9 + make_interval(secs => ($10::int[])[d.attempts + 1]) END
-    FROM v
-   WHERE d.id = v.id AND d.lock_token = v.token
-  RETURNING d.id, d.attempts, d.event_id, d.bot_id, v.ok, v.ord, v.response_status, v.excerpt, v.error,
-            v.duration_ms, v.via
-), att AS (
-  INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, ok, response_status, response_excerpt,
-                                error, duration_ms, target)
-  SELECT upd.id, upd.attempts, $9, upd.ok, upd.response_status, upd.excerpt, upd.error, upd.duration_ms, upd.via
-    FROM upd
-), ev AS (
-  UPDATE events e SET delivered_at = $9
-    FROM upd WHERE e.id = upd.event_id AND upd.ok AND e.delivered_at IS NULL
-), ${applyHealthCtes('$11', '$12', '$13')}
-SELECT count(*)::int AS recorded FROM upd`;
+// Recording is the SQL function webhook_record_and_claim (src/migrations/functions/): one statement
+// writes the batch (the deliveries, every attempt in webhook_attempts, the events' delivered_at and
+// the bots' health) and, while more is due, the same call claims the next rows through webhook_claim,
+// so the slots the batch gives back are taken again in that round trip and transaction.
+const RECORD_SQL = `SELECT * FROM webhook_record_and_claim(
+  $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`;
+
+interface ClaimArgs {
+  token: string;
+  room: number;
+  saturated: string[];
+  candidates: number;
+}
 
 interface Finished {
   id: string;
@@ -128,10 +104,15 @@ export class DeliveryWorker {
   private finished: Finished[] = [];
   private flushing: Promise<void> | undefined;
   private inFlight = 0;
+  /** A claim is under way (the loop's or a recording call's): one at a time (see reserveClaim). */
+  private claiming = false;
+  /** A claim was skipped because another was under way: claim again when it is done. */
+  private claimSkipped = false;
+  /** Settles when the loop's claim under way has ended. */
+  private claimDone: Promise<void> | undefined;
   private stopped = true;
   private wakeRequested = false;
   private moreDue = false;
-  private lastRound = 0;
   private wakeUp: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
   private unlisten: (() => Promise<void>) | undefined;
@@ -218,30 +199,77 @@ export class DeliveryWorker {
     });
   }
 
-  private async claimAndDispatch(): Promise<number> {
+  /**
+   * The arguments of a claim (webhook_claim's parameters after p_now), or null when this instance
+   * has no free slot or another claim is under way. One claim at a time: the rows of one claim are
+   * sent before those of the next, so each bot's sends start in the order they came due, and two
+   * claims never take more than MAX_IN_FLIGHT together. `endClaim` ends it.
+   */
+  private reserveClaim(): ClaimArgs | null {
+    if (this.claiming) {
+      this.claimSkipped = true;
+      return null;
+    }
     const room = this.maxInFlight - this.inFlight;
-    if (room <= 0) return 0;
-    const now = this.ctx.clock.now();
-    const token = randomBase32(16);
+    if (room <= 0) return null;
+    this.claiming = true;
     // Bots this instance alone already fills need no look (an optimisation; the bound is the SQL's).
     const saturated: string[] = [];
     for (const [botId, n] of this.inFlightByBot) if (n >= this.perBot) saturated.push(botId);
-    this.ctx.metrics.webhookRoundTrips.inc({ kind: 'claim' });
-    const rows = await this.ctx.db.query<ClaimedRow>(CLAIM_SQL, [
-      new Date(now),
-      new Date(now + this.leaseMs),
-      token,
-      this.perBot,
+    return {
+      token: randomBase32(16),
       room,
       saturated,
-      Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
-    ]);
-    for (const row of rows) this.dispatch(row, token);
-    // Found work (or had to skip busy bots)? Then more may be due: finishing sends start the next
-    // round, once half of this round is done so that rounds stay large. A round that finds nothing
-    // leaves it to NOTIFY (new events, manual retries) and the poll (retries coming due).
-    this.moreDue = rows.length > 0 || saturated.length > 0;
-    this.lastRound = rows.length;
+      candidates: Math.max(MIN_CANDIDATES, room * CANDIDATES_PER_SLOT),
+    };
+  }
+
+  private endClaim(): void {
+    this.claiming = false;
+    // A skipped claim is made by the next recording call when a send is still in flight (its result
+    // will be recorded); with none in flight only the loop would claim, so wake it. Waking it in
+    // every case would make the loop's claims and the recording calls alternate again.
+    if (this.claimSkipped) {
+      this.claimSkipped = false;
+      if (this.inFlight === 0) this.wake();
+    }
+  }
+
+  /** Sends what a claim returned (oldest first) and ends the claim. */
+  private claimed(args: ClaimArgs, rows: ClaimedRow[]): void {
+    for (const row of rows) this.dispatch(row, args.token);
+    this.endClaim();
+    // Found work (or had to skip busy bots)? Then more may be due: each batch of finished sends is
+    // recorded by a call that claims the next rows too. A round that finds nothing leaves it to
+    // NOTIFY (new events, manual retries) and the poll (retries coming due).
+    this.moreDue = rows.length > 0 || args.saturated.length > 0;
+  }
+
+  private async claimAndDispatch(): Promise<number> {
+    const args = this.reserveClaim();
+    if (!args) return 0;
+    const now = this.ctx.clock.now();
+    this.ctx.metrics.webhookRoundTrips.inc({ kind: 'claim' });
+    let rows: ClaimedRow[] = [];
+    let done = () => {};
+    this.claimDone = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    try {
+      rows = await this.ctx.db.query<ClaimedRow>(CLAIM_SQL, [
+        new Date(now),
+        new Date(now + this.leaseMs),
+        args.token,
+        this.perBot,
+        args.room,
+        args.saturated,
+        args.candidates,
+      ]);
+    } finally {
+      this.claimed(args, rows);
+      this.claimDone = undefined;
+      done();
+    }
     return rows.length;
   }
 
@@ -264,10 +292,8 @@ export class DeliveryWorker {
         if (n <= 0) this.inFlightByBot.delete(row.bot_id);
         else this.inFlightByBot.set(row.bot_id, n);
         this.sends.delete(send);
-        if (!this.stopped) {
-          void this.flush();
-          if (this.moreDue && this.inFlight <= this.lastRound / 2) this.wake();
-        }
+        // The flush's recording call also claims the next rows (slots given back are taken again).
+        if (!this.stopped) void this.flush();
       });
     this.sends.add(send);
   }
@@ -346,9 +372,11 @@ export class DeliveryWorker {
         const batch = this.finished;
         this.finished = [];
         try {
-          await this.record(batch);
-          // Recorded attempts gave their leases back: bots held at their bound have room again.
-          if (this.moreDue && !this.stopped) this.wake();
+          const claimed = await this.record(batch);
+          // Recorded attempts gave their leases back: bots held at their bound have room again. The
+          // recording call took them, unless another claim was under way or there was no free slot;
+          // then the next recording call claims, or the loop when no send is left to be recorded.
+          if (!claimed && this.moreDue && !this.stopped && this.inFlight === 0) this.wake();
         } catch (error) {
           // Keep them: a later flush retries. If the lease expires first, another worker resends
           // (at least once) and this late result is then ignored by the token check.
@@ -374,27 +402,50 @@ export class DeliveryWorker {
     for (let i = 0; i < 100 && (this.flushing || this.finished.length > 0); i++) await this.flush();
   }
 
-  private async record(batch: Finished[]): Promise<void> {
-    const now = new Date(this.ctx.clock.now());
+  /**
+   * Records a batch in one round trip; while more is due (and the worker runs), the same call claims
+   * the next rows and sends them. Returns whether it claimed.
+   */
+  private async record(batch: Finished[]): Promise<boolean> {
+    const now = this.ctx.clock.now();
     // Health counts every attempt that really reached out, including a late one whose lease was
     // taken over (its delivery row is left to the new holder).
     const changes = summarise(batch.map((f) => ({ botId: f.botId, ok: f.result.ok })));
+    // A claim of the loop under way: wait for it, so that this call can claim (the slots it frees
+    // are handed on in the same round trip) instead of leaving them to another claim.
+    if (this.claimDone) await this.claimDone;
+    const claim = this.moreDue && !this.stopped ? this.reserveClaim() : null;
     this.ctx.metrics.webhookRoundTrips.inc({ kind: 'record' });
-    await this.ctx.db.query(RECORD_SQL, [
-      batch.map((f) => f.id),
-      batch.map((f) => f.token),
-      batch.map((f) => f.result.ok),
-      batch.map((f) => f.result.status),
-      batch.map((f) => f.result.excerpt),
-      batch.map((f) => f.result.error),
-      batch.map((f) => f.result.durationMs),
-      batch.map((f) => f.result.via),
-      now,
-      this.ctx.config.webhookRetryDelaysSeconds,
-      changes.map((c) => c.botId),
-      changes.map((c) => c.reset),
-      changes.map((c) => c.failures),
-    ]);
+    let rows: ClaimedRow[];
+    try {
+      rows = await this.ctx.db.query<ClaimedRow>(RECORD_SQL, [
+        batch.map((f) => f.id),
+        batch.map((f) => f.token),
+        batch.map((f) => f.result.ok),
+        batch.map((f) => f.result.status),
+        batch.map((f) => f.result.excerpt),
+        batch.map((f) => f.result.error),
+        batch.map((f) => f.result.durationMs),
+        batch.map((f) => f.result.via),
+        new Date(now),
+        this.ctx.config.webhookRetryDelaysSeconds,
+        changes.map((c) => c.botId),
+        changes.map((c) => c.reset),
+        changes.map((c) => c.failures),
+        DEGRADED_AFTER,
+        UNREACHABLE_AFTER,
+        new Date(now + this.leaseMs),
+        claim?.token ?? '',
+        this.perBot,
+        claim?.room ?? 0,
+        claim?.saturated ?? [],
+        claim?.candidates ?? 0,
+      ]);
+    } catch (error) {
+      if (claim) this.endClaim();
+      throw error;
+    }
+    if (claim) this.claimed(claim, rows);
     for (const f of batch) {
       if (!f.result.ok) {
         this.ctx.logger.info(
@@ -403,5 +454,6 @@ export class DeliveryWorker {
         );
       }
     }
+    return claim !== null;
   }
 }

@@ -3,7 +3,7 @@ import { verify } from '@octokit/webhooks-methods';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { deliveryOf, emit, Receiver } from './helpers.ts';
+import { deliveryOf, emit, healthOf, Receiver } from './helpers.ts';
 
 describe('webhook delivery', () => {
   let svc: TestService;
@@ -231,6 +231,133 @@ describe('webhook delivery', () => {
       .map((r) => JSON.parse(r.body).id);
     expect(got.length).toBe(30);
     expect(new Set(got)).toEqual(ids);
+  });
+
+  it('recording a batch frees its slots and the same call claims the next rows, oldest first', async () => {
+    const { bot } = await botWithReceiver('/record-claim');
+    const events = [];
+    for (let i = 0; i < 4; i++) {
+      events.push(await emit(svc, bot.bot_id));
+      svc.clock.advance(1_000);
+    }
+    const [e0, e1, e2, e3] = events.map((e) => e.id);
+    const now = new Date(svc.clock.now());
+    const until = new Date(svc.clock.now() + 60_000);
+    // Other tests' bots are skipped (p_skip), so only this bot's rows are looked at.
+    const others = (
+      await svc.ctx.db.query<{ id: string }>('SELECT id FROM bots WHERE id <> $1', [bot.bot_id])
+    ).map((r) => r.id);
+    // One slot per bot: the claim takes the oldest only.
+    const first = await svc.ctx.db.query<{ id: string; event_id: string }>(
+      'SELECT * FROM webhook_claim($1, $2, $3, 1, 10, $4, 100)',
+      [now, until, 'tok-a', others],
+    );
+    expect(first.map((r) => r.event_id)).toEqual([e0]);
+    const recordAndClaim = (id: string, token: string, ok: boolean, room: number, claimToken: string) =>
+      svc.ctx.db.query<{ id: string; event_id: string }>(
+        `SELECT * FROM webhook_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 3, 6,
+                                                $14, $15, 1, $16, $17, 100)`,
+        [
+          [id],
+          [token],
+          [ok],
+          [ok ? 200 : 500],
+          ['ok'],
+          [ok ? null : 'HTTP 500'],
+          [5],
+          ['http://x/record-claim'],
+          now,
+          [60],
+          [bot.bot_id],
+          [ok],
+          [ok ? 0 : 1],
+          until,
+          claimToken,
+          room,
+          others,
+        ],
+      );
+    // A result under another token is not recorded, and the slot stays taken: nothing is claimed.
+    const id0 = first[0]?.id ?? '';
+    expect(await recordAndClaim(id0, 'not-the-token', true, 10, 'tok-x')).toEqual([]);
+    expect((await deliveryOf(svc, e0 ?? '')).status).toBe('pending');
+    // The real result frees the slot and the same call takes the next delivery of the bot.
+    const second = await recordAndClaim(id0, 'tok-a', true, 10, 'tok-b');
+    expect(second.map((r) => r.event_id)).toEqual([e1]);
+    const d0 = await deliveryOf(svc, e0 ?? '');
+    expect([d0.status, d0.attempts, d0.response_status]).toEqual(['delivered', 1, 200]);
+    const attempts = await svc.ctx.db.query<{ attempt: number; ok: boolean }>(
+      'SELECT attempt, ok FROM webhook_attempts WHERE delivery_id = $1',
+      [id0],
+    );
+    expect(attempts).toEqual([{ attempt: 1, ok: true }]);
+    // A failure is scheduled for its retry and, with no room, nothing is claimed (no lock taken).
+    const id1 = second[0]?.id ?? '';
+    expect(await recordAndClaim(id1, 'tok-b', false, 0, '')).toEqual([]);
+    const d1 = await deliveryOf(svc, e1 ?? '');
+    expect([d1.status, d1.attempts]).toEqual(['pending', 1]);
+    expect(d1.next_attempt_at.getTime()).toBe(now.getTime() + 60_000);
+    expect((await healthOf(svc, bot.bot_id)).webhook_fail_count).toBe(1);
+    // The slot is free again: the next claim takes e2 (e1 waits for its retry), then e3 after it.
+    const third = await svc.ctx.db.query<{ event_id: string }>(
+      'SELECT * FROM webhook_claim($1, $2, $3, 1, 10, $4, 100)',
+      [now, until, 'tok-c', others],
+    );
+    expect(third.map((r) => r.event_id)).toEqual([e2]);
+    expect(e3).toBeDefined();
+    // Leave the queue empty for the tests after this one.
+    await svc.ctx.db.query(
+      "UPDATE webhook_deliveries SET status = 'delivered', locked_until = NULL, lock_token = NULL WHERE bot_id = $1",
+      [bot.bot_id],
+    );
+  });
+
+  it('a running worker claims in the recording round trip: one bot at one slot, sent in order', async () => {
+    const { bot } = await botWithReceiver('/chained');
+    const ids: string[] = [];
+    // The worker's database, counting the rows that claims of their own (not recording calls) took.
+    let claimedAlone = 0;
+    let recordingCalls = 0;
+    const db = new Proxy(svc.ctx.db, {
+      get(target, prop) {
+        if (prop === 'query') {
+          return async (sql: string, params?: readonly unknown[]) => {
+            const rows = await target.query(sql, params);
+            if (sql.includes('webhook_record_and_claim(')) recordingCalls++;
+            else if (sql.includes('webhook_claim(')) claimedAlone += rows.length;
+            return rows;
+          };
+        }
+        const value = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const live = new DeliveryWorker({ ...svc.ctx, db }, { pollMs: 60_000, perBotInFlight: 1 });
+    try {
+      // Committed before the worker starts: its first claim finds a backlog of eight. (A NOTIFY that
+      // arrives later wakes a claim that finds the bot's one slot taken.)
+      for (let i = 0; i < 8; i++) {
+        ids.push((await emit(svc, bot.bot_id)).id);
+        svc.clock.advance(1); // distinct due times (equal ones are ordered by id)
+      }
+      await live.start();
+      await receiver.waitFor(
+        (rs) =>
+          rs.filter((r) => r.url === '/chained' && r.headers['x-service-event'] === 'wallet.funded').length >=
+          8,
+        10_000,
+      );
+    } finally {
+      await live.stop();
+    }
+    const got = receiver.requests
+      .filter((r) => r.url === '/chained' && r.headers['x-service-event'] === 'wallet.funded')
+      .map((r) => JSON.parse(r.body).id);
+    expect(got).toEqual(ids); // one at a time, oldest first
+    // The first delivery came from a claim of its own; each later one was claimed by the call that
+    // recorded the one before (without that, each would cost a claim round trip of its own).
+    expect(claimedAlone).toBe(1);
+    expect(recordingCalls).toBeGreaterThanOrEqual(8);
   });
 
   it('wakes on commit (NOTIFY) without waiting for the poll', async () => {

@@ -1,0 +1,91 @@
+-- The delivery worker records a batch of finished attempts and claims the next batch in one round
+-- trip and one transaction (src/webhooks/worker.ts). A lease is what counts against a bot's bound
+-- across instances (webhook_claim), so a slot stays taken until its attempt is recorded; claiming
+-- in the recording call hands it on at once instead of after a second round trip.
+--
+-- Recording (one statement, no lock beyond the rows it writes): the deliveries (only those whose
+-- lease is still this worker's: lock_token), one webhook_attempts row per attempt, the events'
+-- delivered_at and the bots' health. After the n-th failed attempt (attempts = n - 1 before it)
+-- the next one is due p_delays[n] seconds later; past the end of the list the delivery is failed.
+-- Health: webhook_fail_count counts consecutive failed attempts (src/webhooks/health.ts, nextHealth
+-- is the same rule in TypeScript); a success for an already healthy bot writes nothing.
+--
+-- Claiming: webhook_claim with the same arguments as when called on its own; p_room = 0 skips it
+-- (no advisory lock is taken then). The claim's statements see the rows recorded just before (same
+-- transaction), so the slots this call frees are available to it.
+CREATE OR REPLACE FUNCTION webhook_record_and_claim(
+  p_ids text[], p_tokens text[], p_ok boolean[], p_status integer[], p_excerpt text[], p_error text[],
+  p_duration integer[], p_via text[], p_now timestamptz, p_delays integer[],
+  p_health_bots text[], p_health_reset boolean[], p_health_failures integer[],
+  p_degraded_after integer, p_unreachable_after integer,
+  p_until timestamptz, p_token text, p_per_bot integer, p_room integer, p_skip text[], p_candidates integer)
+RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts integer, body text,
+               callback_url text, tunnel_hostname text, webhook_path text, hooks_token_enc text,
+               webhook_secret_enc text, webhook_secret_prev_enc text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_recorded integer;
+BEGIN
+  IF cardinality(p_ids) > 0 THEN
+    WITH v AS (
+      SELECT * FROM unnest(p_ids, p_tokens, p_ok, p_status, p_excerpt, p_error, p_duration, p_via)
+             AS v(id, token, ok, response_status, excerpt, error, duration_ms, via)
+    ), upd AS (
+      UPDATE webhook_deliveries d
+         SET attempts = d.attempts + 1,
+             last_attempt_at = p_now,
+             response_status = v.response_status,
+             response_excerpt = v.excerpt,
+             error = v.error,
+             duration_ms = v.duration_ms,
+             target = v.via,
+             locked_until = NULL,
+             lock_token = NULL,
+             delivered_at = CASE WHEN v.ok THEN p_now ELSE d.delivered_at END,
+             status = CASE
+               WHEN v.ok THEN 'delivered'
+               WHEN d.status <> 'pending' THEN d.status
+               WHEN p_delays[d.attempts + 1] IS NULL THEN 'failed'
+               ELSE 'pending' END,
+             next_attempt_at = CASE
+               WHEN v.ok OR p_delays[d.attempts + 1] IS NULL THEN d.next_attempt_at
+               ELSE p_now + make_interval(secs => p_delays[d.attempts + 1]) END
+        FROM v
+       WHERE d.id = v.id AND d.lock_token = v.token
+      RETURNING d.id, d.attempts, d.event_id, v.ok, v.response_status, v.excerpt, v.error, v.duration_ms, v.via
+    ), att AS (
+      INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, ok, response_status, response_excerpt,
+                                    error, duration_ms, target)
+      SELECT upd.id, upd.attempts, p_now, upd.ok, upd.response_status, upd.excerpt, upd.error, upd.duration_ms,
+             upd.via
+        FROM upd
+    ), ev AS (
+      UPDATE events e SET delivered_at = p_now
+        FROM upd WHERE e.id = upd.event_id AND upd.ok AND e.delivered_at IS NULL
+    ), health_next AS (
+      -- Every attempt that really reached out counts, including a late one whose lease was taken
+      -- over (its delivery row is left to the new holder), so this reads the inputs, not upd.
+      SELECT b.id, b.webhook_status AS current, h.reset,
+             CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END AS count
+        FROM bots b
+        JOIN unnest(p_health_bots, p_health_reset, p_health_failures) AS h(bot_id, reset, failures)
+          ON h.bot_id = b.id
+    ), health_set AS (
+      UPDATE bots b
+         SET webhook_fail_count = n.count,
+             webhook_status = CASE
+               WHEN n.count >= p_unreachable_after THEN 'unreachable'
+               WHEN n.count >= p_degraded_after AND (n.reset OR n.current <> 'pending') THEN 'degraded'
+               WHEN n.reset THEN 'active'
+               ELSE n.current END
+        FROM health_next n
+       WHERE b.id = n.id
+         AND NOT (n.reset AND n.count = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
+    )
+    SELECT count(*)::int INTO v_recorded FROM upd;
+  END IF;
+  IF p_room > 0 THEN
+    RETURN QUERY SELECT * FROM webhook_claim(p_now, p_until, p_token, p_per_bot, p_room, p_skip, p_candidates);
+  END IF;
+END $$;
