@@ -1,4 +1,3 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { auditRecordNames, listAudit } from '../owners/audit.ts';
 import { getBot, listBots } from '../owners/bots.ts';
@@ -7,10 +6,10 @@ import { getMasterGuardrails } from '../owners/guardrails.ts';
 import { rotateApiKey, rotateWebhookSecret } from '../owners/keys.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { BotParams, CsrfForm as Form, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { BotParams, BotQuery, CsrfForm as Form, FundBody, RailBody, RailParams } from './schemas.ts';
 import { auditReferences } from './views/activity.ts';
 import { botsOverviewView, botView, MOVEMENTS_PAGE, shownOnce } from './views/bots.ts';
 import { flash } from './views/layout.ts';
@@ -23,7 +22,6 @@ import { partnerWalletData, postPartnerRail, registerX402Pages } from './x402Pag
 // (src/dashboard/flash.ts) that the page after the redirect consumes: reloading it rotates nothing
 // and shows the value no more.
 
-type BotParamsT = Static<typeof BotParams>;
 const MAX_FUND_CENTS = 1_000_000;
 
 export function registerBotPages(app: App, ctx: AppContext): void {
@@ -71,18 +69,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
 
   registerX402Pages(app, ctx, botPage);
 
-  app.get<{ Params: BotParamsT; Querystring: { notice?: string; before?: string; flash?: string } }>(
+  app.get(
     '/bots/:bot_id',
     {
       schema: {
         tags,
         summary: 'One bot: wallet, rails, cards, guardrails, keys, transactions, audit log',
         params: BotParams,
-        querystring: Type.Object({
-          notice: Text(40),
-          flash: Text(64),
-          before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
-        }),
+        querystring: BotQuery,
       },
     },
     async (request, reply) => {
@@ -113,14 +107,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: BotParamsT; Body: { amount_usd?: string } }>(
+  app.post(
     '/bots/:bot_id/fund',
     {
       schema: {
         tags,
         summary: 'Add funds',
         params: BotParams,
-        body: Type.Object({ amount_usd: Text(30), _csrf: Text(200) }),
+        body: FundBody,
       },
     },
     async (request, reply) => {
@@ -141,7 +135,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     ['freeze', true],
     ['unfreeze', false],
   ] as const) {
-    app.post<{ Params: BotParamsT }>(
+    app.post(
       `/bots/:bot_id/${action}`,
       {
         schema: {
@@ -158,24 +152,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     );
   }
 
-  app.post<{
-    Params: BotParamsT & { rail_key: 'card_wallet' | 'partner_wallet' };
-    Body: { status: 'active' | 'inactive'; address?: string };
-  }>(
+  app.post(
     '/bots/:bot_id/rails/:rail_key',
     {
       schema: {
         tags,
         summary: 'Turn a payment rail on or off',
-        params: Type.Object({
-          bot_id: IdParam('bot'),
-          rail_key: Type.Union([Type.Literal('card_wallet'), Type.Literal('partner_wallet')]),
-        }),
-        body: Type.Object({
-          status: Type.Union([Type.Literal('active'), Type.Literal('inactive')]),
-          address: Text(200),
-          _csrf: Text(200),
-        }),
+        params: RailParams,
+        body: RailBody,
       },
     },
     async (request, reply) => {
@@ -203,7 +187,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
 
   // Rotations answer a redirect (post/redirect/get): the new value travels in a one-time flash,
   // so reloading the page that shows it neither rotates again nor shows it twice.
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/bots/:bot_id/api-key/rotate',
     { schema: { tags, summary: 'Rotate the API key (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
@@ -219,7 +203,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/bots/:bot_id/webhook-secret/rotate',
     { schema: { tags, summary: 'Rotate the webhook secret (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {

@@ -1,4 +1,3 @@
-import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { auditRecordNames, listAccountAudit } from '../owners/audit.ts';
 import { claimBot, createPairingCode, findUnclaimedBot, listRecentPairingCodes } from '../owners/bots.ts';
@@ -7,8 +6,9 @@ import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { ClaimBody, ClaimQuery, CsrfForm, FlashQuery, GuardrailsBody, NoticeFlashQuery } from './schemas.ts';
 import {
   claimConfirmView,
   claimFormView,
@@ -22,8 +22,6 @@ import { flash } from './views/layout.ts';
 
 // Account-level pages: claim a bot, pairing codes, master guardrails, account activity.
 
-const NoticeQuery = Type.Object({ notice: Text(40), flash: Text(64) });
-
 export function registerOwnerPages(app: App, ctx: AppContext): void {
   app.get(
     '/claim',
@@ -31,7 +29,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Claim a bot (signs in first)',
-        querystring: Type.Object({ token: Text(200) }),
+        querystring: ClaimQuery,
       },
       // Public so that a signed-out owner is sent to sign-in with the token kept for the way back.
       config: { public: true },
@@ -58,7 +56,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Claim a bot',
-        body: Type.Object({ claim_token: Text(200), _csrf: Text(200) }),
+        body: ClaimBody,
       },
     },
     async (request, reply) => {
@@ -80,9 +78,9 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     return reply.page(pairingView({ csrf: session.csrfToken, now: ctx.clock.now(), recent, fresh }));
   };
 
-  app.get<{ Querystring: { flash?: string } }>(
+  app.get(
     '/pairing',
-    { schema: { tags, summary: 'Pairing codes', querystring: Type.Object({ flash: Text(64) }) } },
+    { schema: { tags, summary: 'Pairing codes', querystring: FlashQuery } },
     async (request, reply) => {
       if (!request.query.flash) return pairingPage(request, reply);
       const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
@@ -102,7 +100,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
 
   app.post(
     '/pairing',
-    { schema: { tags, summary: 'Create a pairing code', body: Type.Object({ _csrf: Text(200) }) } },
+    { schema: { tags, summary: 'Create a pairing code', body: CsrfForm } },
     async (request, reply) => {
       const code = await createPairingCode(ctx, request.dashboard!.ownerId);
       // Post/redirect/get: reloading the page that shows the code creates no second code.
@@ -129,7 +127,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
 
   app.get(
     '/guardrails',
-    { schema: { tags, summary: 'Master guardrails', querystring: NoticeQuery } },
+    { schema: { tags, summary: 'Master guardrails', querystring: NoticeFlashQuery } },
     async (request, reply) => {
       let top = noticeFlash(request.query.notice, NOTICES.account);
       if (request.query.flash) {
@@ -146,13 +144,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Set master guardrails',
-        body: Type.Object({
-          per_transaction_usd: Text(20),
-          daily_budget_usd: Text(20),
-          monthly_budget_usd: Text(20),
-          return_to: Text(100),
-          _csrf: Text(200),
-        }),
+        body: GuardrailsBody,
       },
     },
     async (request, reply) => {

@@ -1,20 +1,18 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
 import { changeSchedule, createSchedule, listSchedules, listTasks } from '../tasks/schedules.ts';
-import { BotParams, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { BotParams, CsrfForm, NoticeQuery, ScheduleBody, ScheduleParams } from './schemas.ts';
 import { flash } from './views/layout.ts';
 import { type FormValues, schedulesView } from './views/schedules.ts';
 
 // Schedules of a bot: recurring real purchases the bot is handed as tasks (src/tasks/schedules.ts
 // createSchedule / listSchedules / changeSchedule, which check ownership and write the audit log).
 
-const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 const ACTIONS = ['pause', 'resume', 'delete'] as const;
 
 export function registerSchedulePages(app: App, ctx: AppContext): void {
@@ -41,14 +39,14 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
     return reply.page(view, opts.status ?? 200);
   };
 
-  app.get<{ Params: Static<typeof BotParams>; Querystring: { notice?: string } }>(
+  app.get(
     '/bots/:bot_id/schedules',
     {
       schema: {
         tags,
         summary: 'Schedules of a bot',
         params: BotParams,
-        querystring: Type.Object({ notice: Text(40) }),
+        querystring: NoticeQuery,
       },
     },
     async (request, reply) => {
@@ -58,25 +56,14 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: Static<typeof BotParams>; Body: FormValues }>(
+  app.post(
     '/bots/:bot_id/schedules',
     {
       schema: {
         tags,
         summary: 'Create a schedule',
         params: BotParams,
-        body: Type.Object({
-          cron: Text(200),
-          timezone: Text(100),
-          card_id: Text(100),
-          profile_index: Text(2),
-          merchant_name: Text(200),
-          merchant_url: Text(2000),
-          item_name: Text(500),
-          amount_usd: Text(30),
-          category: Text(100),
-          _csrf: Text(200),
-        }),
+        body: ScheduleBody,
       },
     },
     async (request, reply) => {
@@ -119,14 +106,14 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
   );
 
   for (const action of ACTIONS) {
-    app.post<{ Params: Static<typeof ScheduleParams> }>(
+    app.post(
       `/bots/:bot_id/schedules/:schedule_id/${action}`,
       {
         schema: {
           tags,
           summary: `${action[0]!.toUpperCase()}${action.slice(1)} a schedule`,
           params: ScheduleParams,
-          body: Type.Object({ _csrf: Text(200) }),
+          body: CsrfForm,
         },
       },
       async (request, reply) => {

@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import websocket from '@fastify/websocket';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import proxyaddr from 'proxy-addr';
 import type { WebSocket } from 'ws';
@@ -29,6 +28,13 @@ import {
   setTunnelForward,
   type TunnelBot,
 } from './service.ts';
+import {
+  ConnectHeaders,
+  SwitchingProtocols,
+  TunnelForwardBody,
+  TunnelSettings,
+  TunnelTokenResponse,
+} from './schemas.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -182,9 +188,9 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     description:
       'The tunnel client (`botpay tunnel`) opens a WebSocket here with its tunnel token in the Authorization header. See docs/tunnels.md for the frames.',
     security: [{ tunnelToken: [] }],
-    headers: Type.Object({ authorization: Type.Optional(Type.String()) }),
+    headers: ConnectHeaders,
     response: {
-      101: Type.Null({ description: 'Switching Protocols: the WebSocket is open' }),
+      101: SwitchingProtocols,
       401: ErrorBody,
       426: ErrorBody,
       503: ErrorBody,
@@ -249,12 +255,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         summary: 'Issue a new tunnel token (shown once); the connected tunnel client is cut off',
         params: BotParams,
         response: {
-          200: Type.Object({
-            bot_id: Type.String(),
-            tunnel_token: Type.String(),
-            tunnel_client_command: Type.String(),
-            note: Type.String(),
-          }),
+          200: TunnelTokenResponse,
           401: ErrorBody,
           404: ErrorBody,
           409: ErrorBody,
@@ -268,16 +269,6 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     },
   );
 
-  const TunnelSettingsBody = Type.Object({
-    bot_id: Type.String(),
-    webhook_url: Type.String(),
-    webhook_path: Type.String(),
-    local_port: Type.Integer(),
-    forward: Type.Union([Type.Literal('webhook_only'), Type.Literal('all')], {
-      description:
-        '`webhook_only` (default): the tunnel forwards only POST requests to webhook_path; other paths are 404, other methods 405, and never reach the bot. `all`: any method and path.',
-    }),
-  });
   app.get(
     '/api/v1/owner/bots/:bot_id/tunnel',
     {
@@ -286,7 +277,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         security: OWNER_SECURITY,
         summary: "The bot's managed tunnel: webhook URL and what the tunnel forwards",
         params: BotParams,
-        response: { 200: TunnelSettingsBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        response: { 200: TunnelSettings, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (request) => getTunnelSettings(ctx, request.owner!.id, request.params.bot_id),
@@ -299,11 +290,8 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         security: OWNER_SECURITY,
         summary: 'Choose what the tunnel forwards to the bot (only POST to the webhook path, or everything)',
         params: BotParams,
-        body: Type.Object(
-          { forward: Type.Union([Type.Literal('webhook_only'), Type.Literal('all')]) },
-          { additionalProperties: false },
-        ),
-        response: { 200: TunnelSettingsBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        body: TunnelForwardBody,
+        response: { 200: TunnelSettings, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (request) => {
