@@ -1,7 +1,7 @@
 import type { AppContext } from '../platform/context.ts';
 import { type App, BOT_SECURITY } from '../platform/http.ts';
 import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
-import { type AuthenticatedBot, createBotAuthenticator } from './auth.ts';
+import { type AuthenticatedBot, botOf, createBotAuthenticator } from './auth.ts';
 import { registerBot } from './register.ts';
 import { RegistrationBody, RegistrationResponse, StatusResponse, WalletCheckResponse } from './schemas.ts';
 import { createBotStateCache } from './stateCache.ts';
@@ -65,7 +65,7 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
         response: { 200: StatusResponse, 401: ErrorBody },
       },
     },
-    async (request) => botStatus(ctx, request.bot!.id, stateCache),
+    async (request) => botStatus(ctx, botOf(request).id, stateCache),
   );
 
   app.get(
@@ -78,7 +78,7 @@ export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void
         response: { 200: WalletCheckResponse, 401: ErrorBody },
       },
     },
-    async (request) => walletCheck(ctx, request.bot!.id, stateCache),
+    async (request) => walletCheck(ctx, botOf(request).id, stateCache),
   );
 }
 

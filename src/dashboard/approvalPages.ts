@@ -11,7 +11,7 @@ import { listOwnerTopups, NOTE_MAX } from '../topups/service.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
-import { notFoundPage } from './http.ts';
+import { notFoundPage, sessionOf } from './http.ts';
 import {
   ConfirmationParams,
   CsrfForm,
@@ -46,7 +46,7 @@ interface LinkProblem {
 
 export function registerApprovalPages(app: App, ctx: AppContext): void {
   const inbox: Inbox = async (request, reply, options = {}) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const [{ approvals }, decided, { topup_requests: topups }] = await Promise.all([
       listApprovals(ctx, session.ownerId),
       listRecentDecisions(ctx, session.ownerId, 20),
@@ -90,7 +90,7 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
       },
       async (request, reply) => {
         try {
-          await decideByOwner(ctx, request.dashboard!.ownerId, request.params.confirmation_id, decision);
+          await decideByOwner(ctx, sessionOf(request).ownerId, request.params.confirmation_id, decision);
         } catch (err) {
           if (err instanceof ApiError && err.code === 'not_pending') {
             const status = String(err.details.status ?? 'decided');

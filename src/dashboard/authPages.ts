@@ -3,7 +3,7 @@ import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { tags } from './forms.ts';
-import { safeReturnPath } from './http.ts';
+import { safeReturnPath, sessionOf } from './http.ts';
 import { CsrfForm, FlashQuery, SignInBody, SignInQuery, VerifyBody, VerifyQuery } from './schemas.ts';
 import {
   inspectMagicLink,
@@ -42,6 +42,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
         ? `/claim?token=${encodeURIComponent(request.query.claim_token)}`
         : safeReturnPath(request.query.next);
       if (request.dashboard) return reply.redirect(next ?? '/', 303);
+      const returnPath = safeReturnPath(request.query.next);
       const notice = request.query.signed_out
         ? flash('ok', 'You are signed out.')
         : request.query.claim_token
@@ -51,7 +52,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
         signInView({
           csrf: preCsrf(ctx, request),
           ...(request.query.claim_token ? { claimToken: request.query.claim_token } : {}),
-          ...(safeReturnPath(request.query.next) ? { next: safeReturnPath(request.query.next)! } : {}),
+          ...(returnPath ? { next: returnPath } : {}),
           ...(notice ? { notice } : {}),
         }),
       );
@@ -136,7 +137,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
   );
 
   app.post('/signout', { schema: { tags, summary: 'Sign out', body: CsrfForm } }, async (request, reply) => {
-    await signOut(ctx, request.dashboard!);
+    await signOut(ctx, sessionOf(request));
     reply.clearCookie(sessionCookie, cookieOptions);
     return reply.redirect('/signin?signed_out=1', 303);
   });

@@ -6,9 +6,10 @@ import { getMasterGuardrails } from '../owners/guardrails.ts';
 import { rotateApiKey, rotateWebhookSecret } from '../owners/keys.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
-import { flashHolder, putFlash, takeFlash } from './flash.ts';
+import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
 import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import { BotParams, BotQuery, CsrfForm as Form, FundBody, RailBody, RailParams } from './schemas.ts';
 import { auditReferences } from './views/activity.ts';
 import { botsOverviewView, botView, MOVEMENTS_PAGE, shownOnce } from './views/bots.ts';
@@ -26,7 +27,7 @@ const MAX_FUND_CENTS = 1_000_000;
 
 export function registerBotPages(app: App, ctx: AppContext): void {
   app.get('/', { schema: { tags, summary: 'Overview of your bots' } }, async (request, reply) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const { bots } = await listBots(ctx, session.ownerId);
     return reply.page(botsOverviewView(bots));
   });
@@ -43,7 +44,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
       values?: Record<string, string | undefined>;
     } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     const [guardrails, transactions, { entries }, partner] = await Promise.all([
       getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now()),
@@ -126,7 +127,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
           values: { amount_usd: request.body.amount_usd ?? '' },
         });
       }
-      await fundBot(ctx, request.dashboard!.ownerId, request.params.bot_id, cents);
+      await fundBot(ctx, sessionOf(request).ownerId, request.params.bot_id, cents);
       return reply.redirect(`/bots/${request.params.bot_id}?notice=funded`, 303);
     },
   );
@@ -146,7 +147,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
         },
       },
       async (request, reply) => {
-        await setWalletFrozen(ctx, request.dashboard!.ownerId, request.params.bot_id, frozen);
+        await setWalletFrozen(ctx, sessionOf(request).ownerId, request.params.bot_id, frozen);
         return reply.redirect(`/bots/${request.params.bot_id}?notice=${frozen ? 'frozen' : 'unfrozen'}`, 303);
       },
     );
@@ -173,14 +174,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
       const { bot_id: botId, rail_key: railKey } = request.params;
       if (railKey === 'partner_wallet') {
         // The partner wallet's address comes from its key (src/dashboard/x402Pages.ts).
-        const r = await postPartnerRail(ctx, request.dashboard!.ownerId, botId, request.body.status);
+        const r = await postPartnerRail(ctx, sessionOf(request).ownerId, botId, request.body.status);
         if (!r.ok) return botPage(request, reply, botId, { status: r.status, top: flash('bad', r.message) });
         return reply.redirect(
           `/bots/${botId}?notice=${request.body.status === 'active' ? 'x402_on' : 'x402_off'}`,
           303,
         );
       }
-      await setRail(ctx, request.dashboard!.ownerId, botId, railKey, request.body.status, address);
+      await setRail(ctx, sessionOf(request).ownerId, botId, railKey, request.body.status, address);
       return reply.redirect(`/bots/${botId}?notice=rail`, 303);
     },
   );
@@ -192,9 +193,9 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     { schema: { tags, summary: 'Rotate the API key (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      const result = await rotateApiKey(ctx, request.dashboard!.ownerId, botId);
+      const result = await rotateApiKey(ctx, sessionOf(request).ownerId, botId);
       app.botAuthenticator.forgetBot(botId);
-      const id = await putFlash(ctx, flashHolder(request)!, {
+      const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
         kind: 'api_key',
         bot_id: botId,
         value: result.api_key,
@@ -208,8 +209,8 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     { schema: { tags, summary: 'Rotate the webhook secret (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      const result = await rotateWebhookSecret(ctx, request.dashboard!.ownerId, botId);
-      const id = await putFlash(ctx, flashHolder(request)!, {
+      const result = await rotateWebhookSecret(ctx, sessionOf(request).ownerId, botId);
+      const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
         kind: 'webhook_secret',
         bot_id: botId,
         value: result.webhook_secret,

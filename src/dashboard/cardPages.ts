@@ -12,9 +12,10 @@ import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { flashHolder, putFlash, takeFlash } from './flash.ts';
+import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
 import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import {
   BotParams,
   CardParams,
@@ -46,7 +47,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     botId: string,
     opts: { status?: number; top?: SafeHtml | string } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     return reply.page(cardsView({ csrf: session.csrfToken, bot, top: opts.top ?? '' }), opts.status ?? 200);
   };
@@ -64,7 +65,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       profile?: number;
     } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, params.bot_id);
     const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
     const view = cardView({
@@ -109,7 +110,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       const label = request.body.label?.trim() || undefined;
-      const started = await startCard(ctx, request.dashboard!.ownerId, request.params.bot_id, label);
+      const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, label);
       return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=started`, 303);
     },
   );
@@ -142,7 +143,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     async (request, reply) => {
       const file = await profilesFile(
         ctx,
-        request.dashboard!.ownerId,
+        sessionOf(request).ownerId,
         request.params.bot_id,
         request.params.card_id,
       );
@@ -196,7 +197,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       }
       const saved = await updateCard(
         ctx,
-        request.dashboard!.ownerId,
+        sessionOf(request).ownerId,
         request.params.bot_id,
         request.params.card_id,
         {
@@ -216,7 +217,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       });
       const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
       if (warning) {
-        const id = await putFlash(ctx, flashHolder(request)!, {
+        const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
           kind: 'notice',
           level: 'warn',
           text: warning,
@@ -239,7 +240,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       try {
-        await updateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
+        await updateCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id, {
           status: request.body.status,
         });
       } catch (err) {
@@ -289,11 +290,11 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       if (b.approval_rule) update.approval_rule = b.approval_rule;
       if (b.enabled) update.enabled = b.enabled === 'yes';
       if (Object.keys(update).length === 0) {
-        await getCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id);
+        await getCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id);
       } else {
         await updateProfile(
           ctx,
-          request.dashboard!.ownerId,
+          sessionOf(request).ownerId,
           request.params.bot_id,
           request.params.card_id,
           Number(request.params.profile_index),

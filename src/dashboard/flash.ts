@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne } from '../platform/db/port.ts';
+import type { DashboardSession } from './sessions.ts';
 
 // One-time flashes for post/redirect/get. A POST that has something to show once stores it
 // (encrypted, bound to the browser's session or pre-sign-in cookie) and redirects to a page with
@@ -23,9 +24,14 @@ export type FlashPayload =
 
 /** Whose flashes these are: the session, else the pre-sign-in cookie; undefined when neither. */
 export function flashHolder(request: FastifyRequest): string | undefined {
-  if (request.dashboard) return sha256Hex(`session:${request.dashboard.idHash}`);
+  if (request.dashboard) return sessionFlashHolder(request.dashboard);
   if (request.preSessionId) return sha256Hex(`pre:${request.preSessionId}`);
   return undefined;
+}
+
+/** The flashes of a signed-in owner's session (what `flashHolder` answers for it). */
+export function sessionFlashHolder(session: DashboardSession): string {
+  return sha256Hex(`session:${session.idHash}`);
 }
 
 export async function putFlash(ctx: AppContext, holder: string, payload: FlashPayload): Promise<string> {

@@ -101,7 +101,8 @@ export function noticeFlash(
 ): SafeHtml | string {
   if (!code) return '';
   for (const table of tables) {
-    if (Object.hasOwn(table, code)) return flash('ok', table[code]!);
+    const text = Object.hasOwn(table, code) ? table[code] : undefined;
+    if (text !== undefined) return flash('ok', text);
   }
   return '';
 }

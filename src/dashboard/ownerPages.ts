@@ -5,9 +5,10 @@ import { getMasterGuardrails, updateMasterGuardrails } from '../owners/guardrail
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { flashHolder, putFlash, takeFlash } from './flash.ts';
+import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
 import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import { ClaimBody, ClaimQuery, CsrfForm, FlashQuery, GuardrailsBody, NoticeFlashQuery } from './schemas.ts';
 import {
   claimConfirmView,
@@ -60,7 +61,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       try {
         const result = await claimBot(ctx, session.ownerId, request.body.claim_token ?? '');
         return reply.redirect(`/bots/${result.bot_id}?notice=claimed`, 303);
@@ -73,7 +74,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
   );
 
   const pairingPage = async (request: FastifyRequest, reply: FastifyReply, fresh?: SafeHtml) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const recent = await listRecentPairingCodes(ctx, session.ownerId, 10);
     return reply.page(pairingView({ csrf: session.csrfToken, now: ctx.clock.now(), recent, fresh }));
   };
@@ -102,9 +103,9 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     '/pairing',
     { schema: { tags, summary: 'Create a pairing code', body: CsrfForm } },
     async (request, reply) => {
-      const code = await createPairingCode(ctx, request.dashboard!.ownerId);
+      const code = await createPairingCode(ctx, sessionOf(request).ownerId);
       // Post/redirect/get: reloading the page that shows the code creates no second code.
-      const id = await putFlash(ctx, flashHolder(request)!, {
+      const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
         kind: 'pairing_code',
         value: code.pairing_code,
         expires_at: code.expires_at,
@@ -120,7 +121,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     top: SafeHtml | string,
     values: Record<string, string | undefined> = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const guardrails = await getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now());
     return reply.page(guardrailsView({ csrf: session.csrfToken, guardrails, top, values }), status);
   };
@@ -174,18 +175,18 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       }
       if (Object.keys(input).length === 0)
         return guardrailsPage(request, reply, 400, flash('bad', 'Enter at least one amount to change.'));
-      await updateMasterGuardrails(ctx, request.dashboard!.ownerId, input);
+      await updateMasterGuardrails(ctx, sessionOf(request).ownerId, input);
       const back = request.body.return_to;
       const target = back && /^bot_[a-z2-7]{1,64}$/.test(back) ? `/bots/${back}` : '/guardrails';
       // Saved either way; limits out of order (per purchase > per day > per month) get a warning.
-      const saved = await getMasterGuardrails(ctx.db, request.dashboard!.ownerId, ctx.clock.now());
+      const saved = await getMasterGuardrails(ctx.db, sessionOf(request).ownerId, ctx.clock.now());
       const warning = limitOrderWarning({
         per: Math.round(saved.per_transaction_usd * 100),
         day: Math.round(saved.daily_budget_usd * 100),
         month: Math.round(saved.monthly_budget_usd * 100),
       });
       if (warning) {
-        const id = await putFlash(ctx, flashHolder(request)!, {
+        const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
           kind: 'notice',
           level: 'warn',
           text: warning,
@@ -200,7 +201,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     '/activity',
     { schema: { tags, summary: 'Account activity (audit log)' } },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       const entries = await listAccountAudit(ctx, session.ownerId, 100);
       const names = await auditRecordNames(ctx, session.ownerId, auditReferences(entries));
       return reply.page(activityView(entries, names));

@@ -6,6 +6,7 @@ import type { App } from '../platform/http.ts';
 import { changeSchedule, createSchedule, listSchedules, listTasks } from '../tasks/schedules.ts';
 import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import { BotParams, CsrfForm, NoticeQuery, ScheduleBody, ScheduleParams } from './schemas.ts';
 import { flash } from './views/layout.ts';
 import { type FormValues, schedulesView } from './views/schedules.ts';
@@ -22,7 +23,7 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
     botId: string,
     opts: { status?: number; top?: SafeHtml | string; values?: FormValues } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     const [{ schedules }, { tasks }] = await Promise.all([
       listSchedules(ctx, session.ownerId, botId),
@@ -76,20 +77,26 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
       if (cents === undefined || cents < 1 || cents > 10_000_000)
         return fail(400, 'Enter an amount between $0.01 and $100,000.00.');
       if (!/^[1-6]$/.test(b.profile_index ?? '')) return fail(400, 'Choose a profile from 1 to 6.');
-      const required = ['cron', 'timezone', 'merchant_name', 'merchant_url', 'item_name'] as const;
-      const missing = required.find((k) => !b[k]?.trim());
-      if (missing) return fail(400, 'Fill in the item, merchant, web address, time and time zone.');
+      const { cron, timezone, merchant_name, merchant_url, item_name } = b;
+      if (
+        !cron?.trim() ||
+        !timezone?.trim() ||
+        !merchant_name?.trim() ||
+        !merchant_url?.trim() ||
+        !item_name?.trim()
+      )
+        return fail(400, 'Fill in the item, merchant, web address, time and time zone.');
       const cardId = b.card_id && /^card_[a-z2-7]{1,64}$/.test(b.card_id) ? b.card_id : undefined;
       try {
-        await createSchedule(ctx, request.dashboard!.ownerId, botId, {
-          cron: b.cron!.trim(),
-          timezone: b.timezone!.trim(),
+        await createSchedule(ctx, sessionOf(request).ownerId, botId, {
+          cron: cron.trim(),
+          timezone: timezone.trim(),
           instructions: {
             ...(cardId ? { card_id: cardId } : {}),
             profile_index: Number(b.profile_index),
-            merchant_name: b.merchant_name!,
-            merchant_url: b.merchant_url!.trim(),
-            item_name: b.item_name!,
+            merchant_name,
+            merchant_url: merchant_url.trim(),
+            item_name,
             amount_cents: cents,
             ...(b.category?.trim() ? { category: b.category.trim() } : {}),
           },
@@ -111,7 +118,7 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
       {
         schema: {
           tags,
-          summary: `${action[0]!.toUpperCase()}${action.slice(1)} a schedule`,
+          summary: `${action.charAt(0).toUpperCase()}${action.slice(1)} a schedule`,
           params: ScheduleParams,
           body: CsrfForm,
         },
@@ -119,7 +126,7 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
       async (request, reply) => {
         await changeSchedule(
           ctx,
-          request.dashboard!.ownerId,
+          sessionOf(request).ownerId,
           request.params.bot_id,
           request.params.schedule_id,
           action,

@@ -5,6 +5,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import { CsrfForm, NoticeQuery, TokenBody, TokenParams } from './schemas.ts';
 import { isSecureBaseUrl } from './sessions.ts';
 import { flash } from './views/layout.ts';
@@ -37,7 +38,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
     top: SafeHtml | string,
     typedName = '',
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const tokens = await listOwnerTokens(ctx.db, session.ownerId);
     return reply.page(settingsView({ csrf: session.csrfToken, tokens, top, typedName }), status);
   };
@@ -48,7 +49,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
       schema: { tags, summary: 'Settings: owner API tokens', querystring: NoticeQuery },
     },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       let top: SafeHtml | string = '';
       const raw = request.cookies[cookieName];
       if (raw !== undefined) {
@@ -78,7 +79,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       const name = request.body.name ?? '';
       // Control characters would end up in the list and the audit log.
       // biome-ignore lint/suspicious/noControlCharactersInRegex: that is the point
@@ -124,7 +125,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       // Unknown, revoked or another owner's token: the dashboard's 404 page.
-      await revokeOwnerToken(ctx, request.dashboard!.ownerId, request.params.token_id);
+      await revokeOwnerToken(ctx, sessionOf(request).ownerId, request.params.token_id);
       return reply.redirect('/settings?notice=revoked', 303);
     },
   );

@@ -4,6 +4,7 @@ import type { App } from '../platform/http.ts';
 import { decideTopup } from '../topups/service.ts';
 import type { Inbox } from './approvalPages.ts';
 import { tags } from './forms.ts';
+import { sessionOf } from './http.ts';
 import { TopupDecisionBody, TopupParams } from './schemas.ts';
 import { flash } from './views/layout.ts';
 
@@ -28,7 +29,7 @@ export function registerTopupPages(app: App, ctx: AppContext, inbox: Inbox): voi
         try {
           await decideTopup(
             ctx,
-            request.dashboard!.ownerId,
+            sessionOf(request).ownerId,
             request.params.topup_id,
             decision === 'approve' ? { approve: true } : { approve: false, note },
           );

@@ -7,6 +7,7 @@ import { assertOwnDelivery, type DeliveryFilter, deliveryLog } from '../webhooks
 import { retryDelivery } from '../webhooks/service.ts';
 import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import { BotParams, CsrfForm, DeliveryParams, WebhookLogQuery } from './schemas.ts';
 import { flash } from './views/layout.ts';
 import { webhookLogView } from './views/webhooks.ts';
@@ -24,7 +25,7 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
     botId: string,
     opts: { status?: number; top?: SafeHtml | string; filter?: DeliveryFilter; before?: string } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     const { deliveries, has_more } = await deliveryLog(ctx, botId, {
       limit: PAGE_SIZE,
@@ -72,7 +73,7 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       const { bot_id: botId, delivery_id: deliveryId } = request.params;
-      const ownerId = request.dashboard!.ownerId;
+      const ownerId = sessionOf(request).ownerId;
       // The delivery must be this bot's (and the bot the owner's): anything else is 404.
       await assertOwnDelivery(ctx, ownerId, botId, deliveryId);
       try {

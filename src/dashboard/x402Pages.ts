@@ -8,6 +8,7 @@ import { reconcileWallet } from '../x402/reconcile.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
 import { parseUsdToCents, tags } from './forms.ts';
 import { html, type SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
 import { BotParams, CsrfForm, X402ImportBody, X402SettingsBody } from './schemas.ts';
 import type { PartnerWalletData } from './views/x402.ts';
 
@@ -75,7 +76,7 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
       try {
         await setPartnerRail(
           ctx,
-          request.dashboard!.ownerId,
+          sessionOf(request).ownerId,
           botId,
           'active',
           request.body.private_key ?? '',
@@ -99,7 +100,7 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
     },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      await getX402Wallet(ctx, request.dashboard!.ownerId, botId);
+      await getX402Wallet(ctx, sessionOf(request).ownerId, botId);
       try {
         await reconcileWallet(ctx, botId);
       } catch (err) {
@@ -145,7 +146,7 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
         cents[key] = value;
       }
       try {
-        await updateX402Settings(ctx, request.dashboard!.ownerId, botId, {
+        await updateX402Settings(ctx, sessionOf(request).ownerId, botId, {
           ...cents,
           ...(b.approval_mode ? { approval_mode: b.approval_mode } : {}),
           ...(b.allow_domains !== undefined ? { allow_domains: lines(b.allow_domains) } : {}),

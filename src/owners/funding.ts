@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
@@ -48,22 +48,20 @@ export async function fundLockedBot(
   const { ownerId, botId, amountCents, now } = input;
   const reference = newId('fund');
   await fundWallet(tx, botId, amountCents, now, reference);
-  const reserve = (
-    await tx.query<{ decoy_spent_cents: number }>(
-      'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
-      [botId],
-    )
-  )[0]!;
+  const reserve = await one<{ decoy_spent_cents: number }>(
+    tx,
+    'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
+    [botId],
+  );
   const spent = Number(reserve.decoy_spent_cents);
   const returned = input.returnReserve && spent > 0 ? randomInt(spent + 1) : 0;
   if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
-  const wallet = (
-    await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
-      `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+  const wallet = await one<{ available_cents: number; visible_cents: number; status: string }>(
+    tx,
+    `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
          FROM wallets WHERE bot_id = $1`,
-      [botId],
-    )
-  )[0]!;
+    [botId],
+  );
   const visibleAmount = amountCents + returned;
   await emitEvent(tx, {
     botId,
@@ -98,9 +96,11 @@ export async function setWalletFrozen(ctx: AppContext, ownerId: string, botId: s
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
-    const wallet = (
-      await tx.query<{ status: string }>('SELECT status FROM wallets WHERE bot_id = $1 FOR UPDATE', [botId])
-    )[0]!;
+    const wallet = await one<{ status: string }>(
+      tx,
+      'SELECT status FROM wallets WHERE bot_id = $1 FOR UPDATE',
+      [botId],
+    );
     const target = frozen ? 'frozen' : 'active';
     if (wallet.status !== target) {
       await tx.query('UPDATE wallets SET status = $2, updated_at = $3 WHERE bot_id = $1', [

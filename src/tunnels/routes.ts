@@ -11,6 +11,7 @@ import type { App } from '../platform/http.ts';
 import { OWNER_SECURITY } from '../platform/http.ts';
 import { ErrorBody } from '../platform/schemas.ts';
 import { trustFunction } from '../platform/trustProxy.ts';
+import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import {
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
@@ -18,8 +19,14 @@ import {
   SUBPROTOCOLS,
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
-import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import { TunnelError, TunnelRelay } from './relay.ts';
+import {
+  ConnectHeaders,
+  SwitchingProtocols,
+  TunnelForwardBody,
+  TunnelSettings,
+  TunnelTokenResponse,
+} from './schemas.ts';
 import {
   authenticateTunnelToken,
   getTunnelSettings,
@@ -28,13 +35,8 @@ import {
   setTunnelForward,
   type TunnelBot,
 } from './service.ts';
-import {
-  ConnectHeaders,
-  SwitchingProtocols,
-  TunnelForwardBody,
-  TunnelSettings,
-  TunnelTokenResponse,
-} from './schemas.ts';
+import { present } from '../platform/present.ts';
+import { ownerOf } from '../owners/auth.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -79,7 +81,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
           db: ctx.db,
           logger: ctx.logger,
           relay,
-          secretKey: ctx.config.secretKey!,
+          secretKey: present(ctx.config.secretKey, 'SECRET_KEY (required with DATABASE_URL)'),
           leaseMs: ctx.config.tunnelLeaseSeconds * 1000,
           internalUrl: () => ctx.config.internalUrl ?? listeningUrl(app.server.address(), ctx.config.host),
           validHostname: (hostname) => (hostname.includes(':') ? null : tunnelHostname(hostname)),
@@ -263,7 +265,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       },
     },
     async (request) => {
-      const { hostname, result } = await rotateTunnelToken(ctx, request.owner!.id, request.params.bot_id);
+      const { hostname, result } = await rotateTunnelToken(ctx, ownerOf(request).id, request.params.bot_id);
       relay?.disconnect(hostname);
       return result;
     },
@@ -280,7 +282,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         response: { 200: TunnelSettings, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request) => getTunnelSettings(ctx, request.owner!.id, request.params.bot_id),
+    async (request) => getTunnelSettings(ctx, ownerOf(request).id, request.params.bot_id),
   );
   app.patch(
     '/api/v1/owner/bots/:bot_id/tunnel',
@@ -297,7 +299,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     async (request) => {
       const { hostname, policy, result } = await setTunnelForward(
         ctx,
-        request.owner!.id,
+        ownerOf(request).id,
         request.params.bot_id,
         request.body.forward,
       );
@@ -451,7 +453,8 @@ class BodyReader {
 
   private end(): void {
     this.cleanup();
-    this.resolve(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
+    const [first] = this.chunks;
+    this.resolve(this.chunks.length === 1 && first ? first : Buffer.concat(this.chunks));
   }
 
   private error(error: Error): void {
@@ -510,7 +513,7 @@ function sendError(
 function escapeHtml(text: string): string {
   return text.replace(
     /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c,
   );
 }
 

@@ -9,6 +9,7 @@ import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
+import { present } from '../platform/present.ts';
 
 // The partner wallet's key pair: created by the service when the owner turns the rail on, or
 // imported by the owner. The private key is encrypted with SECRET_KEY (the SecretBox) as soon as it
@@ -139,7 +140,7 @@ export async function setPartnerRail(
           details: { address, network: cfg.network },
           at: now,
         });
-        wallet = (await loadWallet(tx, botId))!;
+        wallet = present(await loadWallet(tx, botId), 'the partner wallet row');
       }
     }
     const address = wallet?.address ?? null;

@@ -14,6 +14,7 @@ import {
   usd,
   when,
 } from './layout.ts';
+import { present } from '../../platform/present.ts';
 
 // The approvals inbox (held purchases of all the owner's bots with a countdown to expiry, open
 // top-up requests, recently decided purchases) and the one-click approve/deny pages reached from
@@ -128,7 +129,7 @@ export function oneClickView(data: {
 }): PageView {
   const { decision, target: t, link } = data;
   const approve = decision === 'approve';
-  const left = secondsLeft(t.expires_at!, data.now);
+  const left = secondsLeft(present(t.expires_at, 'the expiry of a pending purchase'), data.now);
   const body = messageBody(
     approve ? 'Approve this purchase?' : 'Deny this purchase?',
     html`<div class="stack approval"><div class="big">${usd(centsToUsd(t.amount_cents))}</div>
