@@ -12,7 +12,7 @@ import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
+import { flashHolder, redirectAfterSave, takeFlash } from './flash.ts';
 import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
 import { sessionOf } from './http.ts';
@@ -216,15 +216,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
         month: Math.round(saved.guardrails.monthly_usd * 100),
       });
       const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
-      if (warning) {
-        const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
-          kind: 'notice',
-          level: 'warn',
-          text: warning,
-        });
-        return reply.redirect(`${target}?flash=${id}`, 303);
-      }
-      return reply.redirect(`${target}?notice=settings`, 303);
+      return redirectAfterSave(ctx, sessionOf(request), reply, target, warning, 'settings');
     },
   );
 

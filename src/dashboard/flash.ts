@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne } from '../platform/db/port.ts';
@@ -63,4 +63,25 @@ export async function takeFlash(
   );
   if (!row || new Date(row.expires_at).getTime() <= ctx.clock.now()) return undefined;
   return JSON.parse(ctx.secrets.decrypt(row.payload_enc)) as FlashPayload;
+}
+
+/**
+ * The redirect after a save (post/redirect/get): to `target` with the warning as a one-time flash
+ * when there is one, else with the fixed `?notice=` code.
+ */
+export async function redirectAfterSave(
+  ctx: AppContext,
+  session: DashboardSession,
+  reply: FastifyReply,
+  target: string,
+  warning: string | undefined,
+  notice: string,
+): Promise<FastifyReply> {
+  if (!warning) return reply.redirect(`${target}?notice=${notice}`, 303);
+  const id = await putFlash(ctx, sessionFlashHolder(session), {
+    kind: 'notice',
+    level: 'warn',
+    text: warning,
+  });
+  return reply.redirect(`${target}?flash=${id}`, 303);
 }

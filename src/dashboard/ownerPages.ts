@@ -5,7 +5,7 @@ import { getMasterGuardrails, updateMasterGuardrails } from '../owners/guardrail
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
+import { flashHolder, putFlash, redirectAfterSave, sessionFlashHolder, takeFlash } from './flash.ts';
 import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
 import { sessionOf } from './http.ts';
@@ -185,15 +185,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
         day: Math.round(saved.daily_budget_usd * 100),
         month: Math.round(saved.monthly_budget_usd * 100),
       });
-      if (warning) {
-        const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
-          kind: 'notice',
-          level: 'warn',
-          text: warning,
-        });
-        return reply.redirect(`${target}?flash=${id}`, 303);
-      }
-      return reply.redirect(`${target}?notice=guardrails`, 303);
+      return redirectAfterSave(ctx, sessionOf(request), reply, target, warning, 'guardrails');
     },
   );
 

@@ -149,25 +149,46 @@ export async function setRail(
          SET status = EXCLUDED.status, address = coalesce(EXCLUDED.address, rails.address), updated_at = EXCLUDED.updated_at`,
       [botId, railKey, status, address ?? null, new Date(now)],
     );
-    const rails = await tx.query<{ rail_key: string; status: string }>(
-      'SELECT rail_key, status FROM rails WHERE bot_id = $1 ORDER BY rail_key',
-      [botId],
-    );
-    const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
-    await emitEvent(tx, {
-      botId,
-      type: 'rails.updated',
-      data: {
-        rail: railKey,
-        status,
-        active_rails: activeRails,
-        description: `Rail ${railKey} is now ${status}`,
-      },
-      at: now,
-    });
-    await audit(tx, { ownerId, botId, action: 'rail.updated', details: { rail: railKey, status }, at: now });
+    const activeRails = await announceRailChange(tx, { ownerId, botId, rail: railKey, status, now });
     return { bot_id: botId, rail: railKey, status, active_rails: activeRails };
   });
+}
+
+/**
+ * After a rail's row changed in `tx`: the bot's active rails, the `rails.updated` event (with the
+ * rail's `address` when given) and the audit entry. Used by setRail and the partner wallet's switch.
+ */
+export async function announceRailChange(
+  tx: Queryable,
+  change: {
+    ownerId: string;
+    botId: string;
+    rail: 'card_wallet' | 'partner_wallet';
+    status: 'active' | 'inactive';
+    address?: string | null | undefined;
+    now: number;
+  },
+): Promise<string[]> {
+  const { ownerId, botId, rail, status, address, now } = change;
+  const rails = await tx.query<{ rail_key: string; status: string }>(
+    'SELECT rail_key, status FROM rails WHERE bot_id = $1 ORDER BY rail_key',
+    [botId],
+  );
+  const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
+  await emitEvent(tx, {
+    botId,
+    type: 'rails.updated',
+    data: {
+      rail,
+      status,
+      active_rails: activeRails,
+      ...(address ? { address } : {}),
+      description: `Rail ${rail} is now ${status}`,
+    },
+    at: now,
+  });
+  await audit(tx, { ownerId, botId, action: 'rail.updated', details: { rail, status }, at: now });
+  return activeRails;
 }
 
 export async function listTransactions(

@@ -1,6 +1,7 @@
 import type { listApprovals } from '../../checkout/decisions.ts';
 import type { listRecentDecisions, OneClickTarget } from '../../checkout/inbox.ts';
 import { centsToUsd } from '../../platform/money.ts';
+import { present } from '../../platform/present.ts';
 import type { listOwnerTopups } from '../../topups/service.ts';
 import { html, type SafeHtml } from '../html.ts';
 import {
@@ -14,7 +15,6 @@ import {
   usd,
   when,
 } from './layout.ts';
-import { present } from '../../platform/present.ts';
 
 // The approvals inbox (held purchases of all the owner's bots with a countdown to expiry, open
 // top-up requests, recently decided purchases) and the one-click approve/deny pages reached from
