@@ -96,10 +96,10 @@ function x402Setting(env: Env): X402Config | undefined {
   if (raw === undefined || raw === 'off') return undefined;
   const known = X402_NETWORKS[raw];
   const custom = /^eip155:([1-9]\d{0,15})$/.exec(raw);
-  if (!known && !custom) {
+  const chainId = known ? known.chainId : custom?.[1] !== undefined ? Number(custom[1]) : undefined;
+  if (chainId === undefined) {
     throw new ConfigError('X402_NETWORK', `must be base, base-sepolia or eip155:<chain id>, got "${raw}"`);
   }
-  const chainId = known ? known.chainId : Number(custom![1]);
   const rpcRaw = read(env, 'X402_RPC_URL') ?? known?.rpc;
   if (rpcRaw === undefined) throw new ConfigError('X402_RPC_URL', `is required for X402_NETWORK=${raw}`);
   const usdc = read(env, 'X402_USDC_ADDRESS') ?? known?.usdc;

@@ -1,4 +1,3 @@
-import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../platform/context.ts';
 import { type App, BOT_SECURITY } from '../platform/http.ts';
 import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
@@ -6,6 +5,8 @@ import type { FastifyReply } from 'fastify';
 import { type AuthenticatedBot, botOf, createBotAuthenticator } from './auth.ts';
 import { registerBot } from './register.ts';
 import {
+  RegistrationBody,
+  RegistrationResponse,
   StatusResponse,
   type StatusResponseT,
   WalletCheckResponse,
@@ -16,50 +17,6 @@ import { computeStatus, computeWallet } from './status.ts';
 
 /** What Fastify sends for a serialised JSON answer. */
 const JSON_TYPE = 'application/json; charset=utf-8';
-
-const RegistrationBody = Type.Object({
-  bot_name: Type.String({ minLength: 1, maxLength: 100 }),
-  owner_email: Type.String({ minLength: 3, maxLength: 254 }),
-  description: Type.Optional(Type.String({ maxLength: 500 })),
-  callback_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2000 })),
-  pairing_code: Type.Optional(Type.String({ minLength: 1, maxLength: 20 })),
-  bot_type: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
-  local_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
-  webhook_path: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^/' })),
-});
-
-const TunnelSetupSchema = Type.Object(
-  {
-    webhook_url: Type.String(),
-    tunnel_token: Type.String(),
-    tunnel_client_command: Type.String(),
-    local_port: Type.Integer(),
-    webhook_path: Type.String(),
-    steps: Type.Array(Type.String()),
-    webhook_headers: Type.Record(Type.String(), Type.String()),
-    retry_policy: Type.String(),
-    primary_gateway_config: Type.Optional(Type.Object({}, { additionalProperties: true })),
-  },
-  { additionalProperties: true },
-);
-
-const RegistrationResponse = Type.Object({
-  bot_id: Type.String(),
-  api_key: Type.String(),
-  claim_token: Type.Union([Type.String(), Type.Null()]),
-  status: Type.Union([Type.Literal('pending_owner_verification'), Type.Literal('active')]),
-  owner_verification_url: Type.Optional(Type.String()),
-  paired: Type.Optional(Type.Boolean()),
-  owner_uid: Type.Optional(Type.String()),
-  webhook_secret: Type.Optional(Type.String()),
-  webhook_note: Type.Optional(Type.String()),
-  webhook_url: Type.Optional(Type.String()),
-  tunnel_token: Type.Optional(Type.String()),
-  tunnel_setup: Type.Optional(TunnelSetupSchema),
-  primary_hooks_token: Type.Optional(Type.String()),
-  primary_hooks_token_note: Type.Optional(Type.String()),
-  important: Type.String(),
-});
 
 export async function registerBotRoutes(app: App, ctx: AppContext): Promise<void> {
   const authenticator = createBotAuthenticator(ctx);

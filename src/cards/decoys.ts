@@ -1,4 +1,5 @@
 import type { SecretBox } from '../platform/crypto.ts';
+import { present } from '../platform/present.ts';
 
 // Decoy payment profiles. Everything about a decoy (number, name, address, expiry) is derived
 // deterministically from SECRET_KEY, the card id and the profile index, so it is stable for the
@@ -129,10 +130,10 @@ export function decoyProfile(
   activatedYear: number,
 ): DecoyProfile {
   const next = stream(secrets, `decoy:${cardId}:${profileIndex}`);
-  let body = TEST_PREFIXES[next(TEST_PREFIXES.length)]!;
+  let body = present(TEST_PREFIXES[next(TEST_PREFIXES.length)], 'a test prefix');
   while (body.length < 15) body += String(next(10));
   const cardNumber = body + String(luhnCheckDigit(body));
-  const [city, state, postal] = CITIES[next(CITIES.length)]!;
+  const [city, state, postal] = present(CITIES[next(CITIES.length)], 'a city');
   return {
     cardNumber,
     cardholderName: `${FIRST_NAMES[next(FIRST_NAMES.length)]} ${LAST_NAMES[next(LAST_NAMES.length)]}`,

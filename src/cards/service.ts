@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { audit } from '../owners/audit.ts';
 import { assertOwnedBot, lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
@@ -14,9 +14,9 @@ import {
   completesLuhn,
   FIRST_MISSING_POSITION,
   LAST_MISSING_POSITION,
+  missingDigitsSentence,
   networkOf,
   PROFILE_COUNT,
-  missingDigitsSentence,
 } from './split.ts';
 
 // Self-hosted cards with split knowledge (docs/security.md). The service picks the real profile
@@ -251,7 +251,7 @@ export async function activateCard(
       [cardId, ctx.secrets.encrypt(JSON.stringify(secrets)), activation.card_length, new Date(now)],
     );
     await audit(tx, { ownerId, botId, action: 'card.activated', details: { card_id: cardId }, at: now });
-    const updated = (await tx.query<CardRow>('SELECT * FROM cards WHERE id = $1', [cardId]))[0]!;
+    const updated = await one<CardRow>(tx, 'SELECT * FROM cards WHERE id = $1', [cardId]);
     return presentCard(updated, await loadProfiles(tx, cardId));
   });
 }
@@ -308,7 +308,7 @@ export async function updateCard(
       details: { card_id: cardId, ...patch },
       at: now,
     });
-    const updated = (await tx.query<CardRow>('SELECT * FROM cards WHERE id = $1', [cardId]))[0]!;
+    const updated = await one<CardRow>(tx, 'SELECT * FROM cards WHERE id = $1', [cardId]);
     return presentCard(updated, await loadProfiles(tx, cardId));
   });
 }

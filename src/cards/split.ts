@@ -168,7 +168,8 @@ export function checkCardholderInput(input: CardholderInput, start: CardStart, n
     return `A ${network.name} card number has ${network.lengths.join(' or ')} digits; this one has ${number.length}.`;
   }
   if (!isLuhnValid(number)) return 'The card number is mistyped: its check digit does not match.';
-  const position = start.missing_digit_positions[0]!;
+  const position = start.missing_digit_positions[0];
+  if (position === undefined) return 'The card has no missing digit positions.';
   if (position + 3 > number.length - 1) return 'This card number is too short for the chosen positions.';
   const month = Number(input.expiry_month);
   const year = Number(input.expiry_year);
@@ -194,7 +195,8 @@ export function cryptoRandomInt(max: number): number {
   const buf = new Uint32Array(1);
   for (;;) {
     globalThis.crypto.getRandomValues(buf);
-    if (buf[0]! < limit) return buf[0]! % max;
+    const value = buf[0] ?? limit;
+    if (value < limit) return value % max;
   }
 }
 
@@ -224,7 +226,8 @@ export function buildSplit(
   const problem = checkCardholderInput(input, start, now);
   if (problem) throw new Error(problem);
   const real = normalizeNumber(input.number);
-  const position = start.missing_digit_positions[0]!;
+  const position = start.missing_digit_positions[0];
+  if (position === undefined) throw new Error('The card has no missing digit positions.');
   const address: BillingAddress = {
     line1: input.billing_address.line1.trim(),
     ...(input.billing_address.line2?.trim() ? { line2: input.billing_address.line2.trim() } : {}),

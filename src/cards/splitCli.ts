@@ -1,6 +1,7 @@
 import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { buildSplit, type CardStart, checkCardholderInput } from './split.ts';
+import { present } from '../platform/present.ts';
 
 // `botpay card split`: the card wizard for owners who use the API. It reads the card number from
 // standard input (never from the command line, never logged, not echoed on a terminal), builds the
@@ -97,8 +98,11 @@ export async function cardCommand(args: string[]): Promise<number> {
     console.error(`Missing ${missing.map((m) => `--${m}`).join(', ')}.\n\n${USAGE}`);
     return 2;
   }
-  const expiry = /^(\d{1,2})\/(\d{2}|\d{4})$/.exec(values.expiry!.trim());
-  if (!expiry) {
+  // Present: checked just above.
+  const need = (k: string): string => present(values[k], `--${k}`);
+  const expiry = /^(\d{1,2})\/(\d{2}|\d{4})$/.exec(need('expiry').trim());
+  const [, month, year] = expiry ?? [];
+  if (!month || !year) {
     console.error('--expiry must be MM/YYYY (or MM/YY).');
     return 2;
   }
@@ -112,23 +116,23 @@ export async function cardCommand(args: string[]): Promise<number> {
   const url = process.env.BOTPAY_URL ?? 'http://localhost:8080';
   const input = {
     number: '',
-    expiry_month: expiry[1]!,
-    expiry_year: expiry[2]!.length === 2 ? `20${expiry[2]}` : expiry[2]!,
-    cardholder_name: values.name!,
+    expiry_month: month,
+    expiry_year: year.length === 2 ? `20${year}` : year,
+    cardholder_name: need('name'),
     billing_address: {
-      line1: values['address-line1']!,
+      line1: need('address-line1'),
       line2: values['address-line2'] ?? '',
-      city: values.city!,
+      city: need('city'),
       state: values.state ?? '',
-      postal_code: values['postal-code']!,
-      country: values.country!,
+      postal_code: need('postal-code'),
+      country: need('country'),
     },
   };
   input.number = await readNumber();
   // Check the card before anything is created, with a placeholder start (0-based positions 9–11).
   const preview: CardStart = {
     card_id: 'preview',
-    bot_id: values.bot!,
+    bot_id: need('bot'),
     real_profile_index: 1,
     missing_digit_positions: [9, 10, 11],
   };
@@ -138,9 +142,10 @@ export async function cardCommand(args: string[]): Promise<number> {
     return 1;
   }
   // The output file exists (empty, 0600) before the service hears anything.
+  const out = need('out');
   let fd: number;
   try {
-    fd = openSync(values.out!, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+    fd = openSync(out, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     console.error(
@@ -205,6 +210,6 @@ export async function cardCommand(args: string[]): Promise<number> {
   } finally {
     closeSync(fd);
     // Nothing half-done stays behind: without an activation there is no file.
-    if (!done) unlinkSync(values.out!);
+    if (!done) unlinkSync(out);
   }
 }

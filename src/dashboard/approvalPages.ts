@@ -1,4 +1,4 @@
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decideByOwner, listApprovals } from '../checkout/decisions.ts';
 import { findOneClickTarget, listRecentDecisions, type OneClickTarget } from '../checkout/inbox.ts';
@@ -7,12 +7,20 @@ import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 import { centsToUsd } from '../platform/money.ts';
-import { IdParam } from '../platform/schemas.ts';
 import { listOwnerTopups, NOTE_MAX } from '../topups/service.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { NOTICES, noticeFlash, Text, tags } from './forms.ts';
+import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
-import { notFoundPage } from './http.ts';
+import { notFoundPage, sessionOf } from './http.ts';
+import {
+  ConfirmationParams,
+  CsrfForm,
+  DecisionParams,
+  FlashQuery,
+  NoticeQuery,
+  OneClickBody,
+  OneClickQuery,
+} from './schemas.ts';
 import { preSessionCsrfToken } from './sessions.ts';
 import { verifyLink } from './signedLinks.ts';
 import { registerTopupPages } from './topupPages.ts';
@@ -22,12 +30,6 @@ import { flash, usd } from './views/layout.ts';
 // The approvals inbox (held purchases of all the owner's bots, with a countdown to expiry) and the
 // one-click approve/deny pages reached from the e-mail. Deciding calls decideByOwner, which decides
 // a confirmation once (409 not_pending afterwards) and writes the audit log.
-
-const ConfirmationParams = Type.Object({ confirmation_id: IdParam('chk') });
-const DecisionParams = Type.Object({
-  decision: Type.Union([Type.Literal('approve'), Type.Literal('deny')]),
-});
-const LinkFields = { s: Text(100), e: Text(20), sig: Text(200) };
 
 /** The inbox page, with a message on top (a notice, or why a decision changed nothing). */
 export type Inbox = (
@@ -44,7 +46,7 @@ interface LinkProblem {
 
 export function registerApprovalPages(app: App, ctx: AppContext): void {
   const inbox: Inbox = async (request, reply, options = {}) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const [{ approvals }, decided, { topup_requests: topups }] = await Promise.all([
       listApprovals(ctx, session.ownerId),
       listRecentDecisions(ctx, session.ownerId, 20),
@@ -62,13 +64,13 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
     return reply.page(view, options.status ?? 200);
   };
 
-  app.get<{ Querystring: { notice?: string } }>(
+  app.get(
     '/approvals',
     {
       schema: {
         tags,
         summary: 'Approvals inbox: held purchases of all your bots',
-        querystring: Type.Object({ notice: Text(40) }),
+        querystring: NoticeQuery,
       },
     },
     async (request, reply) =>
@@ -76,19 +78,19 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
   );
 
   for (const decision of ['approve', 'deny'] as const) {
-    app.post<{ Params: Static<typeof ConfirmationParams> }>(
+    app.post(
       `/approvals/:confirmation_id/${decision}`,
       {
         schema: {
           tags,
           summary: decision === 'approve' ? 'Approve a held purchase' : 'Deny a held purchase',
           params: ConfirmationParams,
-          body: Type.Object({ _csrf: Text(200) }),
+          body: CsrfForm,
         },
       },
       async (request, reply) => {
         try {
-          await decideByOwner(ctx, request.dashboard!.ownerId, request.params.confirmation_id, decision);
+          await decideByOwner(ctx, sessionOf(request).ownerId, request.params.confirmation_id, decision);
         } catch (err) {
           if (err instanceof ApiError && err.code === 'not_pending') {
             const status = String(err.details.status ?? 'decided');
@@ -112,7 +114,7 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
   const linkTarget = async (
     request: FastifyRequest,
     decision: OneClickDecision,
-    query: { s?: string; e?: string; sig?: string },
+    query: Static<typeof OneClickQuery>,
   ): Promise<LinkProblem | { target: OneClickTarget }> => {
     const s = query.s;
     const invalid = {
@@ -156,14 +158,14 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
   const problemPage = (reply: FastifyReply, p: LinkProblem) =>
     reply.page(oneClickMessageView(p.title, p.problem), p.status);
 
-  app.get<{ Params: Static<typeof DecisionParams>; Querystring: { s?: string; e?: string; sig?: string } }>(
+  app.get(
     '/approvals/one-click/:decision',
     {
       schema: {
         tags,
         summary: 'One-click approve or deny from the e-mail: a confirmation page (the POST decides)',
         params: DecisionParams,
-        querystring: Type.Object(LinkFields),
+        querystring: OneClickQuery,
       },
       config: { public: true },
     },
@@ -183,14 +185,14 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: Static<typeof DecisionParams>; Body: { s?: string; e?: string; sig?: string } }>(
+  app.post(
     '/approvals/one-click/:decision',
     {
       schema: {
         tags,
         summary: 'One-click approve or deny: decide (signed link, single use)',
         params: DecisionParams,
-        body: Type.Object({ ...LinkFields, _csrf: Text(200) }),
+        body: OneClickBody,
       },
       config: { public: true },
     },
@@ -230,13 +232,13 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.get<{ Querystring: { flash?: string } }>(
+  app.get(
     '/approvals/one-click/done',
     {
       schema: {
         tags,
         summary: 'One-click approve or deny: the outcome (after the redirect)',
-        querystring: Type.Object({ flash: Text(64) }),
+        querystring: FlashQuery,
       },
       config: { public: true },
     },

@@ -1,10 +1,10 @@
-import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { Text, tags } from './forms.ts';
-import { safeReturnPath } from './http.ts';
+import { tags } from './forms.ts';
+import { safeReturnPath, sessionOf } from './http.ts';
+import { CsrfForm, FlashQuery, SignInBody, SignInQuery, VerifyBody, VerifyQuery } from './schemas.ts';
 import {
   inspectMagicLink,
   isSecureBaseUrl,
@@ -20,20 +20,6 @@ import { checkEmailView, linkProblemView, signInView, verifyView } from './views
 import { flash } from './views/layout.ts';
 
 // Sign-in by e-mail magic link, the confirmation step that uses the link, and sign-out.
-
-const SignInQuery = Type.Object({
-  next: Text(500),
-  claim_token: Text(200),
-  signed_out: Text(5),
-});
-const SignInBody = Type.Object({
-  email: Text(300),
-  next: Text(500),
-  claim_token: Text(200),
-  _csrf: Text(200),
-});
-const VerifyQuery = Type.Object({ token: Text(200) });
-const VerifyBody = Type.Object({ token: Text(200), _csrf: Text(200) });
 
 function preCsrf(ctx: AppContext, request: FastifyRequest): string {
   return preSessionCsrfToken(ctx, request.preSessionId ?? '');
@@ -56,6 +42,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
         ? `/claim?token=${encodeURIComponent(request.query.claim_token)}`
         : safeReturnPath(request.query.next);
       if (request.dashboard) return reply.redirect(next ?? '/', 303);
+      const returnPath = safeReturnPath(request.query.next);
       const notice = request.query.signed_out
         ? flash('ok', 'You are signed out.')
         : request.query.claim_token
@@ -65,7 +52,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
         signInView({
           csrf: preCsrf(ctx, request),
           ...(request.query.claim_token ? { claimToken: request.query.claim_token } : {}),
-          ...(safeReturnPath(request.query.next) ? { next: safeReturnPath(request.query.next)! } : {}),
+          ...(returnPath ? { next: returnPath } : {}),
           ...(notice ? { notice } : {}),
         }),
       );
@@ -104,7 +91,7 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
   app.get(
     '/signin/check-email',
     {
-      schema: { tags, summary: 'Check-your-mail page', querystring: Type.Object({ flash: Text(64) }) },
+      schema: { tags, summary: 'Check-your-mail page', querystring: FlashQuery },
       config: { public: true },
     },
     async (request, reply) => {
@@ -149,13 +136,9 @@ export function registerAuthPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post(
-    '/signout',
-    { schema: { tags, summary: 'Sign out', body: Type.Object({ _csrf: Text(200) }) } },
-    async (request, reply) => {
-      await signOut(ctx, request.dashboard!);
-      reply.clearCookie(sessionCookie, cookieOptions);
-      return reply.redirect('/signin?signed_out=1', 303);
-    },
-  );
+  app.post('/signout', { schema: { tags, summary: 'Sign out', body: CsrfForm } }, async (request, reply) => {
+    await signOut(ctx, sessionOf(request));
+    reply.clearCookie(sessionCookie, cookieOptions);
+    return reply.redirect('/signin?signed_out=1', 303);
+  });
 }

@@ -1,4 +1,3 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { auditRecordNames, listAudit } from '../owners/audit.ts';
 import { getBot, listBots } from '../owners/bots.ts';
@@ -7,10 +6,11 @@ import { getMasterGuardrails } from '../owners/guardrails.ts';
 import { rotateApiKey, rotateWebhookSecret } from '../owners/keys.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
-import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { BotParams, CsrfForm as Form, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
+import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
+import { BotParams, BotQuery, CsrfForm as Form, FundBody, RailBody, RailParams } from './schemas.ts';
 import { auditReferences } from './views/activity.ts';
 import { botsOverviewView, botView, MOVEMENTS_PAGE, shownOnce } from './views/bots.ts';
 import { flash } from './views/layout.ts';
@@ -23,12 +23,11 @@ import { partnerWalletData, postPartnerRail, registerX402Pages } from './x402Pag
 // (src/dashboard/flash.ts) that the page after the redirect consumes: reloading it rotates nothing
 // and shows the value no more.
 
-type BotParamsT = Static<typeof BotParams>;
 const MAX_FUND_CENTS = 1_000_000;
 
 export function registerBotPages(app: App, ctx: AppContext): void {
   app.get('/', { schema: { tags, summary: 'Overview of your bots' } }, async (request, reply) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const { bots } = await listBots(ctx, session.ownerId);
     return reply.page(botsOverviewView(bots));
   });
@@ -45,7 +44,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
       values?: Record<string, string | undefined>;
     } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     const [guardrails, transactions, { entries }, partner] = await Promise.all([
       getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now()),
@@ -71,18 +70,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
 
   registerX402Pages(app, ctx, botPage);
 
-  app.get<{ Params: BotParamsT; Querystring: { notice?: string; before?: string; flash?: string } }>(
+  app.get(
     '/bots/:bot_id',
     {
       schema: {
         tags,
         summary: 'One bot: wallet, rails, cards, guardrails, keys, transactions, audit log',
         params: BotParams,
-        querystring: Type.Object({
-          notice: Text(40),
-          flash: Text(64),
-          before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
-        }),
+        querystring: BotQuery,
       },
     },
     async (request, reply) => {
@@ -113,14 +108,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: BotParamsT; Body: { amount_usd?: string } }>(
+  app.post(
     '/bots/:bot_id/fund',
     {
       schema: {
         tags,
         summary: 'Add funds',
         params: BotParams,
-        body: Type.Object({ amount_usd: Text(30), _csrf: Text(200) }),
+        body: FundBody,
       },
     },
     async (request, reply) => {
@@ -132,7 +127,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
           values: { amount_usd: request.body.amount_usd ?? '' },
         });
       }
-      await fundBot(ctx, request.dashboard!.ownerId, request.params.bot_id, cents);
+      await fundBot(ctx, sessionOf(request).ownerId, request.params.bot_id, cents);
       return reply.redirect(`/bots/${request.params.bot_id}?notice=funded`, 303);
     },
   );
@@ -141,7 +136,7 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     ['freeze', true],
     ['unfreeze', false],
   ] as const) {
-    app.post<{ Params: BotParamsT }>(
+    app.post(
       `/bots/:bot_id/${action}`,
       {
         schema: {
@@ -152,30 +147,20 @@ export function registerBotPages(app: App, ctx: AppContext): void {
         },
       },
       async (request, reply) => {
-        await setWalletFrozen(ctx, request.dashboard!.ownerId, request.params.bot_id, frozen);
+        await setWalletFrozen(ctx, sessionOf(request).ownerId, request.params.bot_id, frozen);
         return reply.redirect(`/bots/${request.params.bot_id}?notice=${frozen ? 'frozen' : 'unfrozen'}`, 303);
       },
     );
   }
 
-  app.post<{
-    Params: BotParamsT & { rail_key: 'card_wallet' | 'partner_wallet' };
-    Body: { status: 'active' | 'inactive'; address?: string };
-  }>(
+  app.post(
     '/bots/:bot_id/rails/:rail_key',
     {
       schema: {
         tags,
         summary: 'Turn a payment rail on or off',
-        params: Type.Object({
-          bot_id: IdParam('bot'),
-          rail_key: Type.Union([Type.Literal('card_wallet'), Type.Literal('partner_wallet')]),
-        }),
-        body: Type.Object({
-          status: Type.Union([Type.Literal('active'), Type.Literal('inactive')]),
-          address: Text(200),
-          _csrf: Text(200),
-        }),
+        params: RailParams,
+        body: RailBody,
       },
     },
     async (request, reply) => {
@@ -189,28 +174,28 @@ export function registerBotPages(app: App, ctx: AppContext): void {
       const { bot_id: botId, rail_key: railKey } = request.params;
       if (railKey === 'partner_wallet') {
         // The partner wallet's address comes from its key (src/dashboard/x402Pages.ts).
-        const r = await postPartnerRail(ctx, request.dashboard!.ownerId, botId, request.body.status);
+        const r = await postPartnerRail(ctx, sessionOf(request).ownerId, botId, request.body.status);
         if (!r.ok) return botPage(request, reply, botId, { status: r.status, top: flash('bad', r.message) });
         return reply.redirect(
           `/bots/${botId}?notice=${request.body.status === 'active' ? 'x402_on' : 'x402_off'}`,
           303,
         );
       }
-      await setRail(ctx, request.dashboard!.ownerId, botId, railKey, request.body.status, address);
+      await setRail(ctx, sessionOf(request).ownerId, botId, railKey, request.body.status, address);
       return reply.redirect(`/bots/${botId}?notice=rail`, 303);
     },
   );
 
   // Rotations answer a redirect (post/redirect/get): the new value travels in a one-time flash,
   // so reloading the page that shows it neither rotates again nor shows it twice.
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/bots/:bot_id/api-key/rotate',
     { schema: { tags, summary: 'Rotate the API key (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      const result = await rotateApiKey(ctx, request.dashboard!.ownerId, botId);
+      const result = await rotateApiKey(ctx, sessionOf(request).ownerId, botId);
       app.botAuthenticator.forgetBot(botId);
-      const id = await putFlash(ctx, flashHolder(request)!, {
+      const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
         kind: 'api_key',
         bot_id: botId,
         value: result.api_key,
@@ -219,13 +204,13 @@ export function registerBotPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/bots/:bot_id/webhook-secret/rotate',
     { schema: { tags, summary: 'Rotate the webhook secret (shown once)', params: BotParams, body: Form } },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      const result = await rotateWebhookSecret(ctx, request.dashboard!.ownerId, botId);
-      const id = await putFlash(ctx, flashHolder(request)!, {
+      const result = await rotateWebhookSecret(ctx, sessionOf(request).ownerId, botId);
+      const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
         kind: 'webhook_secret',
         bot_id: botId,
         value: result.webhook_secret,

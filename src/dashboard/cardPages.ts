@@ -1,9 +1,7 @@
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
-  type ApprovalMode,
   getCard,
-  type ProfileApprovalRule,
   type ProfileUpdate,
   profilesFile,
   startCard,
@@ -14,11 +12,22 @@ import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
-import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { BotParams, limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { flashHolder, redirectAfterSave, takeFlash } from './flash.ts';
+import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
-import { cardsView, cardView, MODES, RULES } from './views/cards.ts';
+import { sessionOf } from './http.ts';
+import {
+  BotParams,
+  CardParams,
+  CardSettingsBody,
+  CardStartBody,
+  CardStatusBody,
+  NoticeFlashQuery,
+  NoticeQuery,
+  ProfileBody,
+  ProfileParams,
+} from './schemas.ts';
+import { cardsView, cardView } from './views/cards.ts';
 import { flash } from './views/layout.ts';
 
 // Cards of a bot: the setup wizard (src/dashboard/views/cards.ts draws it; the card is typed and
@@ -27,13 +36,8 @@ import { flash } from './views/layout.ts';
 // payment profile. Every action calls src/cards/service.ts, which checks ownership and writes the
 // audit log.
 
-const CardParams = Type.Object({ bot_id: IdParam('bot'), card_id: IdParam('card') });
-const ProfileParams = Type.Object({
-  bot_id: IdParam('bot'),
-  card_id: IdParam('card'),
-  profile_index: Type.String({ pattern: '^[1-6]$' }),
-});
 type CardParamsT = Static<typeof CardParams>;
+type AmountField = 'per_transaction_usd' | 'daily_usd' | 'monthly_usd' | 'approval_threshold_usd';
 const MAX_LIMIT_CENTS = 100_000_000;
 
 export function registerCardPages(app: App, ctx: AppContext): void {
@@ -43,7 +47,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     botId: string,
     opts: { status?: number; top?: SafeHtml | string } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     return reply.page(cardsView({ csrf: session.csrfToken, bot, top: opts.top ?? '' }), opts.status ?? 200);
   };
@@ -61,7 +65,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       profile?: number;
     } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, params.bot_id);
     const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
     const view = cardView({
@@ -77,14 +81,14 @@ export function registerCardPages(app: App, ctx: AppContext): void {
 
   const bad = (message: string) => flash('bad', message);
 
-  app.get<{ Params: Static<typeof BotParams>; Querystring: { notice?: string } }>(
+  app.get(
     '/bots/:bot_id/cards',
     {
       schema: {
         tags,
         summary: 'Cards of a bot',
         params: BotParams,
-        querystring: Type.Object({ notice: Text(40) }),
+        querystring: NoticeQuery,
       },
     },
     async (request, reply) => {
@@ -94,31 +98,31 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: Static<typeof BotParams>; Body: { label?: string } }>(
+  app.post(
     '/bots/:bot_id/cards',
     {
       schema: {
         tags,
         summary: 'Start a card (step 1 of the wizard)',
         params: BotParams,
-        body: Type.Object({ label: Text(100), _csrf: Text(200) }),
+        body: CardStartBody,
       },
     },
     async (request, reply) => {
       const label = request.body.label?.trim() || undefined;
-      const started = await startCard(ctx, request.dashboard!.ownerId, request.params.bot_id, label);
+      const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, label);
       return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=started`, 303);
     },
   );
 
-  app.get<{ Params: CardParamsT; Querystring: { notice?: string; flash?: string } }>(
+  app.get(
     '/bots/:bot_id/cards/:card_id',
     {
       schema: {
         tags,
         summary: 'One card: activation, profiles file, limits, approval, profiles',
         params: CardParams,
-        querystring: Type.Object({ notice: Text(40), flash: Text(64) }),
+        querystring: NoticeFlashQuery,
       },
     },
     async (request, reply) => {
@@ -131,7 +135,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.get<{ Params: CardParamsT }>(
+  app.get(
     '/bots/:bot_id/cards/:card_id/profiles-file',
     {
       schema: { tags, summary: 'Download the payment profiles file (step 3)', params: CardParams },
@@ -139,7 +143,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     async (request, reply) => {
       const file = await profilesFile(
         ctx,
-        request.dashboard!.ownerId,
+        sessionOf(request).ownerId,
         request.params.bot_id,
         request.params.card_id,
       );
@@ -148,30 +152,19 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{
-    Params: CardParamsT;
-    Body: Record<string, string | undefined>;
-  }>(
+  app.post(
     '/bots/:bot_id/cards/:card_id/settings',
     {
       schema: {
         tags,
         summary: 'Card guardrails and approval mode',
         params: CardParams,
-        body: Type.Object({
-          per_transaction_usd: Text(30),
-          daily_usd: Text(30),
-          monthly_usd: Text(30),
-          approval_mode: Type.Optional(Type.Union(MODES.map(([m]) => Type.Literal(m)))),
-          approval_threshold_usd: Text(30),
-          approved_categories: Text(2000),
-          _csrf: Text(200),
-        }),
+        body: CardSettingsBody,
       },
     },
     async (request, reply) => {
       const b = request.body;
-      const amount = (field: string, max: number): number | undefined | 'bad' => {
+      const amount = (field: AmountField, max: number): number | undefined | 'bad' => {
         const value = b[field];
         if (value === undefined || value.trim() === '') return undefined;
         const cents = parseUsdToCents(value);
@@ -204,7 +197,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       }
       const saved = await updateCard(
         ctx,
-        request.dashboard!.ownerId,
+        sessionOf(request).ownerId,
         request.params.bot_id,
         request.params.card_id,
         {
@@ -212,7 +205,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
           ...(daily !== undefined ? { daily_cents: daily as number } : {}),
           ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
           ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
-          ...(b.approval_mode ? { approval_mode: b.approval_mode as ApprovalMode } : {}),
+          ...(b.approval_mode ? { approval_mode: b.approval_mode } : {}),
           ...(categories !== undefined ? { approved_categories: categories } : {}),
         },
       );
@@ -223,34 +216,23 @@ export function registerCardPages(app: App, ctx: AppContext): void {
         month: Math.round(saved.guardrails.monthly_usd * 100),
       });
       const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
-      if (warning) {
-        const id = await putFlash(ctx, flashHolder(request)!, {
-          kind: 'notice',
-          level: 'warn',
-          text: warning,
-        });
-        return reply.redirect(`${target}?flash=${id}`, 303);
-      }
-      return reply.redirect(`${target}?notice=settings`, 303);
+      return redirectAfterSave(ctx, sessionOf(request), reply, target, warning, 'settings');
     },
   );
 
-  app.post<{ Params: CardParamsT; Body: { status: 'active' | 'frozen' } }>(
+  app.post(
     '/bots/:bot_id/cards/:card_id/status',
     {
       schema: {
         tags,
         summary: 'Freeze or unfreeze a card',
         params: CardParams,
-        body: Type.Object({
-          status: Type.Union([Type.Literal('active'), Type.Literal('frozen')]),
-          _csrf: Text(200),
-        }),
+        body: CardStatusBody,
       },
     },
     async (request, reply) => {
       try {
-        await updateCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id, {
+        await updateCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id, {
           status: request.body.status,
         });
       } catch (err) {
@@ -266,23 +248,14 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: Static<typeof ProfileParams>; Body: Record<string, string | undefined> }>(
+  app.post(
     '/bots/:bot_id/cards/:card_id/profiles/:profile_index',
     {
       schema: {
         tags,
         summary: 'A payment profile: allowance, window, approval rule',
         params: ProfileParams,
-        body: Type.Object({
-          allowance_usd: Text(30),
-          allowance_window: Type.Optional(
-            Type.Union([Type.Literal('day'), Type.Literal('week'), Type.Literal('month')]),
-          ),
-          approval_rule: Type.Optional(Type.Union(RULES.map(([r]) => Type.Literal(r)))),
-          approval_threshold_usd: Text(30),
-          enabled: Type.Optional(Type.Union([Type.Literal('yes'), Type.Literal('no')])),
-          _csrf: Text(200),
-        }),
+        body: ProfileBody,
       },
     },
     async (request, reply) => {
@@ -305,16 +278,15 @@ export function registerCardPages(app: App, ctx: AppContext): void {
         }
         update[key] = cents;
       }
-      if (b.allowance_window)
-        update.allowance_window = b.allowance_window as ProfileUpdate['allowance_window'];
-      if (b.approval_rule) update.approval_rule = b.approval_rule as ProfileApprovalRule;
+      if (b.allowance_window) update.allowance_window = b.allowance_window;
+      if (b.approval_rule) update.approval_rule = b.approval_rule;
       if (b.enabled) update.enabled = b.enabled === 'yes';
       if (Object.keys(update).length === 0) {
-        await getCard(ctx, request.dashboard!.ownerId, request.params.bot_id, request.params.card_id);
+        await getCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id);
       } else {
         await updateProfile(
           ctx,
-          request.dashboard!.ownerId,
+          sessionOf(request).ownerId,
           request.params.bot_id,
           request.params.card_id,
           Number(request.params.profile_index),

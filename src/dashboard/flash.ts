@@ -1,7 +1,8 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { maybeOne } from '../platform/db/port.ts';
+import type { DashboardSession } from './sessions.ts';
 
 // One-time flashes for post/redirect/get. A POST that has something to show once stores it
 // (encrypted, bound to the browser's session or pre-sign-in cookie) and redirects to a page with
@@ -23,9 +24,14 @@ export type FlashPayload =
 
 /** Whose flashes these are: the session, else the pre-sign-in cookie; undefined when neither. */
 export function flashHolder(request: FastifyRequest): string | undefined {
-  if (request.dashboard) return sha256Hex(`session:${request.dashboard.idHash}`);
+  if (request.dashboard) return sessionFlashHolder(request.dashboard);
   if (request.preSessionId) return sha256Hex(`pre:${request.preSessionId}`);
   return undefined;
+}
+
+/** The flashes of a signed-in owner's session (what `flashHolder` answers for it). */
+export function sessionFlashHolder(session: DashboardSession): string {
+  return sha256Hex(`session:${session.idHash}`);
 }
 
 export async function putFlash(ctx: AppContext, holder: string, payload: FlashPayload): Promise<string> {
@@ -57,4 +63,25 @@ export async function takeFlash(
   );
   if (!row || new Date(row.expires_at).getTime() <= ctx.clock.now()) return undefined;
   return JSON.parse(ctx.secrets.decrypt(row.payload_enc)) as FlashPayload;
+}
+
+/**
+ * The redirect after a save (post/redirect/get): to `target` with the warning as a one-time flash
+ * when there is one, else with the fixed `?notice=` code.
+ */
+export async function redirectAfterSave(
+  ctx: AppContext,
+  session: DashboardSession,
+  reply: FastifyReply,
+  target: string,
+  warning: string | undefined,
+  notice: string,
+): Promise<FastifyReply> {
+  if (!warning) return reply.redirect(`${target}?notice=${notice}`, 303);
+  const id = await putFlash(ctx, sessionFlashHolder(session), {
+    kind: 'notice',
+    level: 'warn',
+    text: warning,
+  });
+  return reply.redirect(`${target}?flash=${id}`, 303);
 }

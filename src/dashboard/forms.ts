@@ -1,21 +1,11 @@
-import { Type } from '@sinclair/typebox';
-import { IdParam } from '../platform/schemas.ts';
 import type { SafeHtml } from './html.ts';
 import { flash } from './views/layout.ts';
 
-// What every dashboard form handler shares: the OpenAPI tag, the schema of an optional text field
-// and of the ids in paths, turning typed amounts into cents, and the fixed messages shown after a
-// redirect (`?notice=<code>`: never reflected text, only a key into these tables).
+// What every dashboard form handler shares: the OpenAPI tag, turning typed amounts into cents, and
+// the fixed messages shown after a redirect (`?notice=<code>`: never reflected text, only a key into
+// these tables). The forms' schemas are in schemas.ts.
 
 export const tags = ['dashboard'];
-
-/** An optional form or query field of at most `max` characters. */
-export const Text = (max: number) => Type.Optional(Type.String({ maxLength: max }));
-
-/** A form with nothing but its CSRF token. */
-export const CsrfForm = Type.Object({ _csrf: Text(200) });
-
-export const BotParams = Type.Object({ bot_id: IdParam('bot') });
 
 /** "25", "25.5", "$1,250.00" → cents; undefined when it is not an amount with at most 2 decimals. */
 export function parseUsdToCents(input: unknown): number | undefined {
@@ -111,7 +101,8 @@ export function noticeFlash(
 ): SafeHtml | string {
   if (!code) return '';
   for (const table of tables) {
-    if (Object.hasOwn(table, code)) return flash('ok', table[code]!);
+    const text = Object.hasOwn(table, code) ? table[code] : undefined;
+    if (text !== undefined) return flash('ok', text);
   }
   return '';
 }

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { authenticationRequired } from '../platform/errors.ts';
 import type { DashboardSession } from './sessions.ts';
 import { notFoundView, type PageView, page } from './views/layout.ts';
 
@@ -45,6 +46,16 @@ export function sendPage(
 /** The friendly 404 page (used for unknown paths and for records that are not the owner's). */
 export function notFoundPage(reply: FastifyReply, session?: DashboardSession): FastifyReply {
   return sendPage(reply, notFoundView(session !== undefined), session, 404);
+}
+
+/**
+ * The signed-in owner's session. The dashboard scope sends a request without one to sign-in
+ * before any non-public page runs (src/dashboard/routes.ts), so a 401 here means a public page
+ * asked for a session it does not have.
+ */
+export function sessionOf(request: FastifyRequest): DashboardSession {
+  if (!request.dashboard) throw authenticationRequired();
+  return request.dashboard;
 }
 
 /** HTML pages send the HTML 404; API clients keep the JSON error. */

@@ -1,4 +1,3 @@
-import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { auditRecordNames, listAccountAudit } from '../owners/audit.ts';
 import { claimBot, createPairingCode, findUnclaimedBot, listRecentPairingCodes } from '../owners/bots.ts';
@@ -6,9 +5,11 @@ import { getMasterGuardrails, updateMasterGuardrails } from '../owners/guardrail
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { flashHolder, putFlash, takeFlash } from './flash.ts';
-import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { flashHolder, putFlash, redirectAfterSave, sessionFlashHolder, takeFlash } from './flash.ts';
+import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
+import { ClaimBody, ClaimQuery, CsrfForm, FlashQuery, GuardrailsBody, NoticeFlashQuery } from './schemas.ts';
 import {
   claimConfirmView,
   claimFormView,
@@ -22,8 +23,6 @@ import { flash } from './views/layout.ts';
 
 // Account-level pages: claim a bot, pairing codes, master guardrails, account activity.
 
-const NoticeQuery = Type.Object({ notice: Text(40), flash: Text(64) });
-
 export function registerOwnerPages(app: App, ctx: AppContext): void {
   app.get(
     '/claim',
@@ -31,7 +30,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Claim a bot (signs in first)',
-        querystring: Type.Object({ token: Text(200) }),
+        querystring: ClaimQuery,
       },
       // Public so that a signed-out owner is sent to sign-in with the token kept for the way back.
       config: { public: true },
@@ -58,11 +57,11 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Claim a bot',
-        body: Type.Object({ claim_token: Text(200), _csrf: Text(200) }),
+        body: ClaimBody,
       },
     },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       try {
         const result = await claimBot(ctx, session.ownerId, request.body.claim_token ?? '');
         return reply.redirect(`/bots/${result.bot_id}?notice=claimed`, 303);
@@ -75,14 +74,14 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
   );
 
   const pairingPage = async (request: FastifyRequest, reply: FastifyReply, fresh?: SafeHtml) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const recent = await listRecentPairingCodes(ctx, session.ownerId, 10);
     return reply.page(pairingView({ csrf: session.csrfToken, now: ctx.clock.now(), recent, fresh }));
   };
 
-  app.get<{ Querystring: { flash?: string } }>(
+  app.get(
     '/pairing',
-    { schema: { tags, summary: 'Pairing codes', querystring: Type.Object({ flash: Text(64) }) } },
+    { schema: { tags, summary: 'Pairing codes', querystring: FlashQuery } },
     async (request, reply) => {
       if (!request.query.flash) return pairingPage(request, reply);
       const shown = await takeFlash(ctx, flashHolder(request), request.query.flash);
@@ -102,11 +101,11 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
 
   app.post(
     '/pairing',
-    { schema: { tags, summary: 'Create a pairing code', body: Type.Object({ _csrf: Text(200) }) } },
+    { schema: { tags, summary: 'Create a pairing code', body: CsrfForm } },
     async (request, reply) => {
-      const code = await createPairingCode(ctx, request.dashboard!.ownerId);
+      const code = await createPairingCode(ctx, sessionOf(request).ownerId);
       // Post/redirect/get: reloading the page that shows the code creates no second code.
-      const id = await putFlash(ctx, flashHolder(request)!, {
+      const id = await putFlash(ctx, sessionFlashHolder(sessionOf(request)), {
         kind: 'pairing_code',
         value: code.pairing_code,
         expires_at: code.expires_at,
@@ -122,14 +121,14 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     top: SafeHtml | string,
     values: Record<string, string | undefined> = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const guardrails = await getMasterGuardrails(ctx.db, session.ownerId, ctx.clock.now());
     return reply.page(guardrailsView({ csrf: session.csrfToken, guardrails, top, values }), status);
   };
 
   app.get(
     '/guardrails',
-    { schema: { tags, summary: 'Master guardrails', querystring: NoticeQuery } },
+    { schema: { tags, summary: 'Master guardrails', querystring: NoticeFlashQuery } },
     async (request, reply) => {
       let top = noticeFlash(request.query.notice, NOTICES.account);
       if (request.query.flash) {
@@ -146,13 +145,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Set master guardrails',
-        body: Type.Object({
-          per_transaction_usd: Text(20),
-          daily_budget_usd: Text(20),
-          monthly_budget_usd: Text(20),
-          return_to: Text(100),
-          _csrf: Text(200),
-        }),
+        body: GuardrailsBody,
       },
     },
     async (request, reply) => {
@@ -182,25 +175,17 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
       }
       if (Object.keys(input).length === 0)
         return guardrailsPage(request, reply, 400, flash('bad', 'Enter at least one amount to change.'));
-      await updateMasterGuardrails(ctx, request.dashboard!.ownerId, input);
+      await updateMasterGuardrails(ctx, sessionOf(request).ownerId, input);
       const back = request.body.return_to;
       const target = back && /^bot_[a-z2-7]{1,64}$/.test(back) ? `/bots/${back}` : '/guardrails';
       // Saved either way; limits out of order (per purchase > per day > per month) get a warning.
-      const saved = await getMasterGuardrails(ctx.db, request.dashboard!.ownerId, ctx.clock.now());
+      const saved = await getMasterGuardrails(ctx.db, sessionOf(request).ownerId, ctx.clock.now());
       const warning = limitOrderWarning({
         per: Math.round(saved.per_transaction_usd * 100),
         day: Math.round(saved.daily_budget_usd * 100),
         month: Math.round(saved.monthly_budget_usd * 100),
       });
-      if (warning) {
-        const id = await putFlash(ctx, flashHolder(request)!, {
-          kind: 'notice',
-          level: 'warn',
-          text: warning,
-        });
-        return reply.redirect(`${target}?flash=${id}`, 303);
-      }
-      return reply.redirect(`${target}?notice=guardrails`, 303);
+      return redirectAfterSave(ctx, sessionOf(request), reply, target, warning, 'guardrails');
     },
   );
 
@@ -208,7 +193,7 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
     '/activity',
     { schema: { tags, summary: 'Account activity (audit log)' } },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       const entries = await listAccountAudit(ctx, session.ownerId, 100);
       const names = await auditRecordNames(ctx, session.ownerId, auditReferences(entries));
       return reply.page(activityView(entries, names));

@@ -1,20 +1,19 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
 import { changeSchedule, createSchedule, listSchedules, listTasks } from '../tasks/schedules.ts';
-import { BotParams, NOTICES, noticeFlash, parseUsdToCents, Text, tags } from './forms.ts';
+import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
+import { BotParams, CsrfForm, NoticeQuery, ScheduleBody, ScheduleParams } from './schemas.ts';
 import { flash } from './views/layout.ts';
 import { type FormValues, schedulesView } from './views/schedules.ts';
 
 // Schedules of a bot: recurring real purchases the bot is handed as tasks (src/tasks/schedules.ts
 // createSchedule / listSchedules / changeSchedule, which check ownership and write the audit log).
 
-const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 const ACTIONS = ['pause', 'resume', 'delete'] as const;
 
 export function registerSchedulePages(app: App, ctx: AppContext): void {
@@ -24,7 +23,7 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
     botId: string,
     opts: { status?: number; top?: SafeHtml | string; values?: FormValues } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     const [{ schedules }, { tasks }] = await Promise.all([
       listSchedules(ctx, session.ownerId, botId),
@@ -41,14 +40,14 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
     return reply.page(view, opts.status ?? 200);
   };
 
-  app.get<{ Params: Static<typeof BotParams>; Querystring: { notice?: string } }>(
+  app.get(
     '/bots/:bot_id/schedules',
     {
       schema: {
         tags,
         summary: 'Schedules of a bot',
         params: BotParams,
-        querystring: Type.Object({ notice: Text(40) }),
+        querystring: NoticeQuery,
       },
     },
     async (request, reply) => {
@@ -58,25 +57,14 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: Static<typeof BotParams>; Body: FormValues }>(
+  app.post(
     '/bots/:bot_id/schedules',
     {
       schema: {
         tags,
         summary: 'Create a schedule',
         params: BotParams,
-        body: Type.Object({
-          cron: Text(200),
-          timezone: Text(100),
-          card_id: Text(100),
-          profile_index: Text(2),
-          merchant_name: Text(200),
-          merchant_url: Text(2000),
-          item_name: Text(500),
-          amount_usd: Text(30),
-          category: Text(100),
-          _csrf: Text(200),
-        }),
+        body: ScheduleBody,
       },
     },
     async (request, reply) => {
@@ -89,20 +77,26 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
       if (cents === undefined || cents < 1 || cents > 10_000_000)
         return fail(400, 'Enter an amount between $0.01 and $100,000.00.');
       if (!/^[1-6]$/.test(b.profile_index ?? '')) return fail(400, 'Choose a profile from 1 to 6.');
-      const required = ['cron', 'timezone', 'merchant_name', 'merchant_url', 'item_name'] as const;
-      const missing = required.find((k) => !b[k]?.trim());
-      if (missing) return fail(400, 'Fill in the item, merchant, web address, time and time zone.');
+      const { cron, timezone, merchant_name, merchant_url, item_name } = b;
+      if (
+        !cron?.trim() ||
+        !timezone?.trim() ||
+        !merchant_name?.trim() ||
+        !merchant_url?.trim() ||
+        !item_name?.trim()
+      )
+        return fail(400, 'Fill in the item, merchant, web address, time and time zone.');
       const cardId = b.card_id && /^card_[a-z2-7]{1,64}$/.test(b.card_id) ? b.card_id : undefined;
       try {
-        await createSchedule(ctx, request.dashboard!.ownerId, botId, {
-          cron: b.cron!.trim(),
-          timezone: b.timezone!.trim(),
+        await createSchedule(ctx, sessionOf(request).ownerId, botId, {
+          cron: cron.trim(),
+          timezone: timezone.trim(),
           instructions: {
             ...(cardId ? { card_id: cardId } : {}),
             profile_index: Number(b.profile_index),
-            merchant_name: b.merchant_name!,
-            merchant_url: b.merchant_url!.trim(),
-            item_name: b.item_name!,
+            merchant_name,
+            merchant_url: merchant_url.trim(),
+            item_name,
             amount_cents: cents,
             ...(b.category?.trim() ? { category: b.category.trim() } : {}),
           },
@@ -119,20 +113,20 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
   );
 
   for (const action of ACTIONS) {
-    app.post<{ Params: Static<typeof ScheduleParams> }>(
+    app.post(
       `/bots/:bot_id/schedules/:schedule_id/${action}`,
       {
         schema: {
           tags,
-          summary: `${action[0]!.toUpperCase()}${action.slice(1)} a schedule`,
+          summary: `${action.charAt(0).toUpperCase()}${action.slice(1)} a schedule`,
           params: ScheduleParams,
-          body: Type.Object({ _csrf: Text(200) }),
+          body: CsrfForm,
         },
       },
       async (request, reply) => {
         await changeSchedule(
           ctx,
-          request.dashboard!.ownerId,
+          sessionOf(request).ownerId,
           request.params.bot_id,
           request.params.schedule_id,
           action,

@@ -1,11 +1,12 @@
-import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createNamedOwnerToken, listOwnerTokens, revokeOwnerToken } from '../owners/tokens.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { NOTICES, noticeFlash, Text, tags } from './forms.ts';
+import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
+import { CsrfForm, NoticeQuery, TokenBody, TokenParams } from './schemas.ts';
 import { isSecureBaseUrl } from './sessions.ts';
 import { flash } from './views/layout.ts';
 import { newTokenNotice, settingsView } from './views/settings.ts';
@@ -37,7 +38,7 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
     top: SafeHtml | string,
     typedName = '',
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const tokens = await listOwnerTokens(ctx.db, session.ownerId);
     return reply.page(settingsView({ csrf: session.csrfToken, tokens, top, typedName }), status);
   };
@@ -45,10 +46,10 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
   app.get(
     '/settings',
     {
-      schema: { tags, summary: 'Settings: owner API tokens', querystring: Type.Object({ notice: Text(40) }) },
+      schema: { tags, summary: 'Settings: owner API tokens', querystring: NoticeQuery },
     },
     async (request, reply) => {
-      const session = request.dashboard!;
+      const session = sessionOf(request);
       let top: SafeHtml | string = '';
       const raw = request.cookies[cookieName];
       if (raw !== undefined) {
@@ -74,12 +75,12 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
       schema: {
         tags,
         summary: 'Create an owner API token',
-        body: Type.Object({ name: Text(200), _csrf: Text(200) }),
+        body: TokenBody,
       },
     },
     async (request, reply) => {
-      const session = request.dashboard!;
-      const name = (request.body as { name?: string }).name ?? '';
+      const session = sessionOf(request);
+      const name = request.body.name ?? '';
       // Control characters would end up in the list and the audit log.
       // biome-ignore lint/suspicious/noControlCharactersInRegex: that is the point
       if (!name.trim() || name.length > 100 || /[\u0000-\u001f\u007f]/.test(name)) {
@@ -112,19 +113,19 @@ export function registerTokenPages(app: App, ctx: AppContext): void {
     },
   );
 
-  app.post<{ Params: { token_id: string } }>(
+  app.post(
     '/settings/tokens/:token_id/revoke',
     {
       schema: {
         tags,
         summary: 'Revoke an owner API token',
-        params: Type.Object({ token_id: Type.String({ maxLength: 80 }) }),
-        body: Type.Object({ _csrf: Text(200) }),
+        params: TokenParams,
+        body: CsrfForm,
       },
     },
     async (request, reply) => {
       // Unknown, revoked or another owner's token: the dashboard's 404 page.
-      await revokeOwnerToken(ctx, request.dashboard!.ownerId, request.params.token_id);
+      await revokeOwnerToken(ctx, sessionOf(request).ownerId, request.params.token_id);
       return reply.redirect('/settings?notice=revoked', 303);
     },
   );

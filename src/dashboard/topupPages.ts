@@ -1,32 +1,27 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
-import { decideTopup, NOTE_MAX } from '../topups/service.ts';
+import { decideTopup } from '../topups/service.ts';
 import type { Inbox } from './approvalPages.ts';
-import { Text, tags } from './forms.ts';
+import { tags } from './forms.ts';
+import { sessionOf } from './http.ts';
+import { TopupDecisionBody, TopupParams } from './schemas.ts';
 import { flash } from './views/layout.ts';
 
 // Top-up requests in the approvals inbox (the section is drawn by src/dashboard/views/approvals.ts):
 // the two form posts, Approve (funds the asked amount) and Decline (with an optional note for the
 // bot). Deciding calls decideTopup, which decides a request once.
 
-const TopupParams = Type.Object({ topup_id: IdParam('topup') });
-
 export function registerTopupPages(app: App, ctx: AppContext, inbox: Inbox): void {
   for (const decision of ['approve', 'decline'] as const) {
-    app.post<{ Params: Static<typeof TopupParams>; Body: { note?: string } }>(
+    app.post(
       `/approvals/topups/:topup_id/${decision}`,
       {
         schema: {
           tags,
           summary: decision === 'approve' ? 'Approve a top-up request' : 'Decline a top-up request',
           params: TopupParams,
-          body: Type.Object({
-            _csrf: Text(200),
-            note: Text(NOTE_MAX * 2),
-          }),
+          body: TopupDecisionBody,
         },
       },
       async (request, reply) => {
@@ -34,7 +29,7 @@ export function registerTopupPages(app: App, ctx: AppContext, inbox: Inbox): voi
         try {
           await decideTopup(
             ctx,
-            request.dashboard!.ownerId,
+            sessionOf(request).ownerId,
             request.params.topup_id,
             decision === 'approve' ? { approve: true } : { approve: false, note },
           );

@@ -1,22 +1,21 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { IdParam } from '../platform/schemas.ts';
 import { assertOwnDelivery, type DeliveryFilter, deliveryLog } from '../webhooks/log.ts';
 import { retryDelivery } from '../webhooks/service.ts';
-import { BotParams, NOTICES, noticeFlash, Text, tags } from './forms.ts';
+import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
+import { BotParams, CsrfForm, DeliveryParams, WebhookLogQuery } from './schemas.ts';
 import { flash } from './views/layout.ts';
-import { FILTERS, webhookLogView } from './views/webhooks.ts';
+import { webhookLogView } from './views/webhooks.ts';
 
 // The webhook delivery log of a bot (src/dashboard/views/webhooks.ts draws it; the rows come from
 // src/webhooks/log.ts) and a manual retry of failed or pending deliveries (src/webhooks/service.ts
 // retryDelivery: audit log + wake-up of the workers).
 
-const DeliveryParams = Type.Object({ bot_id: IdParam('bot'), delivery_id: IdParam('whd') });
 const PAGE_SIZE = 50;
 
 export function registerWebhookPages(app: App, ctx: AppContext): void {
@@ -26,7 +25,7 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
     botId: string,
     opts: { status?: number; top?: SafeHtml | string; filter?: DeliveryFilter; before?: string } = {},
   ) => {
-    const session = request.dashboard!;
+    const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
     const { deliveries, has_more } = await deliveryLog(ctx, botId, {
       limit: PAGE_SIZE,
@@ -44,21 +43,14 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
     return reply.page(view, opts.status ?? 200);
   };
 
-  app.get<{
-    Params: Static<typeof BotParams>;
-    Querystring: { status?: DeliveryFilter; before?: string; notice?: string };
-  }>(
+  app.get(
     '/bots/:bot_id/webhooks',
     {
       schema: {
         tags,
         summary: 'Webhook delivery log of a bot',
         params: BotParams,
-        querystring: Type.Object({
-          status: Type.Optional(Type.Union(FILTERS.map((s) => Type.Literal(s)))),
-          before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
-          notice: Text(40),
-        }),
+        querystring: WebhookLogQuery,
       },
     },
     async (request, reply) =>
@@ -69,19 +61,19 @@ export function registerWebhookPages(app: App, ctx: AppContext): void {
       }),
   );
 
-  app.post<{ Params: Static<typeof DeliveryParams> }>(
+  app.post(
     '/bots/:bot_id/webhooks/:delivery_id/retry',
     {
       schema: {
         tags,
         summary: 'Send a failed or pending webhook delivery again now',
         params: DeliveryParams,
-        body: Type.Object({ _csrf: Text(200) }),
+        body: CsrfForm,
       },
     },
     async (request, reply) => {
       const { bot_id: botId, delivery_id: deliveryId } = request.params;
-      const ownerId = request.dashboard!.ownerId;
+      const ownerId = sessionOf(request).ownerId;
       // The delivery must be this bot's (and the bot the owner's): anything else is 404.
       await assertOwnDelivery(ctx, ownerId, botId, deliveryId);
       try {

@@ -1,4 +1,3 @@
-import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import QRCode from 'qrcode';
 import type { AppContext } from '../platform/context.ts';
@@ -7,15 +6,15 @@ import type { App } from '../platform/http.ts';
 import { getX402Wallet, listX402Payments, updateX402Settings } from '../x402/owner.ts';
 import { reconcileWallet } from '../x402/reconcile.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
-import { BotParams, parseUsdToCents, Text, tags } from './forms.ts';
+import { parseUsdToCents, tags } from './forms.ts';
 import { html, type SafeHtml } from './html.ts';
+import { sessionOf } from './http.ts';
+import { BotParams, CsrfForm, X402ImportBody, X402SettingsBody } from './schemas.ts';
 import type { PartnerWalletData } from './views/x402.ts';
 
 // The partner wallet's forms on the bot page (the section is drawn by src/dashboard/views/x402.ts):
 // turn it on or off, import a key, read the balance, change settings. Every action goes through
 // src/x402/ (ownership, audit log, events) and redirects back.
-
-type BotParamsT = Static<typeof BotParams>;
 
 type BotPageFn = (
   request: FastifyRequest,
@@ -62,14 +61,14 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
     throw error;
   };
 
-  app.post<{ Params: BotParamsT; Body: { private_key?: string } }>(
+  app.post(
     '/bots/:bot_id/x402/import',
     {
       schema: {
         tags,
         summary: 'Import a private key for the partner wallet and turn it on',
         params: BotParams,
-        body: Type.Object({ private_key: Text(100), _csrf: Text(200) }),
+        body: X402ImportBody,
       },
     },
     async (request, reply) => {
@@ -77,7 +76,7 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
       try {
         await setPartnerRail(
           ctx,
-          request.dashboard!.ownerId,
+          sessionOf(request).ownerId,
           botId,
           'active',
           request.body.private_key ?? '',
@@ -89,19 +88,19 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
     },
   );
 
-  app.post<{ Params: BotParamsT }>(
+  app.post(
     '/bots/:bot_id/x402/refresh',
     {
       schema: {
         tags,
         summary: 'Read the partner wallet balance from the chain',
         params: BotParams,
-        body: Type.Object({ _csrf: Text(200) }),
+        body: CsrfForm,
       },
     },
     async (request, reply) => {
       const botId = request.params.bot_id;
-      await getX402Wallet(ctx, request.dashboard!.ownerId, botId);
+      await getX402Wallet(ctx, sessionOf(request).ownerId, botId);
       try {
         await reconcileWallet(ctx, botId);
       } catch (err) {
@@ -115,27 +114,14 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
     },
   );
 
-  app.post<{ Params: BotParamsT; Body: Record<string, string | undefined> }>(
+  app.post(
     '/bots/:bot_id/x402/settings',
     {
       schema: {
         tags,
         summary: 'Partner wallet limits, approval mode and lists',
         params: BotParams,
-        body: Type.Object({
-          per_transaction_usd: Text(30),
-          daily_usd: Text(30),
-          monthly_usd: Text(30),
-          approval_threshold_usd: Text(30),
-          approval_mode: Type.Optional(
-            Type.Union([Type.Literal('ask_for_everything'), Type.Literal('auto_approve_under_threshold')]),
-          ),
-          allow_domains: Text(20_000),
-          deny_domains: Text(20_000),
-          allow_pay_to: Text(20_000),
-          deny_pay_to: Text(20_000),
-          _csrf: Text(200),
-        }),
+        body: X402SettingsBody,
       },
     },
     async (request, reply) => {
@@ -160,9 +146,9 @@ export function registerX402Pages(app: App, ctx: AppContext, botPage: BotPageFn)
         cents[key] = value;
       }
       try {
-        await updateX402Settings(ctx, request.dashboard!.ownerId, botId, {
+        await updateX402Settings(ctx, sessionOf(request).ownerId, botId, {
           ...cents,
-          ...(b.approval_mode ? { approval_mode: b.approval_mode as 'ask_for_everything' } : {}),
+          ...(b.approval_mode ? { approval_mode: b.approval_mode } : {}),
           ...(b.allow_domains !== undefined ? { allow_domains: lines(b.allow_domains) } : {}),
           ...(b.deny_domains !== undefined ? { deny_domains: lines(b.deny_domains) } : {}),
           ...(b.allow_pay_to !== undefined ? { allow_pay_to: lines(b.allow_pay_to) } : {}),

@@ -3,6 +3,7 @@ import type { Config } from '../config.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { intervalJob } from './runner.ts';
+import { present } from '../platform/present.ts';
 
 // Data retention: what is deleted, and when. RETENTION below is the whole pruned set; a table that
 // is not listed is never pruned here (docs/deploy.md, "Data retention", lists every table). Money
@@ -136,7 +137,7 @@ export async function pruneExpired(
     let total = 0;
     for (let n = 0; n < (options.maxBatches ?? Number.POSITIVE_INFINITY); n++) {
       const rows: Array<{ last: string | null; seen: number; old: number; deleted: number }> = await db.query(
-        SQL.get(rule)!,
+        present(SQL.get(rule), `the statement of ${rule.table}`),
         [last, cutoff, batch, new Date(now)],
       );
       const row = rows[0];

@@ -4,6 +4,7 @@ import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { authenticationRequired } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
+import { present } from '../platform/present.ts';
 
 export const OWNER_TOKEN_PATTERN = /^svc_owner_[0-9a-f]{48}$/;
 
@@ -81,7 +82,7 @@ export async function findOrCreateOwner(
     'SELECT id, email FROM owners WHERE email_normalized = $1',
     [normalized],
   );
-  return rows[0]!;
+  return present(rows[0], 'the owner row just upserted');
 }
 
 /** Creates an owner API token; returns the raw token, which is shown once. */

@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
@@ -48,22 +48,20 @@ export async function fundLockedBot(
   const { ownerId, botId, amountCents, now } = input;
   const reference = newId('fund');
   await fundWallet(tx, botId, amountCents, now, reference);
-  const reserve = (
-    await tx.query<{ decoy_spent_cents: number }>(
-      'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
-      [botId],
-    )
-  )[0]!;
+  const reserve = await one<{ decoy_spent_cents: number }>(
+    tx,
+    'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
+    [botId],
+  );
   const spent = Number(reserve.decoy_spent_cents);
   const returned = input.returnReserve && spent > 0 ? randomInt(spent + 1) : 0;
   if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
-  const wallet = (
-    await tx.query<{ available_cents: number; visible_cents: number; status: string }>(
-      `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+  const wallet = await one<{ available_cents: number; visible_cents: number; status: string }>(
+    tx,
+    `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
          FROM wallets WHERE bot_id = $1`,
-      [botId],
-    )
-  )[0]!;
+    [botId],
+  );
   const visibleAmount = amountCents + returned;
   await emitEvent(tx, {
     botId,
@@ -98,9 +96,11 @@ export async function setWalletFrozen(ctx: AppContext, ownerId: string, botId: s
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
-    const wallet = (
-      await tx.query<{ status: string }>('SELECT status FROM wallets WHERE bot_id = $1 FOR UPDATE', [botId])
-    )[0]!;
+    const wallet = await one<{ status: string }>(
+      tx,
+      'SELECT status FROM wallets WHERE bot_id = $1 FOR UPDATE',
+      [botId],
+    );
     const target = frozen ? 'frozen' : 'active';
     if (wallet.status !== target) {
       await tx.query('UPDATE wallets SET status = $2, updated_at = $3 WHERE bot_id = $1', [
@@ -149,25 +149,46 @@ export async function setRail(
          SET status = EXCLUDED.status, address = coalesce(EXCLUDED.address, rails.address), updated_at = EXCLUDED.updated_at`,
       [botId, railKey, status, address ?? null, new Date(now)],
     );
-    const rails = await tx.query<{ rail_key: string; status: string }>(
-      'SELECT rail_key, status FROM rails WHERE bot_id = $1 ORDER BY rail_key',
-      [botId],
-    );
-    const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
-    await emitEvent(tx, {
-      botId,
-      type: 'rails.updated',
-      data: {
-        rail: railKey,
-        status,
-        active_rails: activeRails,
-        description: `Rail ${railKey} is now ${status}`,
-      },
-      at: now,
-    });
-    await audit(tx, { ownerId, botId, action: 'rail.updated', details: { rail: railKey, status }, at: now });
+    const activeRails = await announceRailChange(tx, { ownerId, botId, rail: railKey, status, now });
     return { bot_id: botId, rail: railKey, status, active_rails: activeRails };
   });
+}
+
+/**
+ * After a rail's row changed in `tx`: the bot's active rails, the `rails.updated` event (with the
+ * rail's `address` when given) and the audit entry. Used by setRail and the partner wallet's switch.
+ */
+export async function announceRailChange(
+  tx: Queryable,
+  change: {
+    ownerId: string;
+    botId: string;
+    rail: 'card_wallet' | 'partner_wallet';
+    status: 'active' | 'inactive';
+    address?: string | null | undefined;
+    now: number;
+  },
+): Promise<string[]> {
+  const { ownerId, botId, rail, status, address, now } = change;
+  const rails = await tx.query<{ rail_key: string; status: string }>(
+    'SELECT rail_key, status FROM rails WHERE bot_id = $1 ORDER BY rail_key',
+    [botId],
+  );
+  const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
+  await emitEvent(tx, {
+    botId,
+    type: 'rails.updated',
+    data: {
+      rail,
+      status,
+      active_rails: activeRails,
+      ...(address ? { address } : {}),
+      description: `Rail ${rail} is now ${status}`,
+    },
+    at: now,
+  });
+  await audit(tx, { ownerId, botId, action: 'rail.updated', details: { rail, status }, at: now });
+  return activeRails;
 }
 
 export async function listTransactions(

@@ -1,5 +1,6 @@
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
+import { one } from '../platform/db/port.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { windowStart } from '../platform/time.ts';
 import { audit } from './audit.ts';
@@ -13,21 +14,20 @@ export interface MasterGuardrailsInput {
 }
 
 export async function getMasterGuardrails(q: Queryable, ownerId: string, now: number) {
-  const row = (
-    await q.query<{
-      master_per_transaction_cents: number;
-      master_daily_cents: number;
-      master_monthly_cents: number;
-      day_spent: number;
-      month_spent: number;
-    }>(
-      `SELECT master_per_transaction_cents, master_daily_cents, master_monthly_cents,
+  const row = await one<{
+    master_per_transaction_cents: number;
+    master_daily_cents: number;
+    master_monthly_cents: number;
+    day_spent: number;
+    month_spent: number;
+  }>(
+    q,
+    `SELECT master_per_transaction_cents, master_daily_cents, master_monthly_cents,
        coalesce((SELECT spent_cents FROM spend_counters WHERE scope = 'owner:' || o.id AND window_kind = 'day' AND window_start = $2), 0) AS day_spent,
        coalesce((SELECT spent_cents FROM spend_counters WHERE scope = 'owner:' || o.id AND window_kind = 'month' AND window_start = $3), 0) AS month_spent
      FROM owners o WHERE id = $1`,
-      [ownerId, windowStart('day', now), windowStart('month', now)],
-    )
-  )[0]!;
+    [ownerId, windowStart('day', now), windowStart('month', now)],
+  );
   return {
     per_transaction_usd: centsToUsd(row.master_per_transaction_cents),
     daily_budget_usd: centsToUsd(row.master_daily_cents),

@@ -5,6 +5,7 @@ import { ApiError, notFound } from '../platform/errors.ts';
 import { iso } from '../platform/time.ts';
 import { createOwnerToken } from './auth.ts';
 import { audit } from './audit.ts';
+import { present } from '../platform/present.ts';
 
 // Owner API tokens as the owner manages them (dashboard settings page and /api/v1/owner/tokens):
 // create with a name (the raw token is returned once and stored only as its SHA-256 hash), list
@@ -77,7 +78,7 @@ export async function createNamedOwnerToken(
       'SELECT id, label, token_prefix, created_at, last_used_at FROM owner_tokens WHERE token_hash = $1',
       [sha256Hex(token)],
     );
-    const created = view(row!);
+    const created = view(present(row, 'the token row just written'));
     await audit(tx, {
       ownerId,
       action: 'owner.token_created',

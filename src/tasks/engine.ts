@@ -5,6 +5,7 @@ import { latestOccurrence, nextOccurrence, parseCron } from './cron.ts';
 import type { ScheduleRow } from './schedules.ts';
 import { nextShiftedOccurrence } from './shadows.ts';
 import { emitTaskAvailable, TASK_LIFETIME_MS } from './service.ts';
+import { present } from '../platform/present.ts';
 
 // The task engine: one tick produces the due tasks of every active schedule — the owner's (real)
 // and their decoy shadows (src/tasks/shadows.ts) through one code path — and expires tasks nobody
@@ -55,7 +56,12 @@ async function produceScheduledTasks(
     const cron = parseCron(s.cron, s.timezone);
     // A shadow runs the owner's cron moved by its offset: computed on the unshifted clock.
     const offset = Number(s.shadow_offset_ms);
-    const dueAt = latestOccurrence(cron, new Date(s.next_due_at!).getTime() - offset, now - offset) + offset;
+    const dueAt =
+      latestOccurrence(
+        cron,
+        new Date(present(s.next_due_at, `next_due_at of due schedule ${s.id}`)).getTime() - offset,
+        now - offset,
+      ) + offset;
     const isDecoy = s.shadow_of !== null;
     const ins = s.instructions;
     const inserted = await tx.query<{ id: string }>(

@@ -9,6 +9,7 @@ import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { nextOccurrence, parseCron, parseTimezone } from './cron.ts';
 import { createShadows, followSchedule } from './shadows.ts';
+import { present } from '../platform/present.ts';
 
 // Owner schedules: recurring real purchase tasks. The cron expression (5 fields or
 // a nickname such as @daily, no seconds) is read in the schedule's IANA time zone. Instructions are
@@ -108,7 +109,7 @@ async function resolveScheduleCard(
   if (cards.length > 1) {
     throw new ApiError('card_id_required', 'This bot has several cards: name one with instructions.card_id.');
   }
-  return cards[0]!;
+  return present(cards[0], 'the one activated card');
 }
 
 export async function createSchedule(
@@ -189,7 +190,8 @@ export async function createSchedule(
         new Date(now),
       ],
     );
-    await createShadows(ctx, tx, rows[0]!, card, now);
+    const created = present(rows[0], 'the schedule row just written');
+    await createShadows(ctx, tx, created, card, now);
     await audit(tx, {
       ownerId,
       botId,
@@ -197,7 +199,7 @@ export async function createSchedule(
       details: { schedule_id: id, cron: body.cron, timezone, card_id: card.id, ...stored },
       at: now,
     });
-    return presentSchedule(rows[0]!);
+    return presentSchedule(created);
   });
 }
 
@@ -249,7 +251,7 @@ export async function changeSchedule(
       details: { schedule_id: s.id },
       at: now,
     });
-    return presentSchedule(rows[0]!);
+    return presentSchedule(present(rows[0], 'the schedule row'));
   });
 }
 

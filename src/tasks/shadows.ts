@@ -7,6 +7,7 @@ import type { Queryable } from '../platform/db/port.ts';
 import { newId } from '../platform/ids.ts';
 import { nextOccurrence, parseCron } from './cron.ts';
 import type { ScheduleRow, StoredInstructions } from './schedules.ts';
+import { present } from '../platform/present.ts';
 
 // Decoy tasks as shadows of the owner's schedules (docs/tasks.md, docs/security.md). For every
 // owner schedule, each other enabled profile of the card gets a hidden schedule of its own: the
@@ -83,7 +84,7 @@ export function shadowPurchase(
   const matching = shopsForCategory(real.category).filter(affordable);
   const candidates = matching.length > 0 ? matching : SHOPS.filter(affordable);
   const pool = candidates.length > 0 ? candidates : [...SHOPS];
-  const shop = pool[randomInt(pool.length)]!;
+  const shop = present(pool[randomInt(pool.length)], 'a shop');
   usedShops.add(shop.slug);
   const target = Math.exp(windowStart + unit() * AMOUNT_WINDOW);
   const within = shop.products.filter((x) => x.priceCents <= cap);
@@ -92,7 +93,7 @@ export function shadowPurchase(
   const sorted = [...products].sort(
     (a, b) => Math.abs(a.priceCents - target) - Math.abs(b.priceCents - target),
   );
-  const product = sorted[randomInt(Math.min(2, sorted.length))]!;
+  const product = present(sorted[randomInt(Math.min(2, sorted.length))], 'a product');
   return {
     profile_index: profile.profile_index,
     merchant_name: shop.name,
@@ -122,7 +123,7 @@ export async function createShadows(
   const usedShops = new Set<string>();
   const amountWindow = Math.log(schedule.instructions.amount_cents) - unit() * AMOUNT_WINDOW;
   for (const [i, profile] of profiles.entries()) {
-    const offset = offsets[i]!;
+    const offset = present(offsets[i], `the offset of profile ${i}`);
     const next = nextShiftedOccurrence(cron, now, offset);
     await tx.query(
       `INSERT INTO task_schedules (id, bot_id, owner_id, card_id, cron, timezone, instructions, status,

@@ -5,12 +5,13 @@ import { audit } from '../owners/audit.ts';
 import { fundLockedBot } from '../owners/funding.ts';
 import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound, validationError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
+import { present } from '../platform/present.ts';
 
 // Top-up requests: a bot asks its owner for funds (amount, reason); the owner approves, which funds
 // the card wallet through the owner funding path in the same transaction, or declines. A request
@@ -136,7 +137,7 @@ export async function requestTopup(
     const same = open.find((r) => Number(r.amount_cents) === input.amount_cents && r.reason === reason);
     if (same) return { kind: 'duplicate', row: same };
     if (open.length >= ctx.config.topupRequestsOpenMax) {
-      const oldest = new Date(open[0]!.expires_at).getTime();
+      const oldest = new Date(present(open[0], 'the oldest open request').expires_at).getTime();
       const retry = Math.max(1, Math.ceil((oldest - now) / 1000));
       return {
         kind: 'refused',
@@ -146,21 +147,20 @@ export async function requestTopup(
         ),
       };
     }
-    const row = (
-      await tx.query<TopupRow>(
-        `INSERT INTO topup_requests (id, bot_id, owner_id, amount_cents, reason, status, created_at, expires_at)
+    const row = await one<TopupRow>(
+      tx,
+      `INSERT INTO topup_requests (id, bot_id, owner_id, amount_cents, reason, status, created_at, expires_at)
          VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7) RETURNING *`,
-        [
-          newId('topup'),
-          botId,
-          bot.owner_id,
-          input.amount_cents,
-          reason,
-          new Date(now),
-          new Date(now + TOPUP_TTL_MS),
-        ],
-      )
-    )[0]!;
+      [
+        newId('topup'),
+        botId,
+        bot.owner_id,
+        input.amount_cents,
+        reason,
+        new Date(now),
+        new Date(now + TOPUP_TTL_MS),
+      ],
+    );
     await emitEvent(tx, {
       botId,
       type: 'wallet.topup_requested',

@@ -114,14 +114,16 @@ export async function tunnelCommand(args: string[]): Promise<number> {
     return EXIT_USAGE;
   }
 
+  // Both present: a missing one is among the problems above.
+  if (!server || !token) return EXIT_USAGE;
   const client = new TunnelClient({
-    server: server!,
-    token: token!,
+    server,
+    token,
     port,
     path,
     log: bufferedStdout(),
   });
-  console.log(`${stamp()} tunnel: connecting to ${connectUrl(server!)} (forwarding to 127.0.0.1:${port})`);
+  console.log(`${stamp()} tunnel: connecting to ${connectUrl(server)} (forwarding to 127.0.0.1:${port})`);
   const onSignal = () => void client.stop();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);

@@ -225,10 +225,11 @@ export class TunnelClient {
 
   private onFrame(ws: WebSocket, data: Buffer): void {
     this.codec ??= codecForHello(data);
+    const codec = this.codec;
     let header: FrameHeader;
     let body: Buffer;
     try {
-      ({ header, body } = this.codec.decode(data));
+      ({ header, body } = codec.decode(data));
     } catch {
       return; // refused: nothing reaches the local service
     }
@@ -248,7 +249,7 @@ export class TunnelClient {
         return;
       }
       case 'request':
-        void this.handleRequest(ws, header, body);
+        void this.handleRequest(ws, codec, header, body);
         return;
       case 'cancel':
         this.inflight.get(header.id)?.();
@@ -260,10 +261,10 @@ export class TunnelClient {
 
   private async handleRequest(
     ws: WebSocket,
+    codec: Codec,
     request: Extract<FrameHeader, { type: 'request' }>,
     body: Buffer,
   ): Promise<void> {
-    const codec = this.codec!;
     if (this.inflight.has(request.id)) return; // a duplicate id: the first one is answered
     const maxInFlight = this.options.maxInFlight ?? CLIENT_MAX_IN_FLIGHT;
     if (this.inflight.size >= maxInFlight) {
@@ -417,7 +418,7 @@ class LocalCall implements Dispatcher.DispatchHandler {
     this.settle({
       status: this.status,
       headers: this.headers,
-      body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks),
+      body: onlyOrConcat(chunks),
     });
   }
 
@@ -474,4 +475,10 @@ export function connectUrl(server: string): string {
   url.search = '';
   url.hash = '';
   return url.toString();
+}
+
+/** The one chunk as it is (no copy), or all of them joined. */
+function onlyOrConcat(chunks: Buffer[]): Buffer {
+  const [first] = chunks;
+  return chunks.length === 1 && first ? first : Buffer.concat(chunks);
 }

@@ -12,6 +12,7 @@ import {
   MAX_BODY_BYTES,
 } from './protocol.ts';
 import { type RawRelayedResponse, type RelayClusterHooks, TunnelError, type TunnelRelay } from './relay.ts';
+import { present } from '../platform/present.ts';
 
 // Tunnels shared by every instance (PostgreSQL). A bot's tunnel WebSocket lives on the instance it
 // reached; that instance holds a lease on the hostname (table tunnel_leases: its instance id, its
@@ -243,7 +244,7 @@ export class TunnelCluster implements RelayClusterHooks {
        SELECT epoch::text AS epoch, pg_notify('${CHANNEL}', $1::text || ' ' || epoch::text) FROM up`,
       [hostname, botId, this.instanceId, url, this.options.leaseMs / 1000],
     );
-    return rows[0]!.epoch;
+    return present(rows[0], 'the lease row just written').epoch;
   }
 
   /** Another connection took the hostname (or this one did: then nothing happens). */
@@ -377,7 +378,7 @@ export class TunnelCluster implements RelayClusterHooks {
 
   private async call(holder: Holder, body: Buffer, timeoutMs: number): Promise<RawRelayedResponse> {
     const signature = signRequest(this.key, holder.instanceId, body);
-    const nonce = /,n=([0-9a-f]+),/.exec(signature)![1]!;
+    const nonce = present(/,n=([0-9a-f]+),/.exec(signature)?.[1], 'the nonce of a signature just made');
     let status: number;
     let answer: Buffer;
     let answerSignature: string | undefined;

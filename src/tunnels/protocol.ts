@@ -192,13 +192,13 @@ function metaPairs(fields: string[], from: number): HeaderPairs | undefined {
   // fields ends with the empty string after the last LF.
   if ((fields.length - 1 - from) % 2 !== 0 || fields[fields.length - 1] !== '') return undefined;
   const out: HeaderPairs = [];
-  for (let i = from; i + 1 < fields.length; i += 2) out.push([fields[i]!, fields[i + 1]!]);
+  for (let i = from; i + 1 < fields.length; i += 2) out.push([fields[i] ?? '', fields[i + 1] ?? '']);
   return out;
 }
 
 export function decodeBinaryFrame(data: Buffer): Frame {
   if (data.length < BINARY_HEADER_BYTES) throw new FrameError('frame too short');
-  const type = data[0]!;
+  const type = data.readUInt8(0);
   const id = data.readUInt32BE(1);
   const n = data.readUInt32BE(5);
   const metaLength = data.readUInt32BE(9);
@@ -223,7 +223,7 @@ export function decodeBinaryFrame(data: Buffer): Frame {
     case FRAME_REQUEST: {
       const fields = meta.split('\n');
       const headers = fields.length >= 3 ? metaPairs(fields, 2) : undefined;
-      const method = fields[0]!;
+      const method = fields[0] ?? '';
       const path = fields[1] ?? '';
       if (!headers || !TOKEN.test(method) || !path.startsWith('/')) throw new FrameError('malformed request');
       return { header: { type: 'request', id, method, path, headers, timeout_ms: n }, body };
@@ -335,8 +335,8 @@ export function forwardableHeaders(pairs: Iterable<[string, string]>): HeaderPai
 export function requestHeadersFromRaw(raw: string[]): HeaderPairs {
   const out: HeaderPairs = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!;
-    const value = raw[i + 1]!;
+    const name = raw[i] ?? '';
+    const value = raw[i + 1] ?? '';
     if (name.length > 12 && name.slice(0, 12).toLowerCase() === 'x-forwarded-') continue;
     if (forwardable(name, value)) out.push([name, value]);
   }
@@ -355,6 +355,6 @@ export function forwardableFlat(pairs: HeaderPairs): string[] {
 /** Node's rawHeaders ([k1, v1, k2, v2, …]) as pairs. */
 export function pairsFromRaw(raw: string[]): HeaderPairs {
   const out: HeaderPairs = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i]!, raw[i + 1]!]);
+  for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i] ?? '', raw[i + 1] ?? '']);
   return out;
 }

@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import websocket from '@fastify/websocket';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import proxyaddr from 'proxy-addr';
 import type { WebSocket } from 'ws';
@@ -12,6 +11,7 @@ import type { App } from '../platform/http.ts';
 import { OWNER_SECURITY } from '../platform/http.ts';
 import { ErrorBody } from '../platform/schemas.ts';
 import { trustFunction } from '../platform/trustProxy.ts';
+import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import {
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
@@ -19,8 +19,14 @@ import {
   SUBPROTOCOLS,
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
-import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import { TunnelError, TunnelRelay } from './relay.ts';
+import {
+  ConnectHeaders,
+  SwitchingProtocols,
+  TunnelForwardBody,
+  TunnelSettings,
+  TunnelTokenResponse,
+} from './schemas.ts';
 import {
   authenticateTunnelToken,
   getTunnelSettings,
@@ -29,6 +35,8 @@ import {
   setTunnelForward,
   type TunnelBot,
 } from './service.ts';
+import { present } from '../platform/present.ts';
+import { ownerOf } from '../owners/auth.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -73,7 +81,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
           db: ctx.db,
           logger: ctx.logger,
           relay,
-          secretKey: ctx.config.secretKey!,
+          secretKey: present(ctx.config.secretKey, 'SECRET_KEY (required with DATABASE_URL)'),
           leaseMs: ctx.config.tunnelLeaseSeconds * 1000,
           internalUrl: () => ctx.config.internalUrl ?? listeningUrl(app.server.address(), ctx.config.host),
           validHostname: (hostname) => (hostname.includes(':') ? null : tunnelHostname(hostname)),
@@ -187,9 +195,9 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     description:
       'The tunnel client (`botpay tunnel`) opens a WebSocket here with its tunnel token in the Authorization header. See docs/tunnels.md for the frames.',
     security: [{ tunnelToken: [] }],
-    headers: Type.Object({ authorization: Type.Optional(Type.String()) }),
+    headers: ConnectHeaders,
     response: {
-      101: Type.Null({ description: 'Switching Protocols: the WebSocket is open' }),
+      101: SwitchingProtocols,
       401: ErrorBody,
       426: ErrorBody,
       503: ErrorBody,
@@ -254,12 +262,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         summary: 'Issue a new tunnel token (shown once); the connected tunnel client is cut off',
         params: BotParams,
         response: {
-          200: Type.Object({
-            bot_id: Type.String(),
-            tunnel_token: Type.String(),
-            tunnel_client_command: Type.String(),
-            note: Type.String(),
-          }),
+          200: TunnelTokenResponse,
           401: ErrorBody,
           404: ErrorBody,
           409: ErrorBody,
@@ -267,22 +270,12 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       },
     },
     async (request) => {
-      const { hostname, result } = await rotateTunnelToken(ctx, request.owner!.id, request.params.bot_id);
+      const { hostname, result } = await rotateTunnelToken(ctx, ownerOf(request).id, request.params.bot_id);
       relay?.disconnect(hostname);
       return result;
     },
   );
 
-  const TunnelSettingsBody = Type.Object({
-    bot_id: Type.String(),
-    webhook_url: Type.String(),
-    webhook_path: Type.String(),
-    local_port: Type.Integer(),
-    forward: Type.Union([Type.Literal('webhook_only'), Type.Literal('all')], {
-      description:
-        '`webhook_only` (default): the tunnel forwards only POST requests to webhook_path; other paths are 404, other methods 405, and never reach the bot. `all`: any method and path.',
-    }),
-  });
   app.get(
     '/api/v1/owner/bots/:bot_id/tunnel',
     {
@@ -291,10 +284,10 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         security: OWNER_SECURITY,
         summary: "The bot's managed tunnel: webhook URL and what the tunnel forwards",
         params: BotParams,
-        response: { 200: TunnelSettingsBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        response: { 200: TunnelSettings, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request) => getTunnelSettings(ctx, request.owner!.id, request.params.bot_id),
+    async (request) => getTunnelSettings(ctx, ownerOf(request).id, request.params.bot_id),
   );
   app.patch(
     '/api/v1/owner/bots/:bot_id/tunnel',
@@ -304,17 +297,14 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         security: OWNER_SECURITY,
         summary: 'Choose what the tunnel forwards to the bot (only POST to the webhook path, or everything)',
         params: BotParams,
-        body: Type.Object(
-          { forward: Type.Union([Type.Literal('webhook_only'), Type.Literal('all')]) },
-          { additionalProperties: false },
-        ),
-        response: { 200: TunnelSettingsBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        body: TunnelForwardBody,
+        response: { 200: TunnelSettings, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (request) => {
       const { hostname, policy, result } = await setTunnelForward(
         ctx,
-        request.owner!.id,
+        ownerOf(request).id,
         request.params.bot_id,
         request.body.forward,
       );
@@ -468,7 +458,8 @@ class BodyReader {
 
   private end(): void {
     this.cleanup();
-    this.resolve(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
+    const [first] = this.chunks;
+    this.resolve(this.chunks.length === 1 && first ? first : Buffer.concat(this.chunks));
   }
 
   private error(error: Error): void {
@@ -527,7 +518,7 @@ function sendError(
 function escapeHtml(text: string): string {
   return text.replace(
     /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c,
   );
 }
 

@@ -3,8 +3,9 @@ import { audit } from '../owners/audit.ts';
 import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
+import { present } from '../platform/present.ts';
 
 const TUNNEL_TOKEN = /^svc_tun_[0-9a-f]{48}$/;
 
@@ -80,12 +81,11 @@ export interface TunnelSettings {
 }
 
 async function tunnelRow(db: Queryable, botId: string) {
-  const row = (
-    await db.query<{ tunnel_hostname: string | null; local_port: number | null } & PolicyRow>(
-      'SELECT tunnel_hostname, local_port, webhook_path, tunnel_forward FROM bots WHERE id = $1',
-      [botId],
-    )
-  )[0]!;
+  const row = await one<{ tunnel_hostname: string | null; local_port: number | null } & PolicyRow>(
+    db,
+    'SELECT tunnel_hostname, local_port, webhook_path, tunnel_forward FROM bots WHERE id = $1',
+    [botId],
+  );
   if (!row.tunnel_hostname) {
     throw new ApiError('conflict', 'This bot has a callback_url and no managed tunnel.');
   }
@@ -100,7 +100,11 @@ function settings(
   const policy = policyOf(row);
   return {
     bot_id: botId,
-    webhook_url: tunnelWebhookUrl(ctx.config.baseUrl, row.tunnel_hostname!, policy.webhookPath),
+    webhook_url: tunnelWebhookUrl(
+      ctx.config.baseUrl,
+      present(row.tunnel_hostname, 'the tunnel hostname'),
+      policy.webhookPath,
+    ),
     webhook_path: policy.webhookPath,
     local_port: row.local_port ?? 8080,
     forward: policy.forward,
@@ -137,7 +141,11 @@ export async function setTunnelForward(
       });
     }
     const row = { ...before, tunnel_forward: forward };
-    return { hostname: row.tunnel_hostname!, policy: policyOf(row), result: settings(ctx, botId, row) };
+    return {
+      hostname: present(row.tunnel_hostname, 'the tunnel hostname'),
+      policy: policyOf(row),
+      result: settings(ctx, botId, row),
+    };
   });
 }
 
@@ -150,13 +158,11 @@ export async function rotateTunnelToken(ctx: AppContext, ownerId: string, botId:
   const token = `svc_tun_${randomHex(24)}`;
   const bot = await ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
-    const row = (
-      await tx.query<{
-        tunnel_hostname: string | null;
-        local_port: number | null;
-        webhook_path: string | null;
-      }>('SELECT tunnel_hostname, local_port, webhook_path FROM bots WHERE id = $1', [botId])
-    )[0]!;
+    const row = await one<{
+      tunnel_hostname: string | null;
+      local_port: number | null;
+      webhook_path: string | null;
+    }>(tx, 'SELECT tunnel_hostname, local_port, webhook_path FROM bots WHERE id = $1', [botId]);
     if (!row.tunnel_hostname) {
       throw new ApiError('conflict', 'This bot has a callback_url and no managed tunnel.');
     }
@@ -165,7 +171,7 @@ export async function rotateTunnelToken(ctx: AppContext, ownerId: string, botId:
     return row;
   });
   return {
-    hostname: bot.tunnel_hostname!,
+    hostname: present(bot.tunnel_hostname, 'the tunnel hostname'),
     result: {
       bot_id: botId,
       tunnel_token: token,

@@ -8,6 +8,7 @@ import { authorizationTx, authorizationUsed, latestBlock, usdcBalance } from './
 import { MICRO_PER_CENT } from './requirements.ts';
 import { type X402PaymentRow, x402CounterSpecs } from './service.ts';
 import { loadWallet } from './wallet.ts';
+import { present } from '../platform/present.ts';
 
 // Settlement and reconciliation of one partner wallet against the chain, all read at one block B:
 // 1. each authorisation the service signed and has not seen finish: used on chain by B → settled
@@ -42,8 +43,9 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
   );
   const outcomes = new Map<string, { used: boolean; txHash: string | null }>();
   for (const p of open) {
-    const used = await authorizationUsed(cfg, wallet.address, p.nonce!, block.number);
-    const txHash = used ? await authorizationTx(cfg, wallet.address, p.nonce!, block.number) : null;
+    const nonce = present(p.nonce, `the nonce of authorized payment ${p.id}`);
+    const used = await authorizationUsed(cfg, wallet.address, nonce, block.number);
+    const txHash = used ? await authorizationTx(cfg, wallet.address, nonce, block.number) : null;
     outcomes.set(p.id, { used, txHash });
   }
   const now = ctx.clock.now();
@@ -62,14 +64,20 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
     // a second instance finds nothing left to do.
     const due: Array<{ row: X402PaymentRow; used: boolean; txHash: string | null }> = [];
     for (const p of open) {
-      const o = outcomes.get(p.id)!;
+      const o = present(outcomes.get(p.id), `the chain outcome of ${p.id}`);
       const row = await maybeOne<X402PaymentRow>(
         tx,
         `SELECT * FROM x402_payments WHERE id = $1 AND status = 'authorized' FOR UPDATE`,
         [p.id],
       );
       // transferWithAuthorization requires block.timestamp < validBefore: from then on it can never be used.
-      if (row && (o.used || block.timestamp >= BigInt(row.valid_before!))) due.push({ row, ...o });
+      if (
+        row &&
+        (o.used ||
+          block.timestamp >=
+            BigInt(present(row.valid_before, `valid_before of authorized payment ${row.id}`)))
+      )
+        due.push({ row, ...o });
     }
     for (const d of due) {
       if (d.used) continue;
@@ -121,9 +129,9 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
         r.lapsed++;
       }
     }
-    const w = (await loadWallet(tx, botId, true))!;
+    const w = present(await loadWallet(tx, botId, true), 'the partner wallet row');
     if (w.address !== wallet.address || BigInt(String(w.reconciled_block)) >= block.number) return r;
-    const after = (await loadWallet(tx, botId))!;
+    const after = present(await loadWallet(tx, botId), 'the partner wallet row');
     const ledgerMicro =
       BigInt(after.available_cents + after.held_cents + after.authorized_cents) * MICRO_PER_CENT;
     if (balance >= ledgerMicro + MICRO_PER_CENT) {

@@ -1,15 +1,15 @@
 import type { Static } from '@sinclair/typebox';
 import type { PaymentPayload, ResourceInfo } from '@x402/core/types';
-import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
-import { limitError, perTransactionError } from '../checkout/guardrails.ts';
-import type { CheckoutResult } from '../checkout/service.ts';
-import { emitPurchaseEvent } from '../checkout/service.ts';
 import { subtractFromCounters } from '../checkout/counters.ts';
 import type { ConfirmationRow } from '../checkout/decisions.ts';
+import { limitError, perTransactionError } from '../checkout/guardrails.ts';
+import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
+import type { CheckoutResult } from '../checkout/service.ts';
+import { emitPurchaseEvent } from '../checkout/service.ts';
 import { deliverOwnerMail } from '../notifications/job.ts';
 import type { AppContext } from '../platform/context.ts';
-import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { sha256Hex } from '../platform/crypto.ts';
+import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
@@ -20,6 +20,7 @@ import { chooseRequirement, domainMatches, resourceDomain } from './requirements
 import type { PaymentPoll } from './schemas.ts';
 import { PAYMENT_HEADER, signPayment } from './sign.ts';
 import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
+import { present } from '../platform/present.ts';
 
 // POST /api/v1/bot/x402/pay: the guardrail chain of a card checkout, for the partner wallet, in one
 // transaction: rate limit → idempotency → wallet status → rail status → pay-to and domain lists →
@@ -166,7 +167,7 @@ async function addCounter(
     amount,
     limit,
   ]);
-  return Number(rows[0]!.spent);
+  return Number(present(rows[0], 'the counter row').spent);
 }
 
 /** The counters an x402 payment counts in, in lock order (released on deny / expiry). */
@@ -258,7 +259,7 @@ async function runChain(
   await addCounter(tx, `bot:${botId}`, 'month', now, amount, null);
 
   // 5. Funds, from the ledger's view of the wallet (row locked last).
-  const locked = (await loadWallet(tx, botId, true))!;
+  const locked = present(await loadWallet(tx, botId, true), 'the partner wallet row');
   if (locked.available_cents < amount) {
     throw new ApiError('insufficient_funds', 'The partner wallet balance is too low for this payment.', {
       balance_usd: centsToUsd(locked.available_cents),
@@ -374,7 +375,7 @@ function signedFields(s: { payload: PaymentPayload; header: string; validBefore:
 
 /** Signs the payment's authorisation and records it (status authorized, nonce, validity, payload encrypted). */
 async function authorise(ctx: AppContext, tx: Queryable, wallet: X402WalletRow, id: string, now: number) {
-  const row = (await tx.query<X402PaymentRow>('SELECT * FROM x402_payments WHERE id = $1', [id]))[0]!;
+  const row = await one<X402PaymentRow>(tx, 'SELECT * FROM x402_payments WHERE id = $1', [id]);
   const stored = (typeof row.requirements === 'string' ? JSON.parse(row.requirements) : row.requirements) as {
     requirements: Parameters<typeof signPayment>[2];
     resource: ResourceInfo;
@@ -409,7 +410,7 @@ export async function settleX402Hold(
   const heldAt = new Date(c.created_at).getTime();
   if (outcome === 'approved') {
     if (!ctx) throw new Error('an x402 approval needs the context to sign');
-    const wallet = (await loadWallet(tx, c.bot_id, true))!;
+    const wallet = present(await loadWallet(tx, c.bot_id, true), 'the partner wallet row');
     await authorise(ctx, tx, wallet, c.id, now);
     await x402Moves.approve(tx, c.bot_id, c.amount_cents, now, c.id);
     return;
@@ -446,7 +447,7 @@ export async function paymentStatus(
   if (!p) throw notFound('Payment');
   if (p.status === 'pending') {
     await settleDue(id);
-    p = (await ctx.db.query<X402PaymentRow>('SELECT * FROM x402_payments WHERE id = $1', [id]))[0]!;
+    p = await one<X402PaymentRow>(ctx.db, 'SELECT * FROM x402_payments WHERE id = $1', [id]);
   }
   const status =
     p.status === 'authorized' || p.status === 'settled' || p.status === 'lapsed'

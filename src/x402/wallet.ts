@@ -1,13 +1,14 @@
 import { getAddress, isHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { X402Config } from '../config.ts';
-import { emitEvent } from '../events/outbox.ts';
 import { audit } from '../owners/audit.ts';
+import { announceRailChange } from '../owners/funding.ts';
 import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
+import { present } from '../platform/present.ts';
 import { iso } from '../platform/time.ts';
 
 // The partner wallet's key pair: created by the service when the owner turns the rail on, or
@@ -139,7 +140,7 @@ export async function setPartnerRail(
           details: { address, network: cfg.network },
           at: now,
         });
-        wallet = (await loadWallet(tx, botId))!;
+        wallet = present(await loadWallet(tx, botId), 'the partner wallet row');
       }
     }
     const address = wallet?.address ?? null;
@@ -149,29 +150,13 @@ export async function setPartnerRail(
          updated_at = EXCLUDED.updated_at`,
       [botId, status, address, new Date(now)],
     );
-    const rails = await tx.query<{ rail_key: string; status: string }>(
-      'SELECT rail_key, status FROM rails WHERE bot_id = $1 ORDER BY rail_key',
-      [botId],
-    );
-    const activeRails = rails.filter((r) => r.status === 'active').map((r) => r.rail_key);
-    await emitEvent(tx, {
-      botId,
-      type: 'rails.updated',
-      data: {
-        rail: 'partner_wallet' as const,
-        status,
-        active_rails: activeRails,
-        ...(address ? { address } : {}),
-        description: `Rail partner_wallet is now ${status}`,
-      },
-      at: now,
-    });
-    await audit(tx, {
+    const activeRails = await announceRailChange(tx, {
       ownerId,
       botId,
-      action: 'rail.updated',
-      details: { rail: 'partner_wallet', status },
-      at: now,
+      rail: 'partner_wallet',
+      status,
+      address,
+      now,
     });
     return {
       bot_id: botId,

@@ -1,10 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deliverOwnerMail, OWNER_MAIL_LEASE_MS } from '../../src/notifications/job.ts';
 import { FakeClock } from '../../src/platform/clock.ts';
-import type { Mail } from '../../src/platform/mailer.ts';
 import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
-import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  createTestServiceWithMailOutage,
+  type TestService,
+} from '../support/service.ts';
 
 // Owner mail is driven by durable rows (src/notifications/job.ts), not sent from the checkout path:
 // a crash between the checkout's commit and the send loses nothing, and the mail goes out once.
@@ -19,16 +23,8 @@ afterAll(async () => {
   await database.drop();
 });
 
-/** A service instance on the shared database whose mailer fails while `down` is true (an SMTP outage). */
-async function instance(down: { value: boolean }) {
-  const svc = await createTestService({ database, clock });
-  const send = svc.mailer.send.bind(svc.mailer);
-  svc.mailer.send = async (mail: Mail) => {
-    if (down.value) throw new Error('SMTP connection refused');
-    await send(mail);
-  };
-  return svc;
-}
+/** A service instance on the shared database whose mailer fails while `down` is true. */
+const instance = (down: { value: boolean }) => createTestServiceWithMailOutage({ database, clock }, down);
 
 async function heldReal(svc: TestService) {
   const owner = await createOwner(svc);

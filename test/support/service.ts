@@ -1,11 +1,11 @@
 import { Writable } from 'node:stream';
 import { buildApp } from '../../src/app.ts';
-import type { App } from '../../src/platform/http.ts';
-import { parseConfig, type Config } from '../../src/config.ts';
+import { type Config, parseConfig } from '../../src/config.ts';
 import { createOwnerToken, findOrCreateOwner } from '../../src/owners/auth.ts';
 import { FakeClock } from '../../src/platform/clock.ts';
 import type { AppContext } from '../../src/platform/context.ts';
 import { createSecretBox } from '../../src/platform/crypto.ts';
+import type { App } from '../../src/platform/http.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import type { Mail, Mailer } from '../../src/platform/mailer.ts';
 import { createMetrics } from '../../src/platform/metrics.ts';
@@ -41,6 +41,23 @@ export interface TestService {
   /** Every log line written so far (JSON text). */
   logs(): string;
   close(): Promise<void>;
+}
+
+/**
+ * A test service whose mailer fails while `down.value` is true (an SMTP outage), on a shared
+ * database and clock so several instances can stand for restarts and crashes.
+ */
+export async function createTestServiceWithMailOutage(
+  options: { database: TestDatabase; clock: FakeClock },
+  down: { value: boolean },
+): Promise<TestService> {
+  const svc = await createTestService(options);
+  const send = svc.mailer.send.bind(svc.mailer);
+  svc.mailer.send = async (mail: Mail) => {
+    if (down.value) throw new Error('SMTP connection refused');
+    await send(mail);
+  };
+  return svc;
 }
 
 export async function createTestService(

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deliverOwnerMail, OWNER_MAIL_LEASE_MS } from '../../src/notifications/job.ts';
 import { FakeClock } from '../../src/platform/clock.ts';
-import type { Mail } from '../../src/platform/mailer.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
-import { activeBot, createOwner, createTestService } from '../support/service.ts';
+import { activeBot, createOwner, createTestServiceWithMailOutage } from '../support/service.ts';
 import { ask, decide } from './helpers.ts';
 
 // The owner's e-mail about a top-up request comes from the durable row (the owner-mail job): sent
@@ -19,15 +18,8 @@ afterAll(async () => {
   await database.drop();
 });
 
-async function instance(down: { value: boolean }) {
-  const svc = await createTestService({ database, clock });
-  const send = svc.mailer.send.bind(svc.mailer);
-  svc.mailer.send = async (mail: Mail) => {
-    if (down.value) throw new Error('SMTP connection refused');
-    await send(mail);
-  };
-  return svc;
-}
+/** A service instance on the shared database whose mailer fails while `down` is true. */
+const instance = (down: { value: boolean }) => createTestServiceWithMailOutage({ database, clock }, down);
 
 const settle = () => new Promise((r) => setTimeout(r, 50));
 

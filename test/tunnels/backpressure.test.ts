@@ -1,8 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import type { TunnelRelay } from '../../src/tunnels/relay.ts';
-import { createTestService, type TestService } from '../support/service.ts';
-import { hostRequest, listen, registerTunnelBot, startClient, startReceiver, until } from './helpers.ts';
+import type { TestService } from '../support/service.ts';
+import {
+  hostRequest,
+  registerTunnelBot,
+  startClient,
+  type startReceiver,
+  startRelayService,
+  until,
+} from './helpers.ts';
 
 // Issue 14 item 4: a tunnel client that stops reading must not make the service queue every frame
 // (before: 672 → 1,052 MB after 300 × 1 MB requests). What waits for one tunnel's socket is bounded
@@ -18,15 +25,15 @@ describe('a tunnel client that stops reading', () => {
   let port: number;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
+  let close: () => Promise<void>;
+
   beforeAll(async () => {
-    svc = await createTestService({ env: { WEBHOOK_TIMEOUT_MS: '2000', LOG_LEVEL: 'silent' } });
-    port = await listen(svc);
-    receiver = await startReceiver();
+    ({ svc, port, receiver, close } = await startRelayService({
+      WEBHOOK_TIMEOUT_MS: '2000',
+      LOG_LEVEL: 'silent',
+    }));
   });
-  afterAll(async () => {
-    await svc.close();
-    await receiver.close();
-  });
+  afterAll(() => close());
 
   it('bounds what is queued for it and answers 503 above the bound; the tunnel recovers when it reads again', async () => {
     const relay = svc.ctx.tunnelRelay as TunnelRelay;

@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TunnelClient, type TunnelClientOptions } from '../../src/tunnels/client.ts';
-import { registerBot, type TestService } from '../support/service.ts';
+import { createTestService, registerBot, type TestService } from '../support/service.ts';
 
 export interface Received {
   method: string;
@@ -73,6 +73,32 @@ export async function startReceiver(name = 'receiver'): Promise<{
 export async function listen(svc: TestService, port = 0): Promise<number> {
   await svc.app.listen({ port, host: '127.0.0.1' });
   return (svc.app.server.address() as AddressInfo).port;
+}
+
+/**
+ * What the relay tests stand on: a test service listening on 127.0.0.1 (so tunnel clients can
+ * connect), its address, and a real receiver on loopback. `close` stops both.
+ */
+export async function startRelayService(env: Record<string, string> = {}): Promise<{
+  svc: TestService;
+  port: number;
+  server: string;
+  receiver: Awaited<ReturnType<typeof startReceiver>>;
+  close(): Promise<void>;
+}> {
+  const svc = await createTestService({ env });
+  const port = await listen(svc);
+  const receiver = await startReceiver();
+  return {
+    svc,
+    port,
+    server: `http://127.0.0.1:${port}`,
+    receiver,
+    async close() {
+      await svc.close();
+      await receiver.close();
+    },
+  };
 }
 
 export interface TunnelBot {

@@ -1,14 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TunnelClient } from '../../src/tunnels/client.ts';
 import type { TunnelRelay } from '../../src/tunnels/relay.ts';
-import {
-  activeBot,
-  createOwner,
-  createTestService,
-  type TestOwner,
-  type TestService,
-} from '../support/service.ts';
-import { hostRequest, listen, startClient, startReceiver } from './helpers.ts';
+import { activeBot, createOwner, type TestOwner, type TestService } from '../support/service.ts';
+import { hostRequest, startClient, type startReceiver, startRelayService } from './helpers.ts';
 
 // Issue 14 item 5: by default the tunnel forwards only POST to the bot's webhook path. Anyone who
 // knows (or guesses) a bot's hostname could otherwise reach every route of every service on the
@@ -23,19 +17,16 @@ describe('what the tunnel forwards', () => {
   let owner: TestOwner;
   const clients: TunnelClient[] = [];
 
+  let close: () => Promise<void>;
+
   beforeAll(async () => {
-    svc = await createTestService({ env: { LOG_LEVEL: 'silent' } });
-    port = await listen(svc);
-    receiver = await startReceiver();
+    ({ svc, port, receiver, close } = await startRelayService({ LOG_LEVEL: 'silent' }));
     owner = await createOwner(svc);
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.stop()));
   });
-  afterAll(async () => {
-    await svc.close();
-    await receiver.close();
-  });
+  afterAll(() => close());
 
   const relay = () => svc.ctx.tunnelRelay as TunnelRelay;
 

@@ -14,10 +14,10 @@ import {
 } from '../support/service.ts';
 import {
   hostRequest,
-  listen,
   registerTunnelBot,
   startClient,
   startReceiver,
+  startRelayService,
   type TunnelBot,
   until,
 } from './helpers.ts';
@@ -39,20 +39,16 @@ describe('managed tunnel relay', () => {
   let owner: TestOwner;
   const clients: TunnelClient[] = [];
 
+  let close: () => Promise<void>;
+
   beforeAll(async () => {
-    svc = await createTestService({ env: { WEBHOOK_TIMEOUT_MS: '700' } });
-    port = await listen(svc);
-    server = `http://127.0.0.1:${port}`;
-    receiver = await startReceiver();
+    ({ svc, port, server, receiver, close } = await startRelayService({ WEBHOOK_TIMEOUT_MS: '700' }));
     owner = await createOwner(svc);
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.stop()));
   });
-  afterAll(async () => {
-    await svc.close();
-    await receiver.close();
-  });
+  afterAll(() => close());
 
   const relay = () => svc.ctx.tunnelRelay as TunnelRelay;
 

@@ -23,7 +23,9 @@ export function bundleAsset(name: AssetName): Promise<string> {
         minify: true,
         legalComments: 'none',
       });
-      return result.outputFiles[0]!.text;
+      const [output] = result.outputFiles;
+      if (!output) throw new Error(`esbuild wrote no output for the asset ${name}`);
+      return output.text;
     })();
     pending.catch(() => cache.delete(name));
     cache.set(name, pending);

@@ -1,6 +1,7 @@
 import type { listApprovals } from '../../checkout/decisions.ts';
 import type { listRecentDecisions, OneClickTarget } from '../../checkout/inbox.ts';
 import { centsToUsd } from '../../platform/money.ts';
+import { present } from '../../platform/present.ts';
 import type { listOwnerTopups } from '../../topups/service.ts';
 import { html, type SafeHtml } from '../html.ts';
 import {
@@ -128,7 +129,7 @@ export function oneClickView(data: {
 }): PageView {
   const { decision, target: t, link } = data;
   const approve = decision === 'approve';
-  const left = secondsLeft(t.expires_at!, data.now);
+  const left = secondsLeft(present(t.expires_at, 'the expiry of a pending purchase'), data.now);
   const body = messageBody(
     approve ? 'Approve this purchase?' : 'Deny this purchase?',
     html`<div class="stack approval"><div class="big">${usd(centsToUsd(t.amount_cents))}</div>

@@ -115,7 +115,7 @@ export function cardView(data: {
 }): PageView {
   const { bot, card, csrf, values } = data;
   const typed = (name: string, current: string, profile?: number) =>
-    values && data.profile === profile && values[name] !== undefined ? values[name]! : current;
+    (data.profile === profile ? values?.[name] : undefined) ?? current;
   const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
   const pending = card.status === 'pending_activation';
   const wizard = pending

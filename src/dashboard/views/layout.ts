@@ -177,7 +177,7 @@ export function dataTable(columns: Column[], rows: Row[], options: { className?:
     (r) =>
       html`<tr${Object.entries(r.attrs ?? {}).map(([k, v]) => html` ${k}="${v}"`)}>${r.cells.map(
         (cell, i) => {
-          const c = columns[i]!;
+          const c = columns[i] ?? { label: '' };
           const cls = [c.num ? 'num' : '', c.key ? 'k' : ''].filter(Boolean).join(' ');
           return html`<td data-label="${c.label}"${cls ? html` class="${cls}"` : ''}>${cell}</td>`;
         },

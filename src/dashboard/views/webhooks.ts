@@ -47,7 +47,7 @@ export function webhookLogView(data: {
   const last = deliveries.at(-1);
   const filters = html`<nav class="filters" aria-label="Filter">${[
     ['', 'All'],
-    ...FILTERS.map((f) => [f, FILTER_WORDS[f]!]),
+    ...FILTERS.map((f) => [f, FILTER_WORDS[f] ?? f]),
   ].map(
     ([value, label]) =>
       html`<a href="${base}${value ? `?status=${value}` : ''}"${(filter ?? '') === value ? html` aria-current="page"` : ''}>${label}</a>`,

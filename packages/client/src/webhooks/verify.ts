@@ -23,7 +23,7 @@ export function verifySignature(
   if (typeof header !== 'string') return false;
   const match = HEADER_PATTERN.exec(header.trim());
   if (!match) return false;
-  const given = Buffer.from(match[1]!.toLowerCase(), 'hex');
+  const given = Buffer.from((match[1] ?? '').toLowerCase(), 'hex');
   const secrets = typeof secret === 'string' ? [secret] : secret;
   let valid = false;
   // Check every secret (no early exit) so timing does not reveal which one matched.
