@@ -454,9 +454,11 @@ describe('the tunnel client against a relay it does not trust', () => {
     await until(() => internal.ws.isPaused, 10_000);
     await new Promise((r) => setTimeout(r, 300));
     // 120 × 512 KiB = 60 MiB were sent; the client forwarded only what its bound and the socket
-    // buffers hold, and queues about the bound (plus the answers in flight when it paused).
+    // buffers hold, and queues about the bound (plus the answers in flight when it paused). The
+    // loopback socket's kernel buffers grow with the machine's memory and scheduling (66 forwarded
+    // on a loaded CI run, ~40 on a quiet one); a client without the bound reads and forwards all 120.
     const forwarded = receiver.received.length - before;
-    expect(forwarded).toBeLessThan(60);
+    expect(forwarded).toBeLessThan(100);
     expect(internal.ws.bufferedAmount).toBeLessThan(bound + 64 * body.length);
     await new Promise((r) => setTimeout(r, 300));
     expect(receiver.received.length - before).toBeLessThan(forwarded + 65);
