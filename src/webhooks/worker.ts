@@ -1,6 +1,7 @@
 import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
 import { EVENTS_CHANNEL } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
+import { namedCall } from '../platform/db/named.ts';
 import { randomBase32 } from '../platform/ids.ts';
 import { DEGRADED_AFTER, summarise, UNREACHABLE_AFTER } from './health.ts';
 import {
@@ -67,8 +68,39 @@ const CLAIM_SQL = 'SELECT * FROM webhook_claim($1, $2, $3, $4, $5, $6, $7)';
 // writes the batch (the deliveries, every attempt in webhook_attempts, the events' delivered_at and
 // the bots' health) and, while more is due, the same call claims the next rows through webhook_claim,
 // so the slots the batch gives back are taken again in that round trip and transaction.
-const RECORD_SQL = `SELECT * FROM webhook_record_and_claim(
-  $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`;
+interface RecordInput {
+  batch: Finished[];
+  changes: ReturnType<typeof summarise>;
+  now: number;
+  claim: ClaimArgs | null;
+  retryDelays: readonly number[];
+  leaseMs: number;
+  perBot: number;
+}
+const recordCall = namedCall<RecordInput>('webhook_record_and_claim', {
+  p_ids: (r) => r.batch.map((f) => f.id),
+  p_tokens: (r) => r.batch.map((f) => f.token),
+  p_ok: (r) => r.batch.map((f) => f.result.ok),
+  p_status: (r) => r.batch.map((f) => f.result.status),
+  p_excerpt: (r) => r.batch.map((f) => f.result.excerpt),
+  p_error: (r) => r.batch.map((f) => f.result.error),
+  p_duration: (r) => r.batch.map((f) => f.result.durationMs),
+  p_via: (r) => r.batch.map((f) => f.result.via),
+  p_now: (r) => new Date(r.now),
+  p_delays: (r) => r.retryDelays,
+  p_health_bots: (r) => r.changes.map((c) => c.botId),
+  p_health_reset: (r) => r.changes.map((c) => c.reset),
+  p_health_failures: (r) => r.changes.map((c) => c.failures),
+  p_degraded_after: () => DEGRADED_AFTER,
+  p_unreachable_after: () => UNREACHABLE_AFTER,
+  p_until: (r) => new Date(r.now + r.leaseMs),
+  p_token: (r) => r.claim?.token ?? '',
+  p_per_bot: (r) => r.perBot,
+  p_room: (r) => r.claim?.room ?? 0,
+  p_skip: (r) => r.claim?.saturated ?? [],
+  p_candidates: (r) => r.claim?.candidates ?? 0,
+});
+const RECORD_SQL = `SELECT * FROM ${recordCall.sql}`;
 
 interface ClaimArgs {
   token: string;
@@ -418,29 +450,18 @@ export class DeliveryWorker {
     this.ctx.metrics.webhookRoundTrips.inc({ kind: 'record' });
     let rows: ClaimedRow[];
     try {
-      rows = await this.ctx.db.query<ClaimedRow>(RECORD_SQL, [
-        batch.map((f) => f.id),
-        batch.map((f) => f.token),
-        batch.map((f) => f.result.ok),
-        batch.map((f) => f.result.status),
-        batch.map((f) => f.result.excerpt),
-        batch.map((f) => f.result.error),
-        batch.map((f) => f.result.durationMs),
-        batch.map((f) => f.result.via),
-        new Date(now),
-        this.ctx.config.webhookRetryDelaysSeconds,
-        changes.map((c) => c.botId),
-        changes.map((c) => c.reset),
-        changes.map((c) => c.failures),
-        DEGRADED_AFTER,
-        UNREACHABLE_AFTER,
-        new Date(now + this.leaseMs),
-        claim?.token ?? '',
-        this.perBot,
-        claim?.room ?? 0,
-        claim?.saturated ?? [],
-        claim?.candidates ?? 0,
-      ]);
+      rows = await this.ctx.db.query<ClaimedRow>(
+        RECORD_SQL,
+        recordCall.params({
+          batch,
+          changes,
+          now,
+          claim,
+          retryDelays: this.ctx.config.webhookRetryDelaysSeconds,
+          leaseMs: this.leaseMs,
+          perBot: this.perBot,
+        }),
+      );
     } catch (error) {
       if (claim) this.endClaim();
       throw error;
