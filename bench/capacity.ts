@@ -1,8 +1,7 @@
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { buildSplit, type CardStart } from '../src/cards/split.ts';
 import { BENCH_DATABASE_URL, type Child, DURATION_SECONDS, saveResults, startChild } from './lib.ts';
-import { startBenchService } from './seed.ts';
+import { type CheckoutBot, openOwnerGuardrails, seedCheckoutBot, startBenchService } from './seed.ts';
 
 // npm run bench:capacity — sizing figures for docs/deploy.md ("How many instances and connections").
 //
@@ -22,74 +21,19 @@ const OWNERS = 16;
 const BOTS_PER_OWNER = 4;
 const APP_NAME = 'botpay-capacity';
 
-async function call(url: string, method: string, headers: Record<string, string>, body?: unknown) {
-  const res = await fetch(url, {
-    method,
-    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const json = (await res.json()) as Record<string, unknown>;
-  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
-}
-
-interface CheckoutBot {
-  auth: string;
-  profile: number;
-}
-
 /** Owners with bots that each have a funded wallet and an auto-approving card (made-up number). */
 async function seedCheckoutBots(base: string, ownerToken: string): Promise<CheckoutBot[]> {
   const ownerAuth = { authorization: `Bearer ${ownerToken}` };
-  await call(`${base}/api/v1/owner/guardrails`, 'PUT', ownerAuth, {
-    per_transaction_cents: 100_000,
-    daily_budget_cents: 100_000_000,
-    monthly_budget_cents: 1_000_000_000,
-  });
+  await openOwnerGuardrails(base, ownerAuth);
   const bots: CheckoutBot[] = [];
   for (let i = 0; i < OWNERS * BOTS_PER_OWNER; i++) {
-    const reg = await call(
-      `${base}/api/v1/bots/register`,
-      'POST',
-      {},
-      {
-        bot_name: `capacity-${i}`,
-        owner_email: 'bench@example.com',
-        callback_url: 'http://127.0.0.1:9/hook',
-      },
+    bots.push(
+      await seedCheckoutBot(base, ownerAuth, {
+        name: `capacity-${i}`,
+        ownerEmail: 'bench@example.com',
+        approvalMode: 'auto_approve_under_threshold',
+      }),
     );
-    const botId = reg.bot_id as string;
-    await call(`${base}/api/v1/owner/claims`, 'POST', ownerAuth, { claim_token: reg.claim_token });
-    await call(`${base}/api/v1/owner/bots/${botId}/wallet/fund`, 'POST', ownerAuth, {
-      amount_cents: 1_000_000,
-    });
-    const card = await call(`${base}/api/v1/owner/bots/${botId}/cards`, 'POST', ownerAuth, {});
-    const cardUrl = `${base}/api/v1/owner/bots/${botId}/cards/${card.card_id}`;
-    const { activation } = buildSplit(
-      {
-        number: '4532015112830366',
-        expiry_month: '12',
-        expiry_year: '2035',
-        cardholder_name: 'Bench Owner',
-        billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
-      },
-      { ...(card as unknown as CardStart), bot_id: botId },
-      new Date(),
-    );
-    await call(`${cardUrl}/activate`, 'POST', ownerAuth, activation);
-    await call(cardUrl, 'PATCH', ownerAuth, {
-      approval_mode: 'auto_approve_under_threshold',
-      approval_threshold_cents: 100_000,
-      per_transaction_cents: 100_000,
-      daily_cents: 100_000_000,
-      monthly_cents: 1_000_000_000,
-    });
-    const profile = card.real_profile_index as number;
-    await call(`${cardUrl}/profiles/${profile}`, 'PUT', ownerAuth, {
-      allowance_cents: 1_000_000_000,
-      allowance_window: 'month',
-    });
-    bots.push({ auth: `Bearer ${reg.api_key}`, profile });
   }
   return bots;
 }

@@ -8,8 +8,8 @@ import { createOwnerToken, findOrCreateOwner } from '../src/owners/auth.ts';
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
-import { buildSplit, type CardStart } from '../src/cards/split.ts';
 import { freePort } from '../test/support/process.ts';
+import { type CheckoutBot, call, openOwnerGuardrails, seedCheckoutBot } from './seed.ts';
 
 // npm run bench:checkout
 //
@@ -58,17 +58,6 @@ async function startServer(env: Record<string, string>): Promise<{ url: string; 
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-}
-
-async function call(url: string, method: string, headers: Record<string, string>, body?: unknown) {
-  const res = await fetch(url, {
-    method,
-    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const json = (await res.json()) as Record<string, unknown>;
-  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
 }
 
 interface Load {
@@ -204,7 +193,7 @@ try {
 
   // Seed: OWNERS owners with BOTS_PER_OWNER bots each; one auto-approving card per bot.
   console.log(`seeding ${OWNERS * BOTS_PER_OWNER} bots…`);
-  const bots: Array<{ botId: string; auth: string; profile: number }> = [];
+  const bots: CheckoutBot[] = [];
   for (let o = 0; o < OWNERS; o++) {
     const email = `bench-${o}@example.com`;
     const token = await db.transaction(async (tx) => {
@@ -212,55 +201,15 @@ try {
       return createOwnerToken(tx, owner.id, Date.now());
     });
     const ownerAuth = { authorization: `Bearer ${token}` };
-    await call(`${base}/api/v1/owner/guardrails`, 'PUT', ownerAuth, {
-      per_transaction_cents: 100_000,
-      daily_budget_cents: 100_000_000,
-      monthly_budget_cents: 1_000_000_000,
-    });
+    await openOwnerGuardrails(base, ownerAuth);
     for (let b = 0; b < BOTS_PER_OWNER; b++) {
-      const reg = await call(
-        `${base}/api/v1/bots/register`,
-        'POST',
-        {},
-        {
-          bot_name: `bench-${o}-${b}`,
-          owner_email: email,
-          callback_url: 'http://127.0.0.1:9/hook',
-        },
+      bots.push(
+        await seedCheckoutBot(base, ownerAuth, {
+          name: `bench-${o}-${b}`,
+          ownerEmail: email,
+          approvalMode: process.env.BENCH_HOLD ? 'ask_for_everything' : 'auto_approve_under_threshold',
+        }),
       );
-      const botId = reg.bot_id as string;
-      await call(`${base}/api/v1/owner/claims`, 'POST', ownerAuth, { claim_token: reg.claim_token });
-      await call(`${base}/api/v1/owner/bots/${botId}/wallet/fund`, 'POST', ownerAuth, {
-        amount_cents: 1_000_000,
-      });
-      const card = await call(`${base}/api/v1/owner/bots/${botId}/cards`, 'POST', ownerAuth, {});
-      const cardUrl = `${base}/api/v1/owner/bots/${botId}/cards/${card.card_id}`;
-      // Split like the card wizard does, from a made-up Luhn-valid number (never a real card).
-      const { activation } = buildSplit(
-        {
-          number: '4532015112830366',
-          expiry_month: '12',
-          expiry_year: '2035',
-          cardholder_name: 'Bench Owner',
-          billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
-        },
-        { ...(card as unknown as CardStart), bot_id: botId },
-        new Date(),
-      );
-      await call(`${cardUrl}/activate`, 'POST', ownerAuth, activation);
-      await call(cardUrl, 'PATCH', ownerAuth, {
-        approval_mode: process.env.BENCH_HOLD ? 'ask_for_everything' : 'auto_approve_under_threshold',
-        approval_threshold_cents: 100_000,
-        per_transaction_cents: 100_000,
-        daily_cents: 100_000_000,
-        monthly_cents: 1_000_000_000,
-      });
-      const profile = card.real_profile_index as number;
-      await call(`${cardUrl}/profiles/${profile}`, 'PUT', ownerAuth, {
-        allowance_cents: 1_000_000_000,
-        allowance_window: 'month',
-      });
-      bots.push({ botId, auth: `Bearer ${reg.api_key}`, profile });
     }
   }
   await db.query('INSERT INTO bench_rows (bot_id) SELECT id FROM bots');

@@ -1,6 +1,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { buildSplit, type CardStart } from '../src/cards/split.ts';
 import { runCli } from '../test/support/process.ts';
 import { benchSchema, type Child, startChild } from './lib.ts';
 
@@ -96,4 +97,80 @@ export async function seedBots(
     bots.push({ botId: String(reg.bot_id), apiKey: String(reg.api_key) });
   }
   return bots;
+}
+
+/** A JSON call to the service; throws with the answer on anything but 2xx. */
+export async function call(url: string, method: string, headers: Record<string, string>, body?: unknown) {
+  const res = await fetch(url, {
+    method,
+    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const json = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+export interface CheckoutBot {
+  botId: string;
+  auth: string;
+  profile: number;
+}
+
+/** The owner's master guardrails wide enough that only a card's own rules decide. */
+export async function openOwnerGuardrails(base: string, ownerAuth: Record<string, string>): Promise<void> {
+  await call(`${base}/api/v1/owner/guardrails`, 'PUT', ownerAuth, {
+    per_transaction_cents: 100_000,
+    daily_budget_cents: 100_000_000,
+    monthly_budget_cents: 1_000_000_000,
+  });
+}
+
+/**
+ * A bot registered, claimed by the owner, funded with $10,000, with a card split like the card
+ * wizard does from a made-up Luhn-valid number (never a real card) and wide limits.
+ */
+export async function seedCheckoutBot(
+  base: string,
+  ownerAuth: Record<string, string>,
+  options: { name: string; ownerEmail: string; approvalMode: string },
+): Promise<CheckoutBot> {
+  const reg = await call(
+    `${base}/api/v1/bots/register`,
+    'POST',
+    {},
+    { bot_name: options.name, owner_email: options.ownerEmail, callback_url: 'http://127.0.0.1:9/hook' },
+  );
+  const botId = reg.bot_id as string;
+  await call(`${base}/api/v1/owner/claims`, 'POST', ownerAuth, { claim_token: reg.claim_token });
+  await call(`${base}/api/v1/owner/bots/${botId}/wallet/fund`, 'POST', ownerAuth, {
+    amount_cents: 1_000_000,
+  });
+  const card = await call(`${base}/api/v1/owner/bots/${botId}/cards`, 'POST', ownerAuth, {});
+  const cardUrl = `${base}/api/v1/owner/bots/${botId}/cards/${card.card_id}`;
+  const { activation } = buildSplit(
+    {
+      number: '4532015112830366',
+      expiry_month: '12',
+      expiry_year: '2035',
+      cardholder_name: 'Bench Owner',
+      billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
+    },
+    { ...(card as unknown as CardStart), bot_id: botId },
+    new Date(),
+  );
+  await call(`${cardUrl}/activate`, 'POST', ownerAuth, activation);
+  await call(cardUrl, 'PATCH', ownerAuth, {
+    approval_mode: options.approvalMode,
+    approval_threshold_cents: 100_000,
+    per_transaction_cents: 100_000,
+    daily_cents: 100_000_000,
+    monthly_cents: 1_000_000_000,
+  });
+  const profile = card.real_profile_index as number;
+  await call(`${cardUrl}/profiles/${profile}`, 'PUT', ownerAuth, {
+    allowance_cents: 1_000_000_000,
+    allowance_window: 'month',
+  });
+  return { botId, auth: `Bearer ${reg.api_key}`, profile };
 }
