@@ -134,17 +134,25 @@ export async function tunnelCommand(args: string[]): Promise<number> {
   return exit.code;
 }
 
-/** Console output, one line per call, written once per tick (a busy tunnel logs many lines). */
-function bufferedStdout(): (line: string) => void {
-  let pending: string[] = [];
+/**
+ * Console output, one line per call, written at most every LOG_FLUSH_MS (a busy tunnel logs
+ * thousands of lines a second: one write each, or even one per event-loop turn, costs the relay
+ * path CPU). The pending timer keeps the process alive until the last lines are out.
+ */
+export function bufferedStdout(
+  write: (text: string) => void = (text) => process.stdout.write(text),
+): (line: string) => void {
+  let pending = '';
+  const flush = () => {
+    const text = pending;
+    pending = '';
+    write(text);
+  };
   return (line) => {
-    if (pending.length === 0) {
-      setImmediate(() => {
-        const text = `${pending.join('\n')}\n`;
-        pending = [];
-        process.stdout.write(text);
-      });
-    }
-    pending.push(line);
+    if (pending === '') setTimeout(flush, LOG_FLUSH_MS);
+    pending += `${line}\n`;
   };
 }
+
+/** How long a log line may wait to be written with the ones after it. */
+export const LOG_FLUSH_MS = 50;

@@ -5,11 +5,12 @@ import {
   CLOSE_REPLACED,
   type Codec,
   codecForHello,
+  encodeRawResponse,
   type FrameHeader,
   forwardableFlat,
-  type HeaderPairs,
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
+  type RawHeaders,
   SUBPROTOCOL_V2,
   sendFrame,
   TUNNEL_CONNECT_PATH,
@@ -68,7 +69,7 @@ export class TunnelClient {
   private stopped = false;
   private attempt = 0;
   private pool: Pool;
-  private readonly inflight = new Map<number, () => void>();
+  private readonly inflight = new Map<number, LocalCall>();
   /** The frame format of the current connection, set by the relay's hello. */
   private codec: Codec | undefined;
   private readonly log: (line: string) => void;
@@ -127,7 +128,7 @@ export class TunnelClient {
     if (this.stopped) return;
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    for (const abort of this.inflight.values()) abort();
+    for (const call of this.inflight.values()) call.abort();
     this.inflight.clear();
     const ws = this.ws;
     if (ws && ws.readyState !== WebSocket.CLOSED) {
@@ -190,7 +191,7 @@ export class TunnelClient {
     });
     ws.on('close', (code, reasonBuffer) => {
       if (heartbeat) clearInterval(heartbeat);
-      for (const abort of this.inflight.values()) abort();
+      for (const call of this.inflight.values()) call.abort();
       this.inflight.clear();
       const wasConnected = this.hostname !== undefined && this.ws === ws;
       if (this.ws === ws) this.hostname = undefined;
@@ -249,22 +250,22 @@ export class TunnelClient {
         return;
       }
       case 'request':
-        void this.handleRequest(ws, codec, header, body);
+        this.handleRequest(ws, codec, header, body);
         return;
       case 'cancel':
-        this.inflight.get(header.id)?.();
+        this.inflight.get(header.id)?.abort();
         return;
       default:
         return;
     }
   }
 
-  private async handleRequest(
+  private handleRequest(
     ws: WebSocket,
     codec: Codec,
     request: Extract<FrameHeader, { type: 'request' }>,
     body: Buffer,
-  ): Promise<void> {
+  ): void {
     if (this.inflight.has(request.id)) return; // a duplicate id: the first one is answered
     const maxInFlight = this.options.maxInFlight ?? CLIENT_MAX_IN_FLIGHT;
     if (this.inflight.size >= maxInFlight) {
@@ -273,46 +274,58 @@ export class TunnelClient {
       this.log(`${stamp()} ${request.method} ${request.path} → error: ${message}`);
       return;
     }
-    const started = performance.now();
     // A little longer than the relay waits, so that the relay's own timeout (504) answers first;
     // undici enforces it (no timer of our own per request), and the relay's cancel aborts sooner.
     const timeoutMs = Math.min(Math.max(request.timeout_ms || 10_000, 100), 120_000) + 1_000;
-    let line: string;
-    const call = localRequest(this.pool, {
-      method: request.method,
-      path: request.path,
-      headers: forwardableFlat(request.headers),
-      body,
-      timeoutMs,
-    });
-    this.inflight.set(request.id, call.abort);
-    try {
-      const response = await call.response;
-      this.send(
-        ws,
-        codec.encode(
-          {
-            type: 'response',
-            id: request.id,
-            status: response.status,
-            headers: response.headers, // the relay filters what it passes on
-          },
-          response.body,
-        ),
-      );
-      line = `${request.method} ${request.path} → ${response.status}`;
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      const message =
-        code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
-          ? 'the local service did not answer in time'
-          : `the local service at 127.0.0.1:${this.options.port} failed: ${describeError(error)}`;
-      this.send(ws, codec.encode({ type: 'error', id: request.id, message }));
-      line = `${request.method} ${request.path} → error: ${message}`;
-    } finally {
-      this.inflight.delete(request.id);
+    const call = new LocalCall(this, ws, codec, request.id, request.method, request.path);
+    this.inflight.set(request.id, call);
+    this.pool.dispatch(
+      {
+        method: request.method as 'GET',
+        path: request.path,
+        headers: forwardableFlat(request.headers),
+        body: body.length > 0 ? body : null,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      },
+      call,
+    );
+  }
+
+  /** A local request ended: its answer (or error) goes back to the relay, one log line. */
+  answered(
+    call: LocalCall,
+    response: { status: number; rawHeaders: RawHeaders; body: Buffer } | Error,
+  ): void {
+    if (this.inflight.get(call.id) === call) this.inflight.delete(call.id);
+    let outcome: string;
+    if (response instanceof Error) outcome = this.failed(call, response);
+    else {
+      try {
+        // The relay filters what it passes on.
+        this.send(
+          call.ws,
+          encodeRawResponse(call.codec, call.id, response.status, response.rawHeaders, response.body),
+        );
+        outcome = String(response.status);
+      } catch (error) {
+        outcome = this.failed(call, error as Error); // e.g. header fields over MAX_HEADER_BYTES
+      }
     }
-    this.log(`${stamp()} ${line} ${Math.round(performance.now() - started)} ms`);
+    this.log(
+      `${stamp()} ${call.method} ${call.path} → ${outcome} ${Math.round(performance.now() - call.started)} ms`,
+    );
+  }
+
+  /** Tells the relay a local request failed; the log line's outcome. */
+  private failed(call: LocalCall, error: Error): string {
+    const code = (error as { code?: string }).code;
+    const message =
+      code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
+        ? 'the local service did not answer in time'
+        : `the local service at 127.0.0.1:${this.options.port} failed: ${describeError(error)}`;
+    this.send(call.ws, call.codec.encode({ type: 'error', id: call.id, message }));
+    return `error: ${message}`;
   }
 
   /**
@@ -335,61 +348,34 @@ export class TunnelClient {
   };
 }
 
-interface LocalResponse {
-  status: number;
-  headers: HeaderPairs;
-  body: Buffer;
-}
-
 /**
- * One request to the local receiver through undici's dispatcher interface (no stream objects per
- * request: a busy tunnel relays thousands a second). The response body is bounded by MAX_BODY_BYTES.
- */
-function localRequest(
-  pool: Pool,
-  options: { method: string; path: string; headers: string[]; body: Buffer; timeoutMs: number },
-): LocalCall {
-  const call = new LocalCall();
-  pool.dispatch(
-    {
-      method: options.method as 'GET',
-      path: options.path,
-      headers: options.headers,
-      body: options.body.length > 0 ? options.body : null,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
-    },
-    call,
-  );
-  return call;
-}
-
-/**
- * The undici handler of one local request and its result (a class rather than a handful of
- * closures per request).
+ * One request to the local receiver, as undici's dispatch handler (no stream objects, promises or
+ * closures per request: a busy tunnel relays thousands a second). The response body is bounded
+ * by MAX_BODY_BYTES; the response's header fields stay the bytes undici read.
  */
 class LocalCall implements Dispatcher.DispatchHandler {
-  readonly response: Promise<LocalResponse>;
-  private settle!: (response: LocalResponse) => void;
-  private fail!: (error: Error) => void;
+  readonly started = performance.now();
   private controller: Dispatcher.DispatchController | undefined;
   private aborted = false;
   private settled = false;
   private status = 0;
-  private headers: HeaderPairs = [];
-  private readonly chunks: Buffer[] = [];
+  private rawHeaders: RawHeaders = [];
+  private chunks: Buffer[] = [];
   private size = 0;
+
+  constructor(
+    private readonly client: TunnelClient,
+    readonly ws: WebSocket,
+    readonly codec: Codec,
+    readonly id: number,
+    readonly method: string,
+    readonly path: string,
+  ) {}
+
   /** Aborts the local request (the relay cancelled it, or the connection went away). */
-  readonly abort = (): void => {
+  abort(): void {
     this.aborted = true;
     this.controller?.abort(new Error('aborted'));
-  };
-
-  constructor() {
-    this.response = new Promise<LocalResponse>((resolve, reject) => {
-      this.settle = resolve;
-      this.fail = reject;
-    });
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -399,7 +385,7 @@ class LocalCall implements Dispatcher.DispatchHandler {
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number): void {
     this.status = statusCode;
-    this.headers = rawHeaderPairs(controller.rawHeaders);
+    this.rawHeaders = (controller.rawHeaders as RawHeaders | undefined) ?? [];
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -415,31 +401,17 @@ class LocalCall implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     const chunks = this.chunks;
-    this.settle({
-      status: this.status,
-      headers: this.headers,
-      body: onlyOrConcat(chunks),
-    });
+    this.chunks = [];
+    const [first] = chunks;
+    const body = chunks.length === 1 && first ? first : Buffer.concat(chunks);
+    this.client.answered(this, { status: this.status, rawHeaders: this.rawHeaders, body });
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
     this.settled = true;
-    this.fail(error);
+    this.client.answered(this, error);
   }
-}
-
-function rawHeaderPairs(raw: Buffer[] | string[] | Record<string, unknown> | null | undefined): HeaderPairs {
-  const out: HeaderPairs = [];
-  if (Array.isArray(raw)) {
-    for (let i = 0; i + 1 < raw.length; i += 2) out.push([String(raw[i]), String(raw[i + 1])]);
-  } else if (raw) {
-    for (const [name, value] of Object.entries(raw)) {
-      if (value === undefined) continue;
-      for (const v of Array.isArray(value) ? value : [value]) out.push([name, String(v)]);
-    }
-  }
-  return out;
 }
 
 let stampMs = 0;
@@ -475,10 +447,4 @@ export function connectUrl(server: string): string {
   url.search = '';
   url.hash = '';
   return url.toString();
-}
-
-/** The one chunk as it is (no copy), or all of them joined. */
-function onlyOrConcat(chunks: Buffer[]): Buffer {
-  const [first] = chunks;
-  return chunks.length === 1 && first ? first : Buffer.concat(chunks);
 }

@@ -66,7 +66,8 @@ const corked = new WeakSet<object>();
  * Sends a frame; frames sent in the same event-loop iteration leave in one write: the socket is
  * corked until setImmediate, which runs after every socket that was readable in this iteration
  * has been handled (answers from many local connections, requests from many HTTP clients). With
- * process.nextTick, nearly every frame was its own write system call under load.
+ * process.nextTick, nearly every frame was its own write system call under load. (Holding the
+ * socket corked for a further turn or two while local answers are outstanding saved no writes.)
  */
 export function sendFrame(
   ws: { send(data: Buffer, cb?: (error?: Error) => void): void; readonly _socket?: unknown },
@@ -185,6 +186,66 @@ export function encodeBinaryFrame(header: FrameHeader, body: Buffer = EMPTY): Bu
     case 'cancel':
       return binaryFrame(FRAME_CANCEL, header.id, 0, '', EMPTY);
   }
+}
+
+/** A response's header fields as an HTTP client read them: [name, value, …] (bytes or text) or a record. */
+export type RawHeaders = Buffer[] | string[] | Record<string, unknown>;
+
+/**
+ * A response frame from header fields as read off the wire (undici's rawHeaders). In version 2 the
+ * meta is assembled from the bytes themselves: no string per field and no re-encoding (the relay
+ * decodes it as UTF-8, as it would the re-encoded text). A field containing LF is left out.
+ */
+export function encodeRawResponse(
+  codec: Codec,
+  id: number,
+  status: number,
+  raw: RawHeaders,
+  body: Buffer,
+): Buffer {
+  if (codec.version !== PROTOCOL_V2 || !Array.isArray(raw) || !raw.every(Buffer.isBuffer)) {
+    return codec.encode({ type: 'response', id, status, headers: rawPairs(raw) }, body);
+  }
+  const fields = raw as Buffer[];
+  let metaBytes = 0;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i] as Buffer;
+    const value = fields[i + 1] as Buffer;
+    if (name.includes(10) || value.includes(10)) continue;
+    metaBytes += name.length + value.length + 2;
+  }
+  if (metaBytes > MAX_HEADER_BYTES) throw new FrameError('frame header too large');
+  const frame = Buffer.allocUnsafe(BINARY_HEADER_BYTES + metaBytes + body.length);
+  frame[0] = FRAME_RESPONSE;
+  frame.writeUInt32BE(id, 1);
+  frame.writeUInt32BE(status, 5);
+  frame.writeUInt32BE(metaBytes, 9);
+  let at = BINARY_HEADER_BYTES;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i] as Buffer;
+    const value = fields[i + 1] as Buffer;
+    if (name.includes(10) || value.includes(10)) continue;
+    at += name.copy(frame, at);
+    frame[at++] = 10;
+    at += value.copy(frame, at);
+    frame[at++] = 10;
+  }
+  if (body.length > 0) body.copy(frame, at);
+  return frame;
+}
+
+/** Raw header fields as text pairs. */
+function rawPairs(raw: RawHeaders): HeaderPairs {
+  const out: HeaderPairs = [];
+  if (Array.isArray(raw)) {
+    for (let i = 0; i + 1 < raw.length; i += 2) out.push([String(raw[i]), String(raw[i + 1])]);
+  } else {
+    for (const [name, value] of Object.entries(raw)) {
+      if (value === undefined) continue;
+      for (const v of Array.isArray(value) ? value : [value]) out.push([name, String(v)]);
+    }
+  }
+  return out;
 }
 
 /** name LF value LF … as pairs; undefined when the fields do not pair up. */
@@ -341,6 +402,18 @@ export function requestHeadersFromRaw(raw: string[]): HeaderPairs {
     if (forwardable(name, value)) out.push([name, value]);
   }
   return out;
+}
+
+/**
+ * The first value of a header field (lower-case name) in Node's rawHeaders, as req.headers has it
+ * for Host and Content-Length (later duplicates dropped); without building req.headers.
+ */
+export function rawHeader(raw: string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const field = raw[i] as string;
+    if (field.length === name.length && (field === name || field.toLowerCase() === name)) return raw[i + 1];
+  }
+  return undefined;
 }
 
 /** The forwardable pairs as a flat [name, value, …] list (undici's header format). */

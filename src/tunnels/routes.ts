@@ -4,17 +4,20 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import proxyaddr from 'proxy-addr';
 import type { WebSocket } from 'ws';
 import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
+import { ownerOf } from '../owners/auth.ts';
 import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 import { OWNER_SECURITY } from '../platform/http.ts';
+import { present } from '../platform/present.ts';
 import { ErrorBody } from '../platform/schemas.ts';
 import { trustFunction } from '../platform/trustProxy.ts';
 import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import {
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
+  rawHeader,
   requestHeadersFromRaw,
   SUBPROTOCOLS,
   TUNNEL_CONNECT_PATH,
@@ -35,8 +38,6 @@ import {
   setTunnelForward,
   type TunnelBot,
 } from './service.ts';
-import { present } from '../platform/present.ts';
-import { ownerOf } from '../owners/auth.ts';
 
 const connectAuth = new WeakMap<FastifyRequest, TunnelBot>();
 
@@ -121,12 +122,17 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
     setting !== false && trust(req.socket.remoteAddress ?? '', 0);
   /** The Host the client addressed: all that every request needs (address and scheme only a relayed one). */
   const clientHost = (req: IncomingMessage): string =>
-    (peerTrusted(req) ? lastValue(req.headers['x-forwarded-host']) : undefined) ?? req.headers.host ?? '';
+    (peerTrusted(req) ? lastValue(req.headers['x-forwarded-host']) : undefined) ??
+    rawHeader(req.rawHeaders, 'host') ??
+    '';
   const clientInfo = (req: IncomingMessage, host: string): ClientInfo => {
     const forwardedProto = peerTrusted(req) ? lastValue(req.headers['x-forwarded-proto']) : undefined;
+    // With no trusted proxy the client is the socket's peer (what proxyaddr answers then, without
+    // parsing X-Forwarded-For for every request).
+    const peer = req.socket.remoteAddress;
     return {
       host,
-      ip: proxyaddr(req, trust),
+      ip: setting === false && peer !== undefined ? peer : proxyaddr(req, trust),
       protocol: forwardedProto ?? ((req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'),
     };
   };
@@ -358,7 +364,8 @@ async function relayHttp(
     sendError(req, res, refused.code, refused.message, false, refused.code === 'method_not_allowed');
     return;
   }
-  const declared = Number(req.headers['content-length'] ?? 0);
+  // From rawHeaders, like the Host: a relayed request never needs Node's req.headers object.
+  const declared = Number(rawHeader(req.rawHeaders, 'content-length') ?? 0);
   if (declared > MAX_BODY_BYTES) {
     req.resume();
     sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
@@ -366,7 +373,8 @@ async function relayHttp(
   }
   // Room for the body among what waits for this tunnel, before reading it (a chunked body may be
   // up to the limit); a tunnel whose client stopped reading gets no more.
-  const expected = req.headers['transfer-encoding'] !== undefined ? MAX_BODY_BYTES : declared || 0;
+  const expected =
+    rawHeader(req.rawHeaders, 'transfer-encoding') !== undefined ? MAX_BODY_BYTES : declared || 0;
   const release = local ? relay.reserve(hostname, expected) : () => {};
   if (release instanceof TunnelError) {
     req.resume();

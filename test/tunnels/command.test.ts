@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isValidWebhookPath, shellQuote, tunnelClientCommand } from '../../src/bots/tunnelSetup.ts';
+import { bufferedStdout, LOG_FLUSH_MS } from '../../src/tunnels/cli.ts';
 import {
   activeBot,
   createOwner,
@@ -156,6 +157,21 @@ describe('tunnel_client_command and webhook_path', () => {
       { numRuns: 30 },
     );
   }, 120_000);
+});
+
+describe("the client's log output", () => {
+  it('lines are written together, in order, within LOG_FLUSH_MS (one write per batch, none lost)', async () => {
+    const writes: string[] = [];
+    const log = bufferedStdout((text) => writes.push(text));
+    log('one');
+    log('two');
+    expect(writes).toEqual([]);
+    await new Promise((r) => setTimeout(r, LOG_FLUSH_MS + 30));
+    expect(writes).toEqual(['one\ntwo\n']);
+    log('three');
+    await new Promise((r) => setTimeout(r, LOG_FLUSH_MS + 30));
+    expect(writes).toEqual(['one\ntwo\n', 'three\n']);
+  });
 });
 
 describe('the printed command runs as printed, and the token stays out of ps', () => {

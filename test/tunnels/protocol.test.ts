@@ -9,6 +9,7 @@ import {
   decodeBinaryFrame,
   encodeBinaryFrame,
   encodeJsonFrame,
+  encodeRawResponse,
   FRAME_CANCEL,
   FRAME_REQUEST,
   FRAME_RESPONSE,
@@ -17,6 +18,7 @@ import {
   jsonCodec,
   MAX_BODY_BYTES,
   MAX_HEADER_BYTES,
+  rawHeader,
   SUBPROTOCOL_V2,
   TUNNEL_CONNECT_PATH,
 } from '../../src/tunnels/protocol.ts';
@@ -151,6 +153,60 @@ describe('tunnel protocol version 2 (binary frames)', () => {
     // A version 1 frame is not a version 2 frame (and vice versa).
     refused(encodeJsonFrame({ type: 'response', id: 1, status: 200, headers: [] }));
     expect(() => jsonCodec.decode(encodeBinaryFrame({ type: 'cancel', id: 1 }))).toThrow(FrameError);
+  });
+
+  it("the client's response frame from raw header bytes decodes like one from text pairs", () => {
+    const b = (text: string) => Buffer.from(text, 'latin1');
+    const body = Buffer.from([0, 10, 255]);
+    const raw = [
+      b('Content-Type'),
+      b('application/json'),
+      b('Set-Cookie'),
+      b('a=1'),
+      b('Set-Cookie'),
+      b('b=2'),
+      b('X-Utf8'),
+      Buffer.from('café ✓', 'utf8'),
+      b('X-Evil'),
+      b('a\nSet-Cookie\nsession=stolen'),
+      b('X-Empty'),
+      b(''),
+    ];
+    const pairs: Array<[string, string]> = [
+      ['Content-Type', 'application/json'],
+      ['Set-Cookie', 'a=1'],
+      ['Set-Cookie', 'b=2'],
+      ['X-Utf8', 'café ✓'],
+      ['X-Empty', ''],
+    ];
+    const frame = encodeRawResponse(binaryCodec, 42, 201, raw, body);
+    expect(frame).toEqual(encodeBinaryFrame({ type: 'response', id: 42, status: 201, headers: pairs }, body));
+    const decoded = decodeBinaryFrame(frame);
+    expect(decoded.header).toEqual({ type: 'response', id: 42, status: 201, headers: pairs });
+    expect(Buffer.compare(decoded.body, body)).toBe(0);
+    // Version 1 (an older relay) and text or record headers take the JSON / text path.
+    expect(jsonCodec.decode(encodeRawResponse(jsonCodec, 42, 201, raw, body)).header).toMatchObject({
+      type: 'response',
+      status: 201,
+      headers: expect.arrayContaining([['Set-Cookie', 'b=2']]),
+    });
+    expect(decodeBinaryFrame(encodeRawResponse(binaryCodec, 1, 200, ['A', '1'], body)).header).toEqual({
+      type: 'response',
+      id: 1,
+      status: 200,
+      headers: [['A', '1']],
+    });
+    expect(() =>
+      encodeRawResponse(binaryCodec, 1, 200, [b('X-Big'), Buffer.alloc(MAX_HEADER_BYTES, 0x61)], body),
+    ).toThrow(FrameError);
+  });
+
+  it('rawHeader finds the first value of a field in any case, like req.headers for Host', () => {
+    const raw = ['HOST', 'a.example', 'Content-Length', '5', 'host', 'b.example'];
+    expect(rawHeader(raw, 'host')).toBe('a.example');
+    expect(rawHeader(raw, 'content-length')).toBe('5');
+    expect(rawHeader(raw, 'transfer-encoding')).toBeUndefined();
+    expect(rawHeader(['Hostx', 'no'], 'host')).toBeUndefined();
   });
 
   it('the client tells the versions apart by the first byte of the hello', () => {
