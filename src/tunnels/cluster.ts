@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Agent, request as undiciRequest } from 'undici';
 import type { RelayedRequest, RelayedResponse } from '../platform/context.ts';
 import type { Db } from '../platform/db/port.ts';
+import { present } from '../platform/present.ts';
 import {
   CLOSE_REPLACED,
   CLOSE_SERVICE_RESTART,
@@ -12,7 +13,6 @@ import {
   MAX_BODY_BYTES,
 } from './protocol.ts';
 import { type RawRelayedResponse, type RelayClusterHooks, TunnelError, type TunnelRelay } from './relay.ts';
-import { present } from '../platform/present.ts';
 
 // Tunnels shared by every instance (PostgreSQL). A bot's tunnel WebSocket lives on the instance it
 // reached; that instance holds a lease on the hostname (table tunnel_leases: its instance id, its

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectionFor, createTestDatabase, isPostgres, type TestDatabase } from '../support/db.ts';
+import { freePort } from '../support/process.ts';
 import { TEST_SECRET_KEY } from '../support/service.ts';
 import { hostRequest, startClient, startReceiver, until } from './helpers.ts';
-import { freePort } from '../support/process.ts';
 
 // The real service process (`botpay serve` on PostgreSQL) killed with SIGKILL mid-flight and started
 // again on the same port: the tunnel client notices, reconnects with backoff and traffic resumes.

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { freePort } from '../support/process.ts';
 import { createTestService } from '../support/service.ts';
 import { hostRequest, listen, registerTunnelBot, startClient, startReceiver, until } from './helpers.ts';
-import { freePort } from '../support/process.ts';
 
 function runCli(
   args: string[],
