@@ -4,13 +4,15 @@ import type { Config } from '../../config.ts';
 import { randomHex } from '../crypto.ts';
 import { openPglite } from './pglite.ts';
 import type { Db } from './port.ts';
-import { openPostgres } from './postgres.ts';
 import { copyTemplate, isDataDir } from './template.ts';
 
 /** Opens the database the configuration names: PostgreSQL with DATABASE_URL, else PGlite in DATA_DIR. */
 export async function openDatabase(config: Config): Promise<Db> {
-  if (config.databaseUrl)
+  if (config.databaseUrl) {
+    // The PostgreSQL driver (pg) is loaded only for PostgreSQL: the embedded database never needs it.
+    const { openPostgres } = await import('./postgres.ts');
     return openPostgres({ connectionString: config.databaseUrl, max: config.databasePoolSize });
+  }
   const dir = resolve(config.dataDir);
   await mkdir(dir, { recursive: true });
   const release = await lockDataDir(dir);
