@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Part of `npm install` (the root project's postinstall, after bin/lock-optional.mjs): makes the
 // embedded database's template (src/platform/db/template.ts), so that the first `npm start`
-// loads a migrated data directory instead of running PGlite's initdb (seconds). Works offline.
+// copies a migrated data directory instead of running PGlite's initdb (seconds). Works offline.
 // Skipped when the sources are not there yet (the Dockerfile's dependency layer; it runs this
 // again after copying src/), when installed as another project's dependency, or with
 // BOTPAY_SKIP_TEMPLATE=1. Never fails the install: without a template the first start runs initdb.
@@ -18,9 +18,9 @@ try {
   const { register } = await import('tsx/esm/api');
   register();
   const { buildTemplate } = await import(source.href);
-  const file = await buildTemplate();
+  const dir = await buildTemplate();
   console.log(
-    `prepare-embedded: embedded database template ready (${file}, ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+    `prepare-embedded: embedded database template ready (${dir}, ${((Date.now() - started) / 1000).toFixed(1)} s)`,
   );
 } catch (error) {
   console.warn(

@@ -2,9 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
@@ -187,7 +191,11 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     },
     transform: openapiTransform,
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  // Swagger UI at /docs, made on its first request (docsUi below): a start neither loads it nor
+  // reads its files.
+  const docs = docsUi(app);
+  app.get('/docs', { schema: { hide: true } }, docs);
+  app.get('/docs/*', { schema: { hide: true } }, docs);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
@@ -232,6 +240,51 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerSkillRoutes(app, ctx);
   return app;
 }
+
+/**
+ * The handler of /docs and /docs/*: @fastify/swagger-ui (its pages, scripts and styles, ~2 MB of
+ * files) in a Fastify instance of its own, made on the first request and fed this app's OpenAPI
+ * document, which answers each request as the plugin would have in the app itself.
+ */
+function docsUi(app: App) {
+  let ui: Promise<FastifyInstance> | undefined;
+  const open = async () => {
+    const { default: swaggerUi } = await import('@fastify/swagger-ui');
+    const instance = Fastify();
+    // `swagger()` here is the app's document.
+    instance.decorate('swagger', ((options?: { yaml?: boolean }) =>
+      options?.yaml ? app.swagger({ yaml: true }) : app.swagger()) as App['swagger']);
+    // Called as a function inside a plugin of ours rather than registered: registering checks that
+    // @fastify/swagger was registered in the same instance, which it is not (it is in the app).
+    await instance.register(
+      (scope) =>
+        new Promise<void>((resolve, reject) => {
+          const done = (error?: Error) => (error ? reject(error) : resolve());
+          const returned: unknown = swaggerUi(scope, { routePrefix: '/docs' }, done);
+          if (returned instanceof Promise) returned.then(() => resolve(), reject);
+        }),
+    );
+    await instance.ready();
+    return instance;
+  };
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    ui ??= open().catch((error: unknown) => {
+      ui = undefined; // a failure is not remembered: the next request tries again
+      throw error;
+    });
+    const res = await (await ui).inject({
+      method: request.method === 'HEAD' ? 'HEAD' : 'GET',
+      url: request.url,
+      headers: request.headers,
+    });
+    for (const [name, value] of Object.entries(res.headers)) {
+      if (value !== undefined && !HOP_BY_HOP.has(name)) reply.header(name, value);
+    }
+    return reply.status(res.statusCode).send(res.rawPayload);
+  };
+}
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date']);
 
 /**
  * The OpenAPI document as `redocly lint` (recommended rules, .ci/run) wants it, for every route

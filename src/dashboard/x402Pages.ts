@@ -1,5 +1,4 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import QRCode from 'qrcode';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
@@ -37,6 +36,8 @@ export async function partnerWalletData(
     if (!(error instanceof ApiError && error.code === 'not_found')) throw error;
   }
   if (!wallet) return { configured: true, wallet: undefined };
+  // qrcode is loaded with the first wallet page, not at start.
+  const { default: QRCode } = await import('qrcode');
   const qrSvg = await QRCode.toString(wallet.address, { type: 'svg', margin: 1, width: 160 });
   const { payments } = await listX402Payments(ctx, ownerId, botId, 10);
   return { configured: true, wallet, qrSvg, payments };

@@ -1,5 +1,5 @@
-import nodemailer from 'nodemailer';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Transporter } from 'nodemailer';
 
 export interface Mail {
   to: string;
@@ -55,18 +55,25 @@ export function createMailer(options: {
       async close() {},
     };
   }
-  const transport = nodemailer.createTransport(options.smtpUrl);
+  const smtpUrl = options.smtpUrl;
+  // nodemailer (~50 ms and ~10 MB to load) is loaded with the first mail; SMTP_URL was checked by
+  // the configuration already.
+  let transport: Promise<Transporter> | undefined;
+  const open = () => {
+    transport ??= import('nodemailer').then((nodemailer) => nodemailer.default.createTransport(smtpUrl));
+    return transport;
+  };
   return {
     async send(mail) {
       const { messageId, redactInLog: _redact, devNotice: _notice, ...rest } = mail;
-      await transport.sendMail({
+      await (await open()).sendMail({
         from: options.from,
         ...rest,
         ...(messageId ? { messageId: `<${messageId}>` } : {}),
       });
     },
     async close() {
-      transport.close();
+      (await transport)?.close();
     },
   };
 }

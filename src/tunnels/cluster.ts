@@ -1,7 +1,7 @@
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import { Agent, request as undiciRequest } from 'undici';
+import type { Agent } from 'undici';
 import type { RelayedRequest, RelayedResponse } from '../platform/context.ts';
 import type { Db } from '../platform/db/port.ts';
 import { present } from '../platform/present.ts';
@@ -153,7 +153,8 @@ export class TunnelCluster implements RelayClusterHooks {
   private readonly lookups = new Map<string, { holder: Holder | null; until: number }>();
   private readonly nonces = new Map<string, number>();
   private readonly pending = new Set<Promise<unknown>>();
-  private readonly agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+  // undici is loaded with the first hand-over (never on the embedded database, which has no cluster).
+  private undici: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
   private readonly renewTimer: NodeJS.Timeout;
   private unlisten: (() => Promise<void>) | undefined;
   private lastRenewed = Date.now();
@@ -383,9 +384,14 @@ export class TunnelCluster implements RelayClusterHooks {
     let answer: Buffer;
     let answerSignature: string | undefined;
     try {
-      const res = await undiciRequest(`${holder.url}${INTERNAL_PATH}`, {
+      this.undici ??= import('undici').then((undici) => ({
+        agent: new undici.Agent({ keepAliveTimeout: 30_000, connections: 64 }),
+        request: undici.request,
+      }));
+      const { agent, request } = await this.undici;
+      const res = await request(`${holder.url}${INTERNAL_PATH}`, {
         method: 'POST',
-        dispatcher: this.agent,
+        dispatcher: agent,
         headers: { 'content-type': 'application/octet-stream', [SIGNATURE_HEADER]: signature },
         body,
         headersTimeout: timeoutMs + 5_000,
@@ -542,7 +548,7 @@ export class TunnelCluster implements RelayClusterHooks {
     await Promise.all([...this.pending]);
     this.closed = true;
     await this.unlisten?.();
-    await this.agent.close();
+    await (await this.undici)?.agent.close();
   }
 }
 

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import type { LocalTunnelRelay } from '../platform/context.ts';
 import {
   assertLiteralAllowed,
@@ -230,17 +230,25 @@ function dispatchPost(
 
 export function createWebhookSender(options: SenderOptions): WebhookSender {
   const now = options.now ?? (() => performance.now());
-  const agent = new Agent({
-    keepAliveTimeout: 10_000,
-    connect: {
-      timeout: options.timeoutMs,
-      ...(options.allowPrivateTargets ? {} : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
-    },
-  });
-
-  // The service's own tunnel hostnames (bot-<id>.TUNNEL_DOMAIN) are not chosen by the bot, and in
-  // development they resolve to loopback: they go through an agent without the guard.
-  const ownHostsAgent = new Agent({ keepAliveTimeout: 10_000, connect: { timeout: options.timeoutMs } });
+  // undici (~100 ms and ~20 MB to load) is loaded with the first delivery, not at start.
+  let agents: Promise<{ agent: Agent; ownHostsAgent: Agent }> | undefined;
+  const openAgents = () => {
+    agents ??= import('undici').then(({ Agent }) => ({
+      agent: new Agent({
+        keepAliveTimeout: 10_000,
+        connect: {
+          timeout: options.timeoutMs,
+          ...(options.allowPrivateTargets
+            ? {}
+            : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
+        },
+      }),
+      // The service's own tunnel hostnames (bot-<id>.TUNNEL_DOMAIN) are not chosen by the bot, and
+      // in development they resolve to loopback: they go through an agent without the guard.
+      ownHostsAgent: new Agent({ keepAliveTimeout: 10_000, connect: { timeout: options.timeoutMs } }),
+    }));
+    return agents;
+  };
 
   async function post(
     url: string,
@@ -248,6 +256,7 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
     headers: Record<string, string>,
     guarded: boolean,
   ): Promise<AttemptResult> {
+    const { agent, ownHostsAgent } = await openAgents();
     const started = now();
     let via = url;
     try {
@@ -333,6 +342,8 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
       return post(target.publicUrl, body, headers, false);
     },
     async close() {
+      if (!agents) return;
+      const { agent, ownHostsAgent } = await agents;
       await Promise.all([agent.close(), ownHostsAgent.close()]);
     },
   };

@@ -64,8 +64,8 @@ export async function updateX402Settings(
 ) {
   const now = ctx.clock.now();
   const lists = {
-    allow_pay_to: input.allow_pay_to?.map((a, i) => checksummed(a, `allow_pay_to[${i}]`)),
-    deny_pay_to: input.deny_pay_to?.map((a, i) => checksummed(a, `deny_pay_to[${i}]`)),
+    allow_pay_to: await checksummedList(input.allow_pay_to, 'allow_pay_to'),
+    deny_pay_to: await checksummedList(input.deny_pay_to, 'deny_pay_to'),
     allow_domains: input.allow_domains?.map(domainEntry),
     deny_domains: input.deny_domains?.map(domainEntry),
   };
@@ -113,4 +113,12 @@ export async function listX402Payments(ctx: AppContext, ownerId: string, botId: 
     [botId, ownerId, limit],
   );
   return { bot_id: botId, payments: rows.map(presentPayment) };
+}
+
+/** Each address checked in turn: the first bad one is the one refused, by its index. */
+async function checksummedList(list: unknown[] | undefined, name: string): Promise<string[] | undefined> {
+  if (list === undefined) return undefined;
+  const out: string[] = [];
+  for (const [i, address] of list.entries()) out.push(await checksummed(address, `${name}[${i}]`));
+  return out;
 }

@@ -3,12 +3,11 @@ import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { centsToUsd } from '../platform/money.ts';
+import { present } from '../platform/present.ts';
 import { x402Moves } from '../wallet/ledger.ts';
-import { authorizationTx, authorizationUsed, latestBlock, usdcBalance } from './chain.ts';
 import { MICRO_PER_CENT } from './requirements.ts';
 import { type X402PaymentRow, x402CounterSpecs } from './service.ts';
 import { loadWallet } from './wallet.ts';
-import { present } from '../platform/present.ts';
 
 // Settlement and reconciliation of one partner wallet against the chain, all read at one block B:
 // 1. each authorisation the service signed and has not seen finish: used on chain by B → settled
@@ -35,6 +34,8 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
   if (!cfg) return null;
   const wallet = await loadWallet(ctx.db, botId);
   if (!wallet || wallet.network !== cfg.network) return null;
+  // viem loads on the first reconciliation of a wallet (./evm.ts).
+  const { authorizationTx, authorizationUsed, latestBlock, usdcBalance } = await import('./chain.ts');
   const block = await latestBlock(cfg);
   const balance = await usdcBalance(cfg, wallet.address, block.number);
   const open = await ctx.db.query<X402PaymentRow>(

@@ -1,7 +1,7 @@
 import type { PaymentRequirements } from '@x402/core/types';
-import { getAddress } from 'viem';
 import type { X402Config } from '../config.ts';
 import { validationError } from '../platform/errors.ts';
+import { type Evm, loadEvm } from './evm.ts';
 
 // What a bot hands over from a 402 response, checked before anything is signed. x402 v2 amounts
 // are strings of atomic units; USDC has 6 decimals, so 1 unit is one micro-USDC ($0.000001).
@@ -23,8 +23,15 @@ export interface CheckedRequirement {
   payTo: string;
 }
 
+/** The request header that carries a signed payment (x402 v2). */
+export const PAYMENT_HEADER = 'PAYMENT-SIGNATURE';
+
 /** A checksummed (EIP-55) address, exactly as written; anything else is a 400 naming the field. */
-export function checksummed(value: unknown, field: string): string {
+export async function checksummed(value: unknown, field: string): Promise<string> {
+  return checkAddress((await loadEvm()).getAddress, value, field);
+}
+
+function checkAddress(getAddress: Evm['getAddress'], value: unknown, field: string): string {
   if (typeof value !== 'string' || !/^0x[0-9a-fA-F]{40}$/.test(value)) {
     throw validationError(`${field} must be a 0x-prefixed 20-byte hex address.`, { field });
   }
@@ -71,7 +78,8 @@ export function parseAmount(amount: unknown, field = 'amount'): { micro: bigint;
  * the configured network and USDC contract. A list where none fits is refused with the reason of
  * each entry; a fitting entry with a bad field is refused for that field.
  */
-export function chooseRequirement(cfg: X402Config, offered: unknown[]): CheckedRequirement {
+export async function chooseRequirement(cfg: X402Config, offered: unknown[]): Promise<CheckedRequirement> {
+  const { getAddress } = await loadEvm();
   if (offered.length === 0)
     throw validationError('payment_requirements is empty.', { field: 'payment_requirements' });
   const reasons: string[] = [];
@@ -96,12 +104,12 @@ export function chooseRequirement(cfg: X402Config, offered: unknown[]): CheckedR
       reasons.push(`${field}.network is ${JSON.stringify(r.network)}, this service pays on ${cfg.network}`);
       continue;
     }
-    const asset = checksummed(r.asset, `${field}.asset`);
+    const asset = checkAddress(getAddress, r.asset, `${field}.asset`);
     if (asset !== getAddress(cfg.usdcAddress)) {
       reasons.push(`${field}.asset is ${asset}, this service pays in USDC ${getAddress(cfg.usdcAddress)}`);
       continue;
     }
-    return checkRequirement(r, field, asset);
+    return checkRequirement(getAddress, r, field, asset);
   }
   throw validationError(`No payment requirement this wallet can pay: ${reasons.join('; ')}.`, {
     field: 'payment_requirements',
@@ -109,8 +117,13 @@ export function chooseRequirement(cfg: X402Config, offered: unknown[]): CheckedR
   });
 }
 
-function checkRequirement(r: Record<string, unknown>, field: string, asset: string): CheckedRequirement {
-  const payTo = checksummed(r.payTo, `${field}.payTo`);
+function checkRequirement(
+  getAddress: Evm['getAddress'],
+  r: Record<string, unknown>,
+  field: string,
+  asset: string,
+): CheckedRequirement {
+  const payTo = checkAddress(getAddress, r.payTo, `${field}.payTo`);
   const { micro, cents } = parseAmount(r.amount, `${field}.amount`);
   const timeout = r.maxTimeoutSeconds;
   if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 10 || timeout > 86_400) {

@@ -13,14 +13,14 @@ import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
+import { present } from '../platform/present.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso, type WindowKind, windowStart } from '../platform/time.ts';
 import { x402Moves } from '../wallet/ledger.ts';
-import { chooseRequirement, domainMatches, resourceDomain } from './requirements.ts';
+import { chooseRequirement, domainMatches, PAYMENT_HEADER, resourceDomain } from './requirements.ts';
 import type { PaymentPoll } from './schemas.ts';
-import { PAYMENT_HEADER, signPayment } from './sign.ts';
+import type { signPayment } from './sign.ts';
 import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
-import { present } from '../platform/present.ts';
 
 // POST /api/v1/bot/x402/pay: the guardrail chain of a card checkout, for the partner wallet, in one
 // transaction: rate limit → idempotency → wallet status → rail status → pay-to and domain lists →
@@ -101,7 +101,7 @@ export async function pay(
   const offered = Array.isArray(req.payment_requirements)
     ? req.payment_requirements
     : [req.payment_requirements];
-  const chosen = chooseRequirement(cfg, offered);
+  const chosen = await chooseRequirement(cfg, offered);
   const now = ctx.clock.now();
   const key = idempotencyKey === undefined ? undefined : `x402:${idempotencyKey}`;
   const hash = key === undefined ? '' : requestHash(req);
@@ -191,7 +191,7 @@ async function runChain(
   tx: Queryable,
   botId: string,
   req: PayRequest,
-  chosen: ReturnType<typeof chooseRequirement>,
+  chosen: Awaited<ReturnType<typeof chooseRequirement>>,
   domain: string,
   now: number,
 ): Promise<CheckoutResult> {
@@ -380,7 +380,9 @@ async function authorise(ctx: AppContext, tx: Queryable, wallet: X402WalletRow, 
     requirements: Parameters<typeof signPayment>[2];
     resource: ResourceInfo;
   };
-  const signed = await signPayment(ctx, wallet.key_enc, stored.requirements, stored.resource);
+  // The x402 and viem libraries load on the first payment (./evm.ts).
+  const sign = await import('./sign.ts');
+  const signed = await sign.signPayment(ctx, wallet.key_enc, stored.requirements, stored.resource);
   await tx.query(
     `UPDATE x402_payments SET status = 'authorized', nonce = $2, valid_before = $3, payload_enc = $4, authorized_at = $5
       WHERE id = $1`,

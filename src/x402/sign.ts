@@ -1,5 +1,5 @@
-import type { PaymentPayload, PaymentRequirements, ResourceInfo } from '@x402/core/types';
 import { encodePaymentSignatureHeader } from '@x402/core/http';
+import type { PaymentPayload, PaymentRequirements, ResourceInfo } from '@x402/core/types';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { AppContext } from '../platform/context.ts';
@@ -9,8 +9,6 @@ import type { AppContext } from '../platform/context.ts';
 // this one call. Validity is short: the resource server's maxTimeoutSeconds, but never more than
 // X402_MAX_VALIDITY_SECONDS. The payload's `accepted` stays the server's own requirement, so the
 // server matches it; only the signed validBefore is shorter.
-
-export const PAYMENT_HEADER = 'PAYMENT-SIGNATURE';
 
 export interface SignedPayment {
   payload: PaymentPayload;

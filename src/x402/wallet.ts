@@ -1,5 +1,3 @@
-import { getAddress, isHex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { X402Config } from '../config.ts';
 import { audit } from '../owners/audit.ts';
 import { announceRailChange } from '../owners/funding.ts';
@@ -10,6 +8,7 @@ import { ApiError, validationError } from '../platform/errors.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { iso } from '../platform/time.ts';
+import { loadEvm } from './evm.ts';
 
 // The partner wallet's key pair: created by the service when the owner turns the rail on, or
 // imported by the owner. The private key is encrypted with SECRET_KEY (the SecretBox) as soon as it
@@ -53,7 +52,8 @@ export function requireX402Config(ctx: AppContext): X402Config {
 }
 
 /** A private key given by the owner: 32 bytes of hex with 0x. Refuses anything else without echoing it. */
-export function parsePrivateKey(raw: string): `0x${string}` {
+export async function parsePrivateKey(raw: string): Promise<`0x${string}`> {
+  const { isHex, privateKeyToAccount } = await loadEvm();
   const key = raw.trim();
   if (!isHex(key, { strict: true }) || key.length !== 66) {
     throw validationError('private_key must be 0x followed by 64 hex digits.', { field: 'private_key' });
@@ -85,7 +85,8 @@ export async function setPartnerRail(
     });
   }
   const cfg = status === 'active' ? requireX402Config(ctx) : ctx.config.x402;
-  const imported = privateKey === undefined ? undefined : parsePrivateKey(privateKey);
+  const imported = privateKey === undefined ? undefined : await parsePrivateKey(privateKey);
+  const { generatePrivateKey, getAddress, privateKeyToAccount } = await loadEvm();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
     let wallet = await loadWallet(tx, botId, true);

@@ -1,26 +1,27 @@
-import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Config } from '../../config.ts';
 import { randomHex } from '../crypto.ts';
 import { openPglite } from './pglite.ts';
 import type { Db } from './port.ts';
-import { readTemplate } from './template.ts';
-import { openPostgres } from './postgres.ts';
+import { copyTemplate, isDataDir } from './template.ts';
 
 /** Opens the database the configuration names: PostgreSQL with DATABASE_URL, else PGlite in DATA_DIR. */
 export async function openDatabase(config: Config): Promise<Db> {
-  if (config.databaseUrl)
+  if (config.databaseUrl) {
+    // The PostgreSQL driver (pg) is loaded only for PostgreSQL: the embedded database never needs it.
+    const { openPostgres } = await import('./postgres.ts');
     return openPostgres({ connectionString: config.databaseUrl, max: config.databasePoolSize });
+  }
   const dir = resolve(config.dataDir);
   await mkdir(dir, { recursive: true });
   const release = await lockDataDir(dir);
   try {
     const pgDir = join(dir, 'pg');
-    // A new data directory starts from the installation's template (initdb and migrations done).
-    const fresh = !existsSync(join(pgDir, 'PG_VERSION'));
-    const template = fresh ? await readTemplate() : undefined;
-    const db = await openPglite({ dataDir: pgDir, ...(template ? { loadDataDir: template } : {}) });
+    // A new data directory starts as a copy of the installation's template (initdb and migrations
+    // done); without one, PGlite runs initdb.
+    if (!isDataDir(pgDir)) await copyTemplate(pgDir);
+    const db = await openPglite({ dataDir: pgDir });
     const close = db.close.bind(db);
     return {
       ...db,

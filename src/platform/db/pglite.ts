@@ -1,5 +1,5 @@
 import { setFlagsFromString } from 'node:v8';
-import { PGlite } from '@electric-sql/pglite';
+import { type Extension, PGlite } from '@electric-sql/pglite';
 import {
   type Db,
   isRetryableTransactionError,
@@ -36,9 +36,54 @@ function tuneWasmTiering(): void {
   setFlagsFromString(`--wasm-tiering-budget=${WASM_TIERING_BUDGET}`);
 }
 
+// PostgreSQL's buffer cache. PGlite 0.3 starts its PostgreSQL with `-c shared_buffers=128MB`, a
+// string compiled into the WebAssembly module (PGlite has no option for it, and PostgreSQL's
+// command-line settings win over postgresql.conf and ALTER SYSTEM). PostgreSQL maps its shared
+// memory at start and Emscripten zero-fills every mapped byte, so those 128 MB are resident from
+// the first second whether or not a page is ever cached: 128 MB of the process's memory and
+// ~100 ms of start-up. An embedded installation's database is small (tens of MB), and what does
+// not fit is read back through the operating system's page cache, so 32 MB is plenty. Durability
+// does not depend on it: every commit still writes and syncs its WAL (fsync, synchronous_commit
+// and full_page_writes stay on).
+//
+// The setting is changed the only way PGlite leaves open: an extension's set-up may add to the
+// Emscripten options, and its pre-run hook (after the module's memory is initialised, before
+// PostgreSQL's main) rewrites that one argument in place. It applies only when the argument is
+// found exactly once; otherwise PostgreSQL keeps PGlite's value (a newer PGlite) — which
+// test/foundation/embeddedMemory.test.ts reports by checking `SHOW shared_buffers`.
+export const EMBEDDED_SHARED_BUFFERS = '32MB';
+const PGLITE_SHARED_BUFFERS_ARG = 'shared_buffers=128MB\0';
+
+/** Rewrites PGlite's compiled-in shared_buffers argument in the module's memory; true if it did. */
+export function rewriteSharedBuffers(heap: Uint8Array, value = EMBEDDED_SHARED_BUFFERS): boolean {
+  const memory = Buffer.from(heap.buffer, heap.byteOffset, heap.byteLength);
+  const at = memory.indexOf(PGLITE_SHARED_BUFFERS_ARG, 0, 'latin1');
+  if (at < 0 || memory.indexOf(PGLITE_SHARED_BUFFERS_ARG, at + 1, 'latin1') >= 0) return false;
+  const replacement = Buffer.from(`shared_buffers=${value}\0`, 'latin1');
+  if (replacement.length > PGLITE_SHARED_BUFFERS_ARG.length) return false;
+  replacement.copy(memory, at);
+  return true;
+}
+
+const sharedBuffers: Extension = {
+  name: 'botpay-shared-buffers',
+  async setup(_pg, emscriptenOpts: { preRun?: ((mod: { HEAPU8: Uint8Array }) => void)[] }) {
+    return {
+      emscriptenOpts: {
+        ...emscriptenOpts,
+        preRun: [
+          ...(emscriptenOpts.preRun ?? []),
+          (mod: { HEAPU8: Uint8Array }) => rewriteSharedBuffers(mod.HEAPU8),
+        ],
+      },
+    };
+  },
+};
+
 export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PGlite }> {
   tuneWasmTiering();
   const raw = await PGlite.create({
+    extensions: { sharedBuffers },
     ...(options.dataDir ? { dataDir: options.dataDir } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
     parsers,
