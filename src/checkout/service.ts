@@ -7,7 +7,7 @@ import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import { newId } from '../platform/ids.ts';
+import { newId, newTimeOrderedId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
@@ -391,7 +391,7 @@ interface PurchaseEventInput {
  * does (src/events/outbox.ts): the body is built here, the database function only stores it.
  */
 function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {
-  const id = newId('evt');
+  const id = newTimeOrderedId('evt', at);
   const body = JSON.stringify({
     id,
     event: type,

@@ -1,4 +1,4 @@
-import { newId } from '../platform/ids.ts';
+import { newTimeOrderedId } from '../platform/ids.ts';
 import type { Queryable } from '../platform/db/port.ts';
 
 // The transactional outbox. Call emitEvent with the transaction that makes the change, so the
@@ -36,7 +36,7 @@ export async function emitEvent(
   tx: Queryable,
   event: { botId: string; type: EventType; data: Record<string, unknown>; at: number },
 ): Promise<EmittedEvent> {
-  const id = newId('evt');
+  const id = newTimeOrderedId('evt', event.at);
   const body = JSON.stringify({
     id,
     event: event.type,

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
 import { pruneExpired, RETENTION } from '../../src/jobs/retention.ts';
-import { newId } from '../../src/platform/ids.ts';
+import { newId, newTimeOrderedId, sortableTime, TIME_CHARS } from '../../src/platform/ids.ts';
+import { IdParam } from '../../src/platform/schemas.ts';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { isPostgres } from '../support/db.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
@@ -267,5 +268,49 @@ describe('data retention (src/jobs/retention.ts)', () => {
     } finally {
       await worker.stop();
     }
+  });
+  // A year of events must not make writing the next one slower: event (and delivery, attempt) ids
+  // begin with their creation time, so each new row goes to the right-hand end of the indexes on
+  // them. Broken if ids are random again, or if the time part stops sorting like the time.
+  it('event and delivery ids sort by creation time, in JavaScript and in the database', async () => {
+    const edges = [0, 1, 31, 32, 1_700_000_000_000, Date.UTC(2026, 10, 24), 2 ** 50 - 1];
+    const times = [...edges, ...Array.from({ length: 500 }, () => Math.floor(Math.random() * 2 ** 50))];
+    const sorted = [...times].sort((a, b) => a - b);
+    const encoded = sorted.map(sortableTime);
+    expect(encoded.every((t) => t.length === TIME_CHARS)).toBe(true);
+    for (let i = 1; i < encoded.length; i++) {
+      if (sorted[i] === sorted[i - 1]) expect(encoded[i]).toBe(encoded[i - 1]);
+      else expect((encoded[i - 1] as string) < (encoded[i] as string)).toBe(true);
+    }
+    expect(sortableTime(-5)).toBe(sortableTime(0)); // clamped, never a shorter or longer string
+    expect(sortableTime(2 ** 60)).toBe(sortableTime(2 ** 50 - 1));
+    // Still as unguessable as any id: 16 random characters after the time part, and a valid id.
+    const same = new Set(Array.from({ length: 1000 }, () => newTimeOrderedId('evt', 1_700_000_000_000)));
+    expect(same.size).toBe(1000);
+    const pattern = new RegExp(IdParam('evt').pattern as string);
+    expect([...same].every((id) => pattern.test(id) && id.length === 4 + TIME_CHARS + 16)).toBe(true);
+
+    // In the database (its collation, both legs): ORDER BY id is ORDER BY created_at.
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    const base = svc.clock.now() - 400 * DAY;
+    const offsets = Array.from({ length: 60 }, (_, i) => i * 7 * 3_600_000 + (i % 7) * 31 + (i % 3));
+    for (const offset of offsets.sort(() => Math.random() - 0.5)) {
+      await svc.ctx.db.transaction((tx) =>
+        emitEvent(tx, { botId: bot.bot_id, type: 'wallet.funded', data: { offset }, at: base + offset }),
+      );
+    }
+    const byId = await svc.ctx.db.query<{ created_at: Date }>(
+      'SELECT created_at FROM events WHERE bot_id = $1 AND created_at < $2 ORDER BY id',
+      [bot.bot_id, new Date(base + DAY * 30)],
+    );
+    expect(byId.map((r) => r.created_at.getTime())).toEqual(
+      offsets.sort((a, b) => a - b).map((o) => base + o),
+    );
+    const deliveries = await svc.ctx.db.query<{ created_at: Date }>(
+      'SELECT created_at FROM webhook_deliveries WHERE bot_id = $1 AND created_at < $2 ORDER BY id',
+      [bot.bot_id, new Date(base + DAY * 30)],
+    );
+    expect(deliveries.map((r) => r.created_at.getTime())).toEqual(byId.map((r) => r.created_at.getTime()));
   });
 });
