@@ -36,7 +36,9 @@ CREATE OR REPLACE FUNCTION checkout_attempt(
   p_now timestamptz, p_day timestamptz, p_week timestamptz, p_month timestamptz,
   p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text,
   p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text
-) RETURNS jsonb LANGUAGE plpgsql AS $$
+) RETURNS jsonb LANGUAGE plpgsql
+-- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   st record;
   card cards%ROWTYPE;

@@ -22,7 +22,9 @@ CREATE OR REPLACE FUNCTION webhook_record_and_claim(
 RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts integer, body text,
                callback_url text, tunnel_hostname text, webhook_path text, hooks_token_enc text,
                webhook_secret_enc text, webhook_secret_prev_enc text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
+SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
   v_recorded integer;

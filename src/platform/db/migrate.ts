@@ -12,6 +12,14 @@ import type { Db, Queryable } from './port.ts';
 // schema_functions is applied and recorded; all of them are applied again whenever a migration ran
 // (a migration may have replaced one). A migration must not rely on a function file's newest
 // definition: on a fresh database the files run after every migration.
+//
+// Generic plans: the hot functions (checkout_attempt, webhook_claim, webhook_record_and_claim) carry
+// `SET plan_cache_mode = force_generic_plan`. Left to choose, PostgreSQL re-plans their statements
+// at every call once the tables have statistics, and planning their joins probes the ends of the
+// id indexes for the actual minimum and maximum (get_actual_variable_range); on a table whose
+// oldest rows the retention job has just deleted and vacuum has not yet cleaned, that probe walks
+// every dead index entry at that end: milliseconds per call on a large table. Their statements
+// find rows by key or through partial indexes, so one plan fits every call (bench/retention.ts).
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 export const FUNCTIONS_DIR = fileURLToPath(new URL('../../migrations/functions/', import.meta.url));
