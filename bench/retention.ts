@@ -13,7 +13,8 @@ import { saveResults } from './lib.ts';
 //   2. Pruning throughput in the big schema (the retention job's own loop, at most
 //      BENCH_PRUNE_SECONDS): rows deleted per second ÷ what 1,000 events/s produce (an event, its
 //      delivery and one attempt: 3 rows each, so 3,000 rows/s). Goal ≥ 1: pruning keeps up.
-// Both schemas are dropped at the end.
+// Both schemas are dropped at the end, unless BENCH_RETENTION_KEEP=1 (the big schema's name is
+// printed); BENCH_RETENTION_SCHEMA=<name> measures such a kept schema again without rebuilding it.
 
 process.env.TEST_DB = 'postgres';
 process.env.TEST_DATABASE_URL ??= process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -23,6 +24,9 @@ const { splitCard } = await import('../test/support/cards.ts');
 const { systemClock } = await import('../src/platform/clock.ts');
 const { emitEvent } = await import('../src/events/outbox.ts');
 const { DeliveryWorker } = await import('../src/webhooks/worker.ts');
+const { openPostgres } = await import('../src/platform/db/postgres.ts');
+const { sortableTime, TIME_CHARS } = await import('../src/platform/ids.ts');
+const { migrate } = await import('../src/platform/db/migrate.ts');
 const { pruneExpired } = await import('../src/jobs/retention.ts');
 
 type Svc = Awaited<ReturnType<typeof createTestService>>;
@@ -46,6 +50,22 @@ async function fillHistory(svc: Svc): Promise<void> {
             'svc_live_', 'x', 'active', now() - interval '400 days'
        FROM generate_series(1, 50) g`,
   );
+  // Ids as the service makes them (src/platform/ids.ts): the creation time's sortable characters,
+  // then 16 more (here the row number in letters instead of random ones), so that the history sits
+  // in the id indexes where a year of real events would, and today's rows go after it.
+  const ms = 'floor(extract(epoch FROM at) * 1000)::bigint';
+  const timePart = Array.from(
+    { length: TIME_CHARS },
+    (_, i) =>
+      `substr('234567abcdefghijklmnopqrstuvwxyz', ((${ms} >> ${5 * (TIME_CHARS - 1 - i)}) & 31)::int + 1, 1)`,
+  ).join(' || ');
+  const suffix = `${timePart} || translate(lpad(g::text, 16, '0'), '0123456789', 'abcdefghij')`;
+  const probe = Date.UTC(2026, 0, 5, 12, 0, 0, 123);
+  const [check] = await db.query<{ t: string }>(
+    `SELECT ${timePart} AS t FROM (SELECT $1::timestamptz AS at) x`,
+    [new Date(probe)],
+  );
+  if (check?.t !== sortableTime(probe)) throw new Error(`SQL time part ${check?.t} ≠ ${sortableTime(probe)}`);
   // Triggers off for the bulk insert (the delivery trigger and NOTIFY would cost a statement per row).
   const chunk = 1_000_000;
   for (let from = 1; from <= ROWS; from += chunk) {
@@ -53,25 +73,26 @@ async function fillHistory(svc: Svc): Promise<void> {
     await db.transaction(async (tx) => {
       await tx.query('SET LOCAL session_replication_role = replica');
       const params = [from, to, ROWS];
-      const at = `now() - interval '365 days' + (g::float8 / $3) * interval '364 days'`;
+      const rows = `(SELECT g, now() - interval '365 days' + (g::float8 / $3) * interval '364 days' AS at
+                       FROM generate_series($1::int, $2::int) g) h`;
       await tx.query(
         `INSERT INTO events (id, bot_id, type, body, created_at, delivered_at)
-         SELECT 'evt_h' || g, 'bot_hist' || (1 + g % 50), 'purchase.approved', '{"id":"evt_h"}', ${at}, ${at}
-           FROM generate_series($1::int, $2::int) g`,
+         SELECT 'evt_' || ${suffix}, 'bot_hist' || (1 + g % 50), 'purchase.approved', '{"id":"evt_h"}', at, at
+           FROM ${rows}`,
         params,
       );
       await tx.query(
         `INSERT INTO webhook_deliveries (id, event_id, bot_id, event_type, status, attempts, next_attempt_at,
                                          last_attempt_at, delivered_at, response_status, target, duration_ms, created_at)
-         SELECT 'whd_h' || g, 'evt_h' || g, 'bot_hist' || (1 + g % 50), 'purchase.approved', 'delivered', 1,
-                ${at}, ${at}, ${at}, 200, 'https://hist.example/hook', 12, ${at}
-           FROM generate_series($1::int, $2::int) g`,
+         SELECT 'whd_' || ${suffix}, 'evt_' || ${suffix}, 'bot_hist' || (1 + g % 50), 'purchase.approved',
+                'delivered', 1, at, at, at, 200, 'https://hist.example/hook', 12, at
+           FROM ${rows}`,
         params,
       );
       await tx.query(
         `INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, ok, response_status, duration_ms, target)
-         SELECT 'whd_h' || g, 1, ${at}, true, 200, 12, 'https://hist.example/hook'
-           FROM generate_series($1::int, $2::int) g`,
+         SELECT 'whd_' || ${suffix}, 1, at, true, 200, 12, 'https://hist.example/hook'
+           FROM ${rows}`,
         params,
       );
     });
@@ -179,6 +200,9 @@ async function measure(svc: Svc): Promise<Measured> {
       for (let k = 0; k < 2_000 && !arrivals.has(e.id); k++) await new Promise((r) => setTimeout(r, 1));
       deliveries.push((arrivals.get(e.id) ?? Number.NaN) - committed);
     }
+    console.log(
+      `  round: checkout p50 ${median(checkouts).toFixed(2)} ms, delivery p50 ${median(deliveries).toFixed(2)} ms`,
+    );
     return { checkoutP50: median(checkouts), deliveryP50: median(deliveries) };
   } finally {
     await worker.stop();
@@ -193,18 +217,29 @@ const env = {
   LOG_LEVEL: 'warn',
 };
 const empty = await createTestService({ env, clock: systemClock as never });
-const bigDatabase = await createTestDatabase();
+const KEPT = process.env.BENCH_RETENTION_SCHEMA;
+const KEEP = KEPT !== undefined || process.env.BENCH_RETENTION_KEEP === '1';
+const bigDatabase = KEPT
+  ? {
+      schema: KEPT,
+      db: await openPostgres({ connectionString: process.env.TEST_DATABASE_URL, schema: KEPT, max: 20 }),
+      drop: async () => {},
+    }
+  : await createTestDatabase();
+if (KEPT) await migrate(bigDatabase.db); // function files changed since it was kept
 const big = await createTestService({
   database: bigDatabase,
   env,
   clock: systemClock as never,
 });
 try {
-  console.log(`building the history: ${ROWS} deliveries, events and attempts over a year…`);
   const t0 = Date.now();
-  await fillHistory(big);
+  if (KEPT === undefined) {
+    console.log(`building the history: ${ROWS} deliveries, events and attempts over a year…`);
+    await fillHistory(big);
+  }
   const buildSeconds = (Date.now() - t0) / 1000;
-  console.log(`history built in ${buildSeconds.toFixed(0)} s`);
+  console.log(`history built in ${buildSeconds.toFixed(0)} s in schema ${bigDatabase.schema}`);
 
   // Alternate, and keep the better of two rounds each, as the machine may be shared.
   const e1 = await measure(empty);
@@ -284,6 +319,7 @@ try {
   ]);
 } finally {
   await big.close();
-  await bigDatabase.drop();
+  if (KEEP) await bigDatabase.db.close();
+  else await bigDatabase.drop();
   await empty.close();
 }
