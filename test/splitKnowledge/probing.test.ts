@@ -5,11 +5,13 @@ import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { botEvents, simBots } from './world.ts';
 
 // Channels: balance and spend counters, master-guardrail refusals, funds refusals, events and
-// latency. 450 bots (timing is noisy: more bots keep the measured accuracy close to its true value), each probed by an attacker who checks out twice on every profile in a random
+// latency. 800 bots (timing is noisy: at 450 a CI run under load measured 0.224 for "slowest median
+// checkout" while quiet runs of the same code gave 0.15–0.18; at 800 the limit, chance + 0.05, is
+// about 3.8 standard errors above chance instead of 2.8, with 16 classifiers judged), each probed by an attacker who checks out twice on every profile in a random
 // order (amounts drawn so that master budgets and the balance run out part-way) and reads the
 // wallet after each checkout. Owners' master budgets are small, so refusals happen.
 
-const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 450);
+const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 800);
 const rand = seeded(7);
 
 interface Step {
