@@ -69,10 +69,13 @@ describe('ledger work does not tell the real profile from a decoy', () => {
     return writes;
   }
 
-  it.each(TWINS)('%s: the real movement and its decoy twin write the wallet row alike', async (kind, real, decoy) => {
-    const r = await walletWrites(kind, real);
-    const d = await walletWrites(`decoy_${kind}`, decoy);
-    expect(r).toBeGreaterThan(0);
-    expect(d).toBe(r);
-  });
+  it.each(TWINS)(
+    '%s: the real movement and its decoy twin write the wallet row alike',
+    async (kind, real, decoy) => {
+      const r = await walletWrites(kind, real);
+      const d = await walletWrites(`decoy_${kind}`, decoy);
+      expect(r).toBeGreaterThan(0);
+      expect(d).toBe(r);
+    },
+  );
 });
