@@ -327,5 +327,7 @@ describe('data retention (src/jobs/retention.ts)', () => {
       new Set(['checkout_attempt', 'webhook_claim', 'webhook_record_and_claim']),
     );
     for (const r of newest) expect(r.config).toContain('plan_cache_mode=force_generic_plan');
+    // …and never JIT-compiled: a generic plan's estimate can pass jit_above_cost (26 ms per call).
+    for (const r of newest) expect(r.config).toContain('jit=off');
   });
 });

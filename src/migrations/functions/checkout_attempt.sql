@@ -38,7 +38,7 @@ CREATE OR REPLACE FUNCTION checkout_attempt(
   p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text
 ) RETURNS jsonb LANGUAGE plpgsql
 -- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 DECLARE
   st record;
   card cards%ROWTYPE;

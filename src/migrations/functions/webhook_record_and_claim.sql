@@ -24,7 +24,7 @@ RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts in
                webhook_secret_enc text, webhook_secret_prev_enc text)
 LANGUAGE plpgsql
 -- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
   v_recorded integer;

@@ -20,6 +20,9 @@ import type { Db, Queryable } from './port.ts';
 // oldest rows the retention job has just deleted and vacuum has not yet cleaned, that probe walks
 // every dead index entry at that end: milliseconds per call on a large table. Their statements
 // find rows by key or through partial indexes, so one plan fits every call (bench/retention.ts).
+// They also carry `SET jit = off`: a generic plan's cost is estimated without the arguments and
+// can pass jit_above_cost, and JIT code is compiled at every execution (measured: 26 ms per claim
+// on a 10 M-row table, against 0.15 ms without); these statements touch a handful of rows.
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 export const FUNCTIONS_DIR = fileURLToPath(new URL('../../migrations/functions/', import.meta.url));
