@@ -45,16 +45,9 @@ const commands: Record<string, Command> = {
       },
       'service started',
     );
-    // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
-    // A moment after the start-up log lines (pino writes them asynchronously), so that these are
-    // the last thing on screen rather than buried above them.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
-    process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
-    if (!config.smtpUrl) {
-      process.stderr.write('SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n');
-    }
-    await new Promise<void>((resolve) => {
+    // The signal handlers first: the service is already listening, and a SIGTERM in the pause below
+    // must shut it down cleanly, not kill it with the database open.
+    const stopped = new Promise<void>((resolve) => {
       const stop = (signal: string) => {
         log.info({ signal }, 'shutting down');
         service.close().then(resolve, (error) => {
@@ -65,6 +58,16 @@ const commands: Record<string, Command> = {
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
+    // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
+    // A moment after the start-up log lines (pino writes them asynchronously), so that these are
+    // the last thing on screen rather than buried above them.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+    process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
+    if (!config.smtpUrl) {
+      process.stderr.write('SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n');
+    }
+    await stopped;
     return 0;
   },
 

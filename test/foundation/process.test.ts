@@ -13,6 +13,16 @@ describe.runIf(!isPostgres)('the service process on the embedded database', () =
     dirs.length = 0;
   });
 
+  // The signal handlers were once installed only after a 200 ms pause that followed listening: a
+  // SIGTERM in that window killed the process with the database open (exit by signal, not 0).
+  it('shuts down cleanly on a SIGTERM that arrives as soon as it is ready', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'botpay-'));
+    dirs.push(dataDir);
+    const svc = await startServiceProcess({ DATA_DIR: dataDir });
+    svc.child.kill('SIGTERM');
+    expect(await svc.exited).toBe(0);
+  }, 120_000);
+
   it('starts with a generated secret key, refuses CLI access while running, shuts down on SIGTERM, keeps data', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'botpay-'));
     dirs.push(dataDir);
