@@ -4,13 +4,13 @@ import { createTestService, type TestService } from '../support/service.ts';
 import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { type SimBot, simBots } from './world.ts';
 
-// Channel: how held purchases are decided. 600 simulated owners, each with a way of deciding drawn
+// Channel: how held purchases are decided. 1,000 simulated owners, each with a way of deciding drawn
 // from a population of owners (below), deciding the real profile's holds through the owner API on a fake
 // clock; the service decides held decoys. In each of ROUNDS rounds the bot holds one purchase on
 // every profile at once and watches when and how each is decided (its purchase.* events).
 // The attacker sees every round; the service's history of the owner grows round by round.
 
-const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 600);
+const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 1000);
 const ROUNDS = Number(process.env.SPLIT_KNOWLEDGE_ROUNDS ?? 2);
 const STEP_MS = 10_000;
 const WINDOW_MS = 900_000;

@@ -6,13 +6,13 @@ import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { simBots } from './world.ts';
 
 // Channels: decoy task pacing, the never-tasked index, task timing and amounts, and merchant
-// domains. 300 owners each schedule one recurring real purchase on the real profile (a random
+// domains. 700 owners each schedule one recurring real purchase on the real profile (a random
 // cron: daily, weekdays, weekly, twice a day or every six hours, at round or odd minutes), and the
 // engine runs at every due time for two days. Before that, the same bots spend two days without
 // schedules.
 // The bot sees each task's fields and the time it became available (the task.available event).
 
-const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 300);
+const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 700);
 const DAYS = 2;
 const rand = seeded(2026);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
