@@ -9,7 +9,9 @@ const CONNECTIONS = 50;
 const hello = await startChild('bench/baseline/hello.ts', {});
 const baseline = await load({ url: `${hello.url}/hello`, connections: CONNECTIONS });
 await hello.stop();
-console.log(`hello-world: ${Math.round(baseline.requestsPerSecond)} req/s, p99 ${baseline.p99Ms} ms`);
+console.log(
+  `hello-world: ${Math.round(baseline.requestsPerSecond)} req/s, p99 ${baseline.p99Ms.toFixed(2)} ms`,
+);
 
 const rows: BenchRow[] = [];
 // The third run turns the status cache off, to show what one database round trip per request costs.
@@ -42,7 +44,7 @@ for (const { database, cache } of runs) {
     if (result.errors || result.non2xx)
       console.warn(`${database}: ${result.errors} errors, ${result.non2xx} non-2xx`);
     console.log(
-      `${database}${label} status: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms} ms`,
+      `${database}${label} status: ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms`,
     );
     rows.push(
       {
@@ -62,7 +64,7 @@ for (const { database, cache } of runs) {
         value: result.p99Ms,
         baseline: 'hello-world p99 ms',
         baselineValue: baseline.p99Ms,
-        ratio: result.p99Ms / Math.max(1, baseline.p99Ms),
+        ratio: result.p99Ms / Math.max(0.001, baseline.p99Ms),
         goal: database === 'postgres' && cache ? '≤ 3' : '-',
       },
     );

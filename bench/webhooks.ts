@@ -144,6 +144,23 @@ function cpuMsOf(pid: number | undefined): number {
   }
 }
 
+/** CPU time (ms) the whole machine has spent busy so far (Linux /proc/stat; NaN elsewhere). */
+function machineCpuMs(): number {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8')
+      .split('\n')[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
+    const busy = fields.slice(0, 8).reduce((a, b) => a + b, 0) - fields[3]! - fields[4]!;
+    return (busy * 1000) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** Row writes of the schema's tables (pg_stat_user_tables), for writes per delivery. */
 async function tableWrites(
   schema: string,
@@ -283,12 +300,24 @@ async function main(): Promise<void> {
     }
     worker = await startWorker(url.toString());
     const workerCpu0 = cpuMsOf(worker.child.pid);
+    const receiverCpu0 = cpuMsOf(receiver.child.pid);
+    const selfCpu0 = process.cpuUsage();
+    const machineCpu0 = machineCpuMs();
     const stats = await waitForArrivals(receiver.port, backlog, 120_000);
     const times = backlog.map((id) => stats.arrivals[id]!).sort((a, b) => a - b);
     const deliveryRate = (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
     const workerCpuPerDelivery = (cpuMsOf(worker.child.pid) - workerCpu0) / BACKLOG;
+    const receiverCpuPerDelivery = (cpuMsOf(receiver.child.pid) - receiverCpu0) / BACKLOG;
+    const selfCpu = process.cpuUsage(selfCpu0);
+    // The rest of the machine's busy time: mostly PostgreSQL (the worker's claims and records).
+    const restCpuPerDelivery =
+      (machineCpuMs() - machineCpu0 - (selfCpu.user + selfCpu.system) / 1000) / BACKLOG -
+      workerCpuPerDelivery -
+      receiverCpuPerDelivery;
     console.log(
       `CPU per delivery: worker process ${(workerCpuPerDelivery * 1000).toFixed(0)} µs, ` +
+        `receiver ${(receiverCpuPerDelivery * 1000).toFixed(0)} µs, ` +
+        `rest of the machine (PostgreSQL) ${(restCpuPerDelivery * 1000).toFixed(0)} µs; ` +
         `bare undici loop ${(baselineCpuPerRequest * 1000).toFixed(0)} µs per request`,
     );
     const counters = await workerCounters(worker.port);
