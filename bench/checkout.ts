@@ -9,6 +9,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
 import { freePort } from '../test/support/process.ts';
+import { cpuMsOf, cpuMsOfAll, measure } from './lib.ts';
 import { type CheckoutBot, call, openOwnerGuardrails, seedCheckoutBot } from './seed.ts';
 
 // npm run bench:checkout
@@ -66,6 +67,9 @@ interface Load {
   p99: number;
   non2xx: number;
   errors: number;
+  /** CPU µs per request of the service's process and of PostgreSQL's processes. */
+  serverUs: number;
+  postgresUs: number;
 }
 
 async function warmUp(options: autocannon.Options): Promise<void> {
@@ -83,14 +87,25 @@ function median(values: number[]): number {
   return sorted.length % 2 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
 }
 
+/** The service's process (set once it runs): its CPU per request is reported apart from PostgreSQL's. */
+let serverPid: number | undefined;
+
 async function load(options: autocannon.Options): Promise<Load> {
-  const r = await autocannon({ ...options, duration: SECONDS });
+  const server0 = cpuMsOf(serverPid);
+  const postgres0 = cpuMsOfAll('postgres');
+  const { result: r, p50Ms, p99Ms } = await measure({ ...options, duration: SECONDS });
+  const requests = Math.max(1, r.requests.total);
+  const serverUs = ((cpuMsOf(serverPid) - server0) * 1000) / requests;
+  // Every PostgreSQL process (backends that other work on the machine uses included).
+  const postgresUs = ((cpuMsOfAll('postgres') - postgres0) * 1000) / requests;
   return {
     okPerSecond: r['2xx'] / SECONDS,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
+    p50: p50Ms,
+    p99: p99Ms,
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
+    serverUs,
+    postgresUs,
   };
 }
 
@@ -176,7 +191,14 @@ const admin = new pg.Client({ connectionString: DATABASE_URL });
 await admin.connect();
 await admin.query(`CREATE SCHEMA ${schema}`);
 const schemaUrl = new URL(DATABASE_URL);
-schemaUrl.searchParams.set('options', `-c search_path=${schema}`);
+// BENCH_TRACK_FUNCTIONS=1: the service's sessions count time per SQL function (track_functions, a
+// superuser setting), printed at the end from pg_stat_user_functions: where the checkout's time
+// in PostgreSQL goes, function by function (self time excludes the functions it calls).
+const trackFunctions = process.env.BENCH_TRACK_FUNCTIONS === '1';
+schemaUrl.searchParams.set(
+  'options',
+  `-c search_path=${schema}${trackFunctions ? ' -c track_functions=all' : ''}`,
+);
 const db = await openPostgres({ connectionString: DATABASE_URL, schema, max: 4 });
 let server: { url: string; child: ChildProcess } | undefined;
 try {
@@ -190,6 +212,7 @@ try {
     ROLES: 'api',
   });
   const base = server.url;
+  serverPid = server.child.pid;
 
   // Seed: OWNERS owners with BOTS_PER_OWNER bots each; one auto-approving card per bot.
   console.log(`seeding ${OWNERS * BOTS_PER_OWNER} bots…`);
@@ -268,7 +291,8 @@ try {
     await admin.query(`DELETE FROM ${schema}.rate_limits`);
     const r = await load(checkoutOptions);
     console.log(
-      `checkout (${label}): ${r.okPerSecond.toFixed(0)} approved/s, p50 ${r.p50} ms, non-2xx ${r.non2xx}, errors ${r.errors}`,
+      `checkout (${label}): ${r.okPerSecond.toFixed(0)} approved/s, p50 ${r.p50.toFixed(1)} ms, non-2xx ${r.non2xx}, errors ${r.errors}; ` +
+        `CPU per request: service ${r.serverUs.toFixed(0)} µs, PostgreSQL ${r.postgresUs.toFixed(0)} µs`,
     );
     return r;
   };
@@ -319,7 +343,10 @@ try {
   const emptyRuns: Load[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const m = await load(minimalOptions);
-    console.log(`minimal durable transaction: ${m.okPerSecond.toFixed(0)}/s, p50 ${m.p50} ms`);
+    console.log(
+      `minimal durable transaction: ${m.okPerSecond.toFixed(0)}/s, p50 ${m.p50.toFixed(1)} ms; ` +
+        `CPU per request: service ${m.serverUs.toFixed(0)} µs, PostgreSQL ${m.postgresUs.toFixed(0)} µs`,
+    );
     minimalRuns.push(m);
     emptyRuns.push(await checkoutLoad('no history'));
   }
@@ -432,6 +459,17 @@ try {
 } catch (error) {
   if (!(error instanceof Stop)) throw error;
 } finally {
+  if (trackFunctions) {
+    await new Promise((r) => setTimeout(r, 11_000)); // statistics reach the shared counters when idle
+    const f = await admin.query(
+      `SELECT funcname, calls::int, round(total_time::numeric / calls, 3)::float AS total_ms,
+              round(self_time::numeric / calls, 3)::float AS self_ms
+         FROM pg_stat_user_functions WHERE schemaname = $1 ORDER BY total_time DESC`,
+      [schema],
+    );
+    console.log('time per call in PostgreSQL functions (ms):');
+    console.table(f.rows);
+  }
   if (server && server.child.exitCode === null) {
     const child = server.child;
     const exited = new Promise((r) => child.once('exit', r));

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
@@ -9,7 +8,7 @@ import { createSecretBox, randomHex, sha256Hex } from '../src/platform/crypto.ts
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { newId, randomBase32 } from '../src/platform/ids.ts';
-import { saveResults } from './lib.ts';
+import { cpuMsOf, cpuMsOfAll, saveResults } from './lib.ts';
 
 // Webhook delivery benchmark on PostgreSQL (issue 4).
 //
@@ -131,34 +130,6 @@ async function workerCounters(port: number): Promise<{ claim: number; record: nu
     record: sum(/^botpay_webhook_worker_round_trips_total\{kind="record"\} (\S+)$/gm),
     attempts: sum(/^botpay_webhook_delivery_attempts_total\{[^}]*\} (\S+)$/gm),
   };
-}
-
-/** CPU time (user + system, ms) a process has used so far (Linux /proc; NaN elsewhere). */
-function cpuMsOf(pid: number | undefined): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime in clock ticks (100/s)
-  } catch {
-    return Number.NaN;
-  }
-}
-
-/** CPU time (ms) the whole machine has spent busy so far (Linux /proc/stat; NaN elsewhere). */
-function machineCpuMs(): number {
-  try {
-    const fields = readFileSync('/proc/stat', 'utf8')
-      .split('\n')[0]!
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
-    const busy = fields.slice(0, 8).reduce((a, b) => a + b, 0) - fields[3]! - fields[4]!;
-    return (busy * 1000) / 100;
-  } catch {
-    return Number.NaN;
-  }
 }
 
 /** Row writes of the schema's tables (pg_stat_user_tables), for writes per delivery. */
@@ -301,23 +272,18 @@ async function main(): Promise<void> {
     worker = await startWorker(url.toString());
     const workerCpu0 = cpuMsOf(worker.child.pid);
     const receiverCpu0 = cpuMsOf(receiver.child.pid);
-    const selfCpu0 = process.cpuUsage();
-    const machineCpu0 = machineCpuMs();
+    const postgresCpu0 = cpuMsOfAll('postgres');
     const stats = await waitForArrivals(receiver.port, backlog, 120_000);
     const times = backlog.map((id) => stats.arrivals[id]!).sort((a, b) => a - b);
     const deliveryRate = (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
     const workerCpuPerDelivery = (cpuMsOf(worker.child.pid) - workerCpu0) / BACKLOG;
     const receiverCpuPerDelivery = (cpuMsOf(receiver.child.pid) - receiverCpu0) / BACKLOG;
-    const selfCpu = process.cpuUsage(selfCpu0);
-    // The rest of the machine's busy time: mostly PostgreSQL (the worker's claims and records).
-    const restCpuPerDelivery =
-      (machineCpuMs() - machineCpu0 - (selfCpu.user + selfCpu.system) / 1000) / BACKLOG -
-      workerCpuPerDelivery -
-      receiverCpuPerDelivery;
+    // Every PostgreSQL process: the worker's claims and records (and whatever else uses it meanwhile).
+    const postgresCpuPerDelivery = (cpuMsOfAll('postgres') - postgresCpu0) / BACKLOG;
     console.log(
       `CPU per delivery: worker process ${(workerCpuPerDelivery * 1000).toFixed(0)} µs, ` +
         `receiver ${(receiverCpuPerDelivery * 1000).toFixed(0)} µs, ` +
-        `rest of the machine (PostgreSQL) ${(restCpuPerDelivery * 1000).toFixed(0)} µs; ` +
+        `PostgreSQL ${(postgresCpuPerDelivery * 1000).toFixed(0)} µs; ` +
         `bare undici loop ${(baselineCpuPerRequest * 1000).toFixed(0)} µs per request`,
     );
     const counters = await workerCounters(worker.port);
