@@ -220,6 +220,43 @@ describe('bot status cache', () => {
     }
   });
 
+  it('a statement that changes the events of hundreds of bots announces every bot to the other instance', async () => {
+    // Event changes are announced per statement (0025): each bot once, in payloads of at most 200
+    // keys. One payload with every key would be refused by PostgreSQL (over 8,000 bytes): on the
+    // embedded database the UPDATE itself would fail, on PostgreSQL the other instance would not
+    // hear it.
+    const owner = await createOwner(a);
+    const bot = await activeBot(a, owner);
+    const n = 450;
+    const prefix = `bot_bulk${Math.random().toString(36).slice(2, 8)}`;
+    await a.ctx.db.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO bots
+         SELECT (jsonb_populate_record(b, jsonb_build_object(
+                  'id', $2 || g, 'name', $2 || g, 'api_key_hash', md5($2 || g), 'claim_token_hash', null,
+                  'tunnel_token_hash', null))).*
+           FROM bots b, generate_series(1, $3::int) g WHERE b.id = $1`,
+        [bot.bot_id, prefix, n],
+      );
+      await tx.query(
+        `INSERT INTO events (id, bot_id, type, body, created_at)
+         SELECT 'evt_' || id, id, 'wallet.funded', '{}', now() FROM bots WHERE id LIKE $1 || '%'`,
+        [prefix],
+      );
+    });
+    const heard = new Set<string>();
+    const unlisten = await b.ctx.db.listen(BOT_STATE_CHANNEL, (p) => {
+      for (const k of p.split(',')) if (k.startsWith(`bot:${prefix}`)) heard.add(k);
+    });
+    try {
+      await a.ctx.db.query(`UPDATE events SET acked_at = now() WHERE bot_id LIKE $1 || '%'`, [prefix]);
+      for (let i = 0; i < 100 && heard.size < n; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(heard.size).toBe(n);
+    } finally {
+      await unlisten();
+    }
+  });
+
   it('a rotated key stops working on another instance through NOTIFY, not expiry', async () => {
     const owner = await createOwner(a);
     const bot = await activeBot(a, owner);
