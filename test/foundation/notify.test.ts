@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENTS_CHANNEL, emitEvent } from '../../src/events/outbox.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
@@ -56,6 +57,40 @@ describe.runIf(isPostgres)('NOTIFY after commit on PostgreSQL', () => {
       expect(seen).toEqual([bot.bot_id]);
     } finally {
       await stop();
+    }
+  });
+
+  it('notifications of concurrent commits are coalesced into fewer notifying statements, none lost', async () => {
+    const bots = await Promise.all(Array.from({ length: 100 }, () => registerBot(svc)));
+    const ids = new Set(bots.map((b) => b.bot_id));
+    // A plain client of its own: the service's listener skips what its own pool sent.
+    const listener = new pg.Client({ connectionString: connectionFor(svc.database.schema!) });
+    await listener.connect();
+    let messages = 0;
+    const heard = new Set<string>();
+    listener.on('notification', (msg) => {
+      const mine = (msg.payload ?? '').split(',').filter((id) => ids.has(id));
+      if (mine.length === 0) return;
+      messages++;
+      for (const id of mine) heard.add(id);
+    });
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    try {
+      await Promise.all(
+        bots.map((bot) =>
+          svc.ctx.db.transaction((tx) =>
+            emitEvent(tx, { botId: bot.bot_id, type: 'rails.updated', data: {}, at: svc.clock.now() }),
+          ),
+        ),
+      );
+      const deadline = Date.now() + 5000;
+      while (heard.size < ids.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(heard.size).toBe(ids.size);
+      // One statement per commit would be 100 notifications; commits that end while a statement is
+      // in flight share the next one.
+      expect(messages).toBeLessThan(80);
+    } finally {
+      await listener.end();
     }
   });
 });

@@ -149,32 +149,56 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
 
   // Sent after COMMIT, outside any write transaction: PostgreSQL serialises the commits of
   // transactions that NOTIFY, so notifying from inside would cap write throughput. Payloads of
-  // one channel are joined with commas (listeners split them). All of a commit's notifications go
-  // in one statement, so one round trip and one notifying commit (a checkout announces on two
-  // channels). Best effort: a lost notification only delays a wake-up until the next poll, or a
-  // cache entry until its TTL.
+  // one channel are joined with commas (listeners split them). Notifications are coalesced across
+  // commits: one statement is in flight at a time, and what commits announce meanwhile waits for
+  // it and goes in the next, merged (a busy instance sends one notifying statement per round trip
+  // instead of one per commit; an idle one sends at once). Best effort: a lost notification only
+  // delays a wake-up until the next poll, or a cache entry until its TTL.
+  let queued = new Map<string, Set<string>>();
+  let sending: Promise<void> | undefined;
+
   function sendDeferred(pending: Map<string, Set<string>>): void {
-    const channels: string[] = [];
-    const batches: string[] = [];
     for (const [channel, payloads] of pending) {
-      let batch = '';
-      const flush = () => {
-        if (batch) {
-          channels.push(channel);
-          batches.push(batch);
-        }
-        batch = '';
-      };
-      for (const payload of payloads) {
-        if (batch.length + payload.length + 1 > 7000) flush();
-        batch = batch ? `${batch},${payload}` : payload;
+      let set = queued.get(channel);
+      if (!set) {
+        set = new Set();
+        queued.set(channel, set);
       }
-      flush();
+      for (const payload of payloads) set.add(payload);
     }
-    if (channels.length === 0) return;
-    pool
-      .query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [channels, batches])
-      .catch(() => {});
+    if (queued.size > 0 && !sending) {
+      sending = drainNotifications().finally(() => {
+        sending = undefined;
+      });
+    }
+  }
+
+  async function drainNotifications(): Promise<void> {
+    while (queued.size > 0) {
+      const batch = queued;
+      queued = new Map();
+      const channels: string[] = [];
+      const batches: string[] = [];
+      for (const [channel, payloads] of batch) {
+        let joined = '';
+        for (const payload of payloads) {
+          // A notification's payload must stay under 8,000 bytes.
+          if (joined && joined.length + payload.length + 1 > 7000) {
+            channels.push(channel);
+            batches.push(joined);
+            joined = '';
+          }
+          joined = joined ? `${joined},${payload}` : payload;
+        }
+        if (joined) {
+          channels.push(channel);
+          batches.push(joined);
+        }
+      }
+      await pool
+        .query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [channels, batches])
+        .catch(() => {});
+    }
   }
 
   /** A statement outside a transaction that may write: run on its own client to catch notices. */
@@ -270,6 +294,8 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     },
     async close() {
       closed = true;
+      // What committed work announced goes out before the pool closes.
+      await sending;
       const client = listenClient;
       listenClient = undefined;
       if (client) await client.end().catch(() => {});
