@@ -6,13 +6,13 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type Service } from '../../src/server.ts';
 import { webhookDeliveryJob } from '../../src/webhooks/job.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { testConfig } from '../support/service.ts';
 import { freePort } from '../support/process.ts';
+import { type ReceivedMail, startTestSmtp, type TestSmtp } from '../support/smtp.ts';
 
 // The dashboard in a real browser (Debian chromium driven by playwright-core) against a real
 // listening service whose mailer speaks SMTP to a real smtp-server on loopback. Nothing is mocked:
@@ -41,15 +41,8 @@ function decodeQuotedPrintable(text: string): string {
     .replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }
 
-interface ReceivedMail {
-  to: string[];
-  raw: string;
-}
-
 describe.skipIf(!haveChromium)('dashboard in a browser', () => {
-  let smtp: SMTPServer;
-  const inbox: ReceivedMail[] = [];
-  const waiters: Array<() => void> = [];
+  let smtp: TestSmtp;
   let database: TestDatabase;
   let service: Service;
   let base: string;
@@ -64,18 +57,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   let receiverHealthy = false;
   let receiverHits = 0;
 
-  async function nextMail(to: string, after: number): Promise<ReceivedMail> {
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      const found = inbox.slice(after).find((m) => m.to.includes(to));
-      if (found) return found;
-      if (Date.now() > deadline) throw new Error(`no mail to ${to} arrived`);
-      await new Promise<void>((resolve) => {
-        waiters.push(resolve);
-        setTimeout(resolve, 250);
-      });
-    }
-  }
+  const nextMail = (to: string, after: number): Promise<ReceivedMail> => smtp.nextMail(to, after);
 
   /** waitForURL that says what the page shows instead when it times out. */
   async function arrive(url: string | RegExp) {
@@ -132,25 +114,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
 
   beforeAll(async () => {
     await mkdir(SHOTS, { recursive: true });
-    smtp = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ['STARTTLS', 'AUTH'],
-      logger: false,
-      onData(stream, session, callback) {
-        const chunks: Buffer[] = [];
-        stream.on('data', (c: Buffer) => chunks.push(c));
-        stream.on('end', () => {
-          inbox.push({
-            to: session.envelope.rcptTo.map((r) => r.address),
-            raw: Buffer.concat(chunks).toString('utf8'),
-          });
-          for (const w of waiters.splice(0)) w();
-          callback();
-        });
-      },
-    });
-    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-    const smtpPort = (smtp.server.address() as AddressInfo).port;
+    smtp = await startTestSmtp();
 
     database = await createTestDatabase();
     const port = await freePort();
@@ -159,7 +123,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       BASE_URL: base,
       PORT: String(port),
       HOST: '127.0.0.1',
-      SMTP_URL: `smtp://127.0.0.1:${smtpPort}?ignoreTLS=true`,
+      SMTP_URL: smtp.url,
       MAIL_FROM: 'Bot Payment Service <no-reply@botpay.test>',
       LOG_LEVEL: 'warn',
       // The partner wallet can be turned on; nothing here reads the chain.
@@ -206,12 +170,12 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await service?.close();
     await new Promise<void>((resolve) => (receiver ? receiver.close(() => resolve()) : resolve()));
     await database?.drop();
-    await new Promise<void>((resolve) => (smtp ? smtp.close(() => resolve()) : resolve()));
+    await smtp?.close();
   });
 
   it('signs in by e-mail, claims a bot, pairs, funds, freezes, unfreezes and rotates a key', async () => {
     const ownerEmail = 'owner.browser@example.com';
-    const mailsAtStart = inbox.length;
+    const mailsAtStart = smtp.inbox.length;
     const registered = await fetch(`${base}/api/v1/bots/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -242,7 +206,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await expect(page.getByText('come straight back to claim').isVisible()).resolves.toBe(true);
     await shoot('01-sign-in');
 
-    const mailsBefore = inbox.length;
+    const mailsBefore = smtp.inbox.length;
     await page.getByLabel('E-mail address').fill(ownerEmail);
     await page.getByRole('button', { name: 'Send me a sign-in link' }).click();
     await arrive(/\/signin\/check-email/);
@@ -411,7 +375,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   it('adds and activates a card, downloads the profiles file, approves from the inbox and the e-mail, denies, retries a webhook', async () => {
     const ownerEmail = 'cards.browser@example.com';
     const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-    const mailsAtStart = inbox.length;
+    const mailsAtStart = smtp.inbox.length;
     const registered = await fetch(`${base}/api/v1/bots/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -427,7 +391,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
 
     // Sign in through the claim link and claim the bot.
     await page.goto(bot.owner_verification_url);
-    const beforeSignIn = inbox.length;
+    const beforeSignIn = smtp.inbox.length;
     await page.getByLabel('E-mail address').fill(ownerEmail);
     await page.getByRole('button', { name: 'Send me a sign-in link' }).click();
     await arrive(/\/signin\/check-email/);
@@ -564,7 +528,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       expect(res.status).toBe(202);
       return ((await res.json()) as { confirmation_id: string }).confirmation_id;
     };
-    const mailsBeforeBuys = inbox.length;
+    const mailsBeforeBuys = smtp.inbox.length;
     const first = await buy('Coffee beans', 350);
     const second = await buy('Olive oil', 420);
     const third = await buy('Gold watch', 499);
@@ -618,7 +582,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     const mail = await (async () => {
       const deadline = Date.now() + 15_000;
       for (;;) {
-        const found = inbox
+        const found = smtp.inbox
           .slice(mailsBeforeBuys)
           .map((m) => decodeQuotedPrintable(m.raw))
           .find((text) => text.includes('Olive oil'));
