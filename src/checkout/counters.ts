@@ -11,7 +11,6 @@ export type LimitName =
   | 'profile_allowance'
   | 'master_daily'
   | 'master_monthly'
-  | 'bot_daily'
   | 'bot_monthly';
 
 export interface CounterSpec {

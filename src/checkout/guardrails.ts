@@ -39,7 +39,6 @@ export function counterSpecs(p: PurchaseScope): CounterSpec[] {
           { name: 'master_monthly', scope: owner, kind: 'month' },
         ] as const)
       : []),
-    { name: 'bot_daily', scope: bot, kind: 'day' },
     { name: 'bot_monthly', scope: bot, kind: 'month' },
   ];
 }
@@ -57,7 +56,6 @@ const LIMIT_ERRORS: Record<
   profile_allowance: { code: 'allowance_exceeded', limit: 'allowance', text: "the profile's allowance" },
   master_daily: { code: 'master_budget_exceeded', limit: 'daily', text: "the owner's daily budget" },
   master_monthly: { code: 'master_budget_exceeded', limit: 'monthly', text: "the owner's monthly budget" },
-  bot_daily: { code: 'master_budget_exceeded', limit: 'daily', text: 'the daily budget' },
   bot_monthly: { code: 'master_budget_exceeded', limit: 'monthly', text: 'the monthly budget' },
 };
 

@@ -177,7 +177,6 @@ export function x402CounterSpecs(botId: string, ownerId: string) {
     { scope: `x402:${botId}`, kind: 'month' as const },
     { scope: `owner:${ownerId}`, kind: 'day' as const },
     { scope: `owner:${ownerId}`, kind: 'month' as const },
-    { scope: `bot:${botId}`, kind: 'day' as const },
     { scope: `bot:${botId}`, kind: 'month' as const },
   ];
 }
@@ -255,7 +254,6 @@ async function runChain(
   if (spent >= 0) throw limitError('master_daily', mDay, spent);
   spent = await addCounter(tx, `owner:${ownerId}`, 'month', now, amount, mMonth);
   if (spent >= 0) throw limitError('master_monthly', mMonth, spent);
-  await addCounter(tx, `bot:${botId}`, 'day', now, amount, null);
   await addCounter(tx, `bot:${botId}`, 'month', now, amount, null);
 
   // 5. Funds, from the ledger's view of the wallet (row locked last).

@@ -89,6 +89,24 @@ describe('checkout: the guardrail chain', () => {
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(250);
     expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(250);
     expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(250);
+    // Exactly the windows a limit or a figure reads: card day and month, the profile's allowance
+    // window, the owner's day and month, the bot's month (its day was counted and read nowhere).
+    const windows = await svc.ctx.db.query<{ w: string }>(
+      `SELECT scope || ' ' || window_kind AS w FROM spend_counters
+        WHERE scope LIKE '%' || $1 || '%' OR scope LIKE '%' || $2 || '%' OR scope LIKE '%' || $3 || '%'
+        ORDER BY 1`,
+      [card.card_id, owner.id, bot.bot_id],
+    );
+    expect(windows.map((r) => r.w.replace(card.card_id, '<card>').replace(bot.bot_id, '<bot>'))).toEqual(
+      [
+        `bot:<bot> month`,
+        `card:<card> day`,
+        `card:<card> month`,
+        `owner:${owner.id} day`,
+        `owner:${owner.id} month`,
+        `profile:<card>:${card.real_profile_index} week`,
+      ].sort(),
+    );
     const approved = await events(svc, bot.bot_id, 'purchase.approved');
     expect(approved).toHaveLength(1);
     expect(approved[0]!.data).toMatchObject({

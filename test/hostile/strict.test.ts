@@ -56,7 +56,7 @@ describe('strict clients', () => {
     const jpy = await checkout(svc, bot, { ...purchase(card.real_profile_index, 100), currency: 'JPY' });
     expect(jpy.statusCode).toBe(400);
     expect(jpy.json().error).toBe('validation_error');
-    expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(0);
   });
 
   it('every 429 carries Retry-After equal to retry_after_seconds (checkout, registration)', async () => {
@@ -105,7 +105,7 @@ describe('strict clients', () => {
       expect(res.statusCode, res.body).toBe(400);
       expect(res.json().error).toBe('validation_error');
     }
-    expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(0);
     const bots = await svc.ctx.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM bots WHERE name LIKE 'nul%'`,
     );
@@ -123,7 +123,7 @@ describe('strict clients', () => {
     }
     const next = await checkout(svc, bot, purchase(card.real_profile_index, 100));
     expect(next.statusCode).toBe(429);
-    expect(await counter(svc, `bot:${bot.bot_id}`, 'day')).toBe(0);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(0);
   });
 
   it('a bot name with line breaks cannot add lines to the claim e-mail the service sends', async () => {

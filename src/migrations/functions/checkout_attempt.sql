@@ -161,7 +161,6 @@ BEGIN
   spent := checkout_add_counter('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, 'month', p_month, p_amount,
                                 CASE WHEN is_real THEN st.m_month END);
   IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', spent); END IF;
-  PERFORM checkout_add_counter('bot:' || p_bot_id, 'day', p_day, p_amount, NULL);
   PERFORM checkout_add_counter('bot:' || p_bot_id, 'month', p_month, p_amount, NULL);
 
   -- 6. Funds: the balance the bot sees (the wallet row is locked last).
