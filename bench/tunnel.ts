@@ -258,7 +258,9 @@ function start(
   const profile = process.env.BENCH_PROFILE
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`]
     : [];
-  return spawn(process.execPath, [...profile, ...args], {
+  // BENCH_NODE_FLAGS='--trace-gc …': more node flags for every child (some are refused in NODE_OPTIONS).
+  const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
+  return spawn(process.execPath, [...profile, ...flags, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', stdout, 'inherit'],
   });
