@@ -511,7 +511,21 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 function forwardable(name: string, value: string): boolean {
-  return !HOP_BY_HOP.has(name.toLowerCase()) && TOKEN.test(name) && FIELD_VALUE.test(value);
+  return forwardableName(name) && FIELD_VALUE.test(value);
+}
+
+/** Verdicts on header names seen (the same few dozen on every request): at most 512 remembered. */
+const nameVerdicts = new Map<string, boolean>();
+
+/** A valid field name that is not hop-by-hop (pure, so remembered: no lower-casing and regex per field). */
+function forwardableName(name: string): boolean {
+  let verdict = nameVerdicts.get(name);
+  if (verdict === undefined) {
+    verdict = !HOP_BY_HOP.has(name.toLowerCase()) && TOKEN.test(name);
+    if (nameVerdicts.size >= 512) nameVerdicts.clear();
+    nameVerdicts.set(name, verdict);
+  }
+  return verdict;
 }
 
 /** Header pairs fit to forward: valid names and values, hop-by-hop and length headers dropped. */

@@ -309,17 +309,20 @@ describe('tunnel protocol version 2 (binary frames)', () => {
       'Set-Cookie',
       'b=2',
     ];
-    expect(keepForwardable(fields)).toBe(fields);
-    expect(fields).toEqual([
-      'Content-Type',
-      'text/plain',
-      'X-Ok',
-      'caf\u00e9',
-      'Set-Cookie',
-      'a=1',
-      'Set-Cookie',
-      'b=2',
-    ]);
+    // Twice: the second time the names' verdicts come from the remembered ones.
+    for (const list of [[...fields], fields]) {
+      expect(keepForwardable(list)).toBe(list);
+      expect(list).toEqual([
+        'Content-Type',
+        'text/plain',
+        'X-Ok',
+        'caf\u00e9',
+        'Set-Cookie',
+        'a=1',
+        'Set-Cookie',
+        'b=2',
+      ]);
+    }
   });
 
   it('rawHeader finds the first value of a field in any case, like req.headers for Host', () => {
