@@ -1,5 +1,6 @@
 import { type Dispatcher, Pool } from 'undici';
 import WebSocket from 'ws';
+import { InFlight } from './inflight.ts';
 import {
   CLOSE_AUTH_REJECTED,
   CLOSE_REPLACED,
@@ -70,7 +71,7 @@ export class TunnelClient {
   private stopped = false;
   private attempt = 0;
   private pool: Pool;
-  private readonly inflight = new Map<number, LocalCall>();
+  private readonly inflight: InFlight<LocalCall>;
   /** The frame format of the current connection, set by the relay's hello. */
   private codec: Codec | undefined;
   private readonly log: (line: string) => void;
@@ -89,6 +90,7 @@ export class TunnelClient {
   constructor(private readonly options: TunnelClientOptions) {
     this.log = options.log ?? ((line) => console.log(line));
     this.maxQueuedBytes = options.maxQueuedBytes ?? CLIENT_MAX_QUEUED_BYTES;
+    this.inflight = new InFlight(options.maxInFlight ?? CLIENT_MAX_IN_FLIGHT);
     this.wsUrl = connectUrl(options.server);
     const localHost = options.localHost ?? '127.0.0.1';
     this.pool = new Pool(`http://${localHost}:${options.port}`, {
@@ -276,7 +278,7 @@ export class TunnelClient {
     // undici enforces it (no timer of our own per request), and the relay's cancel aborts sooner.
     const timeoutMs = Math.min(Math.max(request.timeoutMs || 10_000, 100), 120_000) + 1_000;
     const call = new LocalCall(this, ws, codec, request.id, request.method, request.path);
-    this.inflight.set(request.id, call);
+    this.inflight.set(call);
     this.pool.dispatch(
       {
         method: request.method as 'GET',

@@ -21,6 +21,7 @@ import {
   sendFrame,
 } from './protocol.ts';
 import type { TunnelPolicy } from './service.ts';
+import { InFlight } from './inflight.ts';
 
 /** Why a relayed request failed; `status` is what an HTTP caller of the relay answers. */
 export class TunnelError extends Error {
@@ -108,6 +109,7 @@ export interface DispatchedRequest {
 }
 
 interface Pending {
+  readonly id: number;
   waiter: RelayWaiter;
   /** performance.now() by which the client must have answered. */
   deadline: number;
@@ -134,7 +136,7 @@ class PromiseWaiter implements RelayWaiter {
 }
 
 class TunnelConnection {
-  readonly pending = new Map<number, Pending>();
+  readonly pending: InFlight<Pending>;
   /** Bytes of request bodies being read for this tunnel (see TunnelRelay.reserve). */
   reserved = 0;
   nextId = 1;
@@ -156,14 +158,17 @@ class TunnelConnection {
     readonly hostname: string,
     readonly tokenHash: string,
     public policy: TunnelPolicy,
-  ) {}
+    maxInFlight: number,
+  ) {
+    this.pending = new InFlight(maxInFlight);
+  }
 
   failAll(error: TunnelError): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = Number.POSITIVE_INFINITY;
-    for (const [id, p] of this.pending) {
-      this.pending.delete(id);
+    for (const p of this.pending.values()) {
+      this.pending.delete(p.id);
       p.waiter.fail(error);
     }
   }
@@ -265,7 +270,15 @@ export class TunnelRelay implements LocalTunnelRelay {
     }
     const policy = { forward: bot.forward, webhookPath: bot.webhookPath };
     const codec = codecForSubprotocol(socket.protocol);
-    const conn = new TunnelConnection(socket, codec, bot.id, hostname, bot.tokenHash, policy);
+    const conn = new TunnelConnection(
+      socket,
+      codec,
+      bot.id,
+      hostname,
+      bot.tokenHash,
+      policy,
+      this.maxInFlight,
+    );
     const previous = this.connections.get(hostname);
     this.connections.set(hostname, conn);
     this.cluster?.attached(hostname, bot.id, conn);
@@ -406,7 +419,7 @@ export class TunnelRelay implements LocalTunnelRelay {
       return congested(conn);
     }
     const deadline = performance.now() + request.timeoutMs;
-    conn.pending.set(id, { waiter, deadline, timeoutMs: request.timeoutMs });
+    conn.pending.set({ id, waiter, deadline, timeoutMs: request.timeoutMs });
     if (deadline < conn.timerAt) this.arm(conn, deadline);
     // No callback per frame: a write that fails errors the socket, and its 'close' fails all that
     // is in flight (onClose).
@@ -432,7 +445,8 @@ export class TunnelRelay implements LocalTunnelRelay {
     if (conn.closed) return;
     const now = performance.now();
     let next = Number.POSITIVE_INFINITY;
-    for (const [id, p] of conn.pending) {
+    for (const p of conn.pending.values()) {
+      const id = p.id;
       if (p.deadline > now) {
         if (p.deadline < next) next = p.deadline;
         continue;
