@@ -162,8 +162,12 @@ async function main(): Promise<void> {
 interface Result {
   /** CPU time per request of each process (µs), from /proc: independent of other load on the machine. */
   cpuPerRequestUs: Record<string, number>;
+  /** Of which in the kernel (stime: system calls, loopback TCP), µs per request. */
+  sysPerRequestUs: Record<string, number>;
   /** Write system calls per request of each process (/proc/<pid>/io syscw): deterministic, not load-dependent. */
   writesPerRequest: Record<string, number>;
+  /** Read system calls per request (syscr: reads, and epoll waits do not count). */
+  readsPerRequest: Record<string, number>;
   rps: number;
   p50: number;
   p99: number;
@@ -180,20 +184,29 @@ async function run(
   await autocannon({ ...options, connections, duration: 2 }); // warm-up (JIT, pools), not counted
   const before = Object.fromEntries(Object.entries(parties).map(([name, pid]) => [name, cpuTicks(pid)]));
   const writesBefore = Object.fromEntries(
-    Object.entries(parties).map(([name, pid]) => [name, writeCalls(pid)]),
+    Object.entries(parties).map(([name, pid]) => [name, ioCalls(pid, 'syscw')]),
+  );
+  const readsBefore = Object.fromEntries(
+    Object.entries(parties).map(([name, pid]) => [name, ioCalls(pid, 'syscr')]),
   );
   const { result: r, p50Ms, p99Ms } = await measure({ ...options, connections, duration: seconds });
   const cpuPerRequestUs: Record<string, number> = {};
+  const sysPerRequestUs: Record<string, number> = {};
   const writesPerRequest: Record<string, number> = {};
+  const readsPerRequest: Record<string, number> = {};
+  const total = Math.max(1, r.requests.total);
   for (const [name, pid] of Object.entries(parties)) {
-    cpuPerRequestUs[name] = Math.round(
-      ((cpuTicks(pid) - before[name]!) * 10_000) / Math.max(1, r.requests.total),
-    );
-    writesPerRequest[name] = (writeCalls(pid) - writesBefore[name]!) / Math.max(1, r.requests.total);
+    const ticks = cpuTicks(pid);
+    cpuPerRequestUs[name] = Math.round(((ticks.total - before[name]!.total) * 10_000) / total);
+    sysPerRequestUs[name] = Math.round(((ticks.sys - before[name]!.sys) * 10_000) / total);
+    writesPerRequest[name] = (ioCalls(pid, 'syscw') - writesBefore[name]!) / total;
+    readsPerRequest[name] = (ioCalls(pid, 'syscr') - readsBefore[name]!) / total;
   }
   return {
     cpuPerRequestUs,
+    sysPerRequestUs,
     writesPerRequest,
+    readsPerRequest,
     rps: r.requests.average,
     p50: p50Ms,
     p99: p99Ms,
@@ -203,34 +216,36 @@ async function run(
 }
 
 function fmt(r: Result): string {
-  const writes = Object.entries(r.writesPerRequest)
-    .filter(([name, n]) => n > 0.005 && name !== 'bench')
-    .map(([name, n]) => `${name} ${n.toFixed(2)}`)
-    .join(', ');
+  const calls = (perRequest: Record<string, number>) =>
+    Object.entries(perRequest)
+      .filter(([name, n]) => n > 0.005 && name !== 'bench')
+      .map(([name, n]) => `${name} ${n.toFixed(2)}`)
+      .join(', ');
   const cpu = Object.entries(r.cpuPerRequestUs)
     .filter(([, us]) => us > 0)
-    .map(([name, us]) => `${name} ${us}`)
+    .map(([name, us]) => `${name} ${us} (sys ${r.sysPerRequestUs[name]})`)
     .join(', ');
-  return `${Math.round(r.rps)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}, non-2xx ${r.non2xx}\n                     CPU µs/request: ${cpu}\n                     write syscalls/request: ${writes}`;
+  return `${Math.round(r.rps)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}, non-2xx ${r.non2xx}\n                     CPU µs/request: ${cpu}\n                     write syscalls/request: ${calls(r.writesPerRequest)}; reads: ${calls(r.readsPerRequest)}`;
 }
 
-/** Write system calls (write, writev, send…) a process has made so far (0 when unreadable). */
-function writeCalls(pid: number): number {
+/** Write (syscw: write, writev, send…) or read (syscr) system calls a process has made so far (0 when unreadable). */
+function ioCalls(pid: number, field: 'syscw' | 'syscr'): number {
   try {
-    return Number(/^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? 0);
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return Number(new RegExp(`^${field}: (\\d+)$`, 'm').exec(io)?.[1] ?? 0);
   } catch {
     return 0;
   }
 }
 
-/** utime + stime of a process in clock ticks (1/100 s on Linux). */
-function cpuTicks(pid: number): number {
+/** utime + stime of a process, and stime alone, in clock ticks (1/100 s on Linux). */
+function cpuTicks(pid: number): { total: number; sys: number } {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[11]) + Number(fields[12]);
+    return { total: Number(fields[11]) + Number(fields[12]), sys: Number(fields[12]) };
   } catch {
-    return 0;
+    return { total: 0, sys: 0 };
   }
 }
 
@@ -243,7 +258,9 @@ function start(
   const profile = process.env.BENCH_PROFILE
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`]
     : [];
-  return spawn(process.execPath, [...profile, ...args], {
+  // BENCH_NODE_FLAGS='--trace-gc …': more node flags for every child (some are refused in NODE_OPTIONS).
+  const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
+  return spawn(process.execPath, [...profile, ...flags, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', stdout, 'inherit'],
   });

@@ -1,13 +1,15 @@
 import { type Dispatcher, Pool } from 'undici';
 import WebSocket from 'ws';
+import { InFlight } from './inflight.ts';
 import {
   CLOSE_AUTH_REJECTED,
   CLOSE_REPLACED,
   type Codec,
   codecForHello,
+  decodeFlat,
   encodeRawResponse,
-  type FrameHeader,
-  forwardableFlat,
+  type FlatFrame,
+  keepForwardable,
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
   type RawHeaders,
@@ -69,7 +71,7 @@ export class TunnelClient {
   private stopped = false;
   private attempt = 0;
   private pool: Pool;
-  private readonly inflight = new Map<number, LocalCall>();
+  private readonly inflight: InFlight<LocalCall>;
   /** The frame format of the current connection, set by the relay's hello. */
   private codec: Codec | undefined;
   private readonly log: (line: string) => void;
@@ -88,6 +90,7 @@ export class TunnelClient {
   constructor(private readonly options: TunnelClientOptions) {
     this.log = options.log ?? ((line) => console.log(line));
     this.maxQueuedBytes = options.maxQueuedBytes ?? CLIENT_MAX_QUEUED_BYTES;
+    this.inflight = new InFlight(options.maxInFlight ?? CLIENT_MAX_IN_FLIGHT);
     this.wsUrl = connectUrl(options.server);
     const localHost = options.localHost ?? '127.0.0.1';
     this.pool = new Pool(`http://${localHost}:${options.port}`, {
@@ -227,13 +230,18 @@ export class TunnelClient {
   private onFrame(ws: WebSocket, data: Buffer): void {
     this.codec ??= codecForHello(data);
     const codec = this.codec;
-    let header: FrameHeader;
-    let body: Buffer;
+    let frame: FlatFrame;
     try {
-      ({ header, body } = codec.decode(data));
+      frame = decodeFlat(codec, data);
     } catch {
       return; // refused: nothing reaches the local service
     }
+    if (frame.type === 'request') {
+      this.handleRequest(ws, codec, frame);
+      return;
+    }
+    if (frame.type !== 'other') return;
+    const header = frame.frame.header;
     switch (header.type) {
       case 'hello': {
         this.hostname = header.hostname;
@@ -249,9 +257,6 @@ export class TunnelClient {
         for (const resolve of waiters) resolve();
         return;
       }
-      case 'request':
-        this.handleRequest(ws, codec, header, body);
-        return;
       case 'cancel':
         this.inflight.get(header.id)?.abort();
         return;
@@ -260,12 +265,7 @@ export class TunnelClient {
     }
   }
 
-  private handleRequest(
-    ws: WebSocket,
-    codec: Codec,
-    request: Extract<FrameHeader, { type: 'request' }>,
-    body: Buffer,
-  ): void {
+  private handleRequest(ws: WebSocket, codec: Codec, request: Extract<FlatFrame, { type: 'request' }>): void {
     if (this.inflight.has(request.id)) return; // a duplicate id: the first one is answered
     const maxInFlight = this.options.maxInFlight ?? CLIENT_MAX_IN_FLIGHT;
     if (this.inflight.size >= maxInFlight) {
@@ -276,15 +276,15 @@ export class TunnelClient {
     }
     // A little longer than the relay waits, so that the relay's own timeout (504) answers first;
     // undici enforces it (no timer of our own per request), and the relay's cancel aborts sooner.
-    const timeoutMs = Math.min(Math.max(request.timeout_ms || 10_000, 100), 120_000) + 1_000;
+    const timeoutMs = Math.min(Math.max(request.timeoutMs || 10_000, 100), 120_000) + 1_000;
     const call = new LocalCall(this, ws, codec, request.id, request.method, request.path);
-    this.inflight.set(request.id, call);
+    this.inflight.set(call);
     this.pool.dispatch(
       {
         method: request.method as 'GET',
         path: request.path,
-        headers: forwardableFlat(request.headers),
-        body: body.length > 0 ? body : null,
+        headers: keepForwardable(request.fields),
+        body: request.body.length > 0 ? request.body : null,
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       },

@@ -303,6 +303,140 @@ export function decodeBinaryFrame(data: Buffer): Frame {
   }
 }
 
+/**
+ * A request or response with its header fields as one flat [name, value, …] list: what the relay
+ * and the client read on every request (no array per field, no second pass to flatten). Any other
+ * frame is given as decoded by its codec.
+ */
+export type FlatFrame =
+  | {
+      type: 'request';
+      id: number;
+      method: string;
+      path: string;
+      fields: string[];
+      timeoutMs: number;
+      body: Buffer;
+    }
+  | { type: 'response'; id: number; status: number; fields: string[]; body: Buffer }
+  | { type: 'other'; frame: Frame };
+
+/**
+ * Decodes a frame like codec.decode (same validation, same FrameError), a version 2 request or
+ * response straight into a FlatFrame: the meta is cut at its line feeds, never split into pairs.
+ */
+export function decodeFlat(codec: Codec, data: Buffer): FlatFrame {
+  const type = data.length >= BINARY_HEADER_BYTES ? data[0] : 0;
+  if (codec.version !== PROTOCOL_V2 || (type !== FRAME_REQUEST && type !== FRAME_RESPONSE)) {
+    const frame = codec.decode(data);
+    const header = frame.header;
+    if (header.type === 'request') {
+      return {
+        type: 'request',
+        id: header.id,
+        method: header.method,
+        path: header.path,
+        fields: header.headers.flat(),
+        timeoutMs: header.timeout_ms,
+        body: frame.body,
+      };
+    }
+    if (header.type === 'response') {
+      return {
+        type: 'response',
+        id: header.id,
+        status: header.status,
+        fields: header.headers.flat(),
+        body: frame.body,
+      };
+    }
+    return { type: 'other', frame };
+  }
+  const id = data.readUInt32BE(1);
+  const n = data.readUInt32BE(5);
+  const metaLength = data.readUInt32BE(9);
+  if (metaLength > MAX_HEADER_BYTES || BINARY_HEADER_BYTES + metaLength > data.length) {
+    throw new FrameError('bad header length');
+  }
+  if (id === 0) throw new FrameError('request id 0');
+  const meta =
+    metaLength > 0 ? data.toString('utf8', BINARY_HEADER_BYTES, BINARY_HEADER_BYTES + metaLength) : '';
+  const body = data.subarray(BINARY_HEADER_BYTES + metaLength);
+  const fields: string[] = [];
+  if (type === FRAME_RESPONSE) {
+    if (!cutFields(meta, 0, fields)) throw new FrameError('malformed response');
+    return { type: 'response', id, status: n, fields, body };
+  }
+  const methodEnd = meta.indexOf('\n');
+  const pathEnd = methodEnd < 0 ? -1 : meta.indexOf('\n', methodEnd + 1);
+  const method = methodEnd < 0 ? '' : meta.slice(0, methodEnd);
+  const path = pathEnd < 0 ? '' : meta.slice(methodEnd + 1, pathEnd);
+  if (pathEnd < 0 || !cutFields(meta, pathEnd + 1, fields) || !TOKEN.test(method) || !path.startsWith('/')) {
+    throw new FrameError('malformed request');
+  }
+  return { type: 'request', id, method, path, fields, timeoutMs: n, body };
+}
+
+/** Appends the LF-ended fields of meta from `at` on to `out`; false when they do not pair up. */
+function cutFields(meta: string, at: number, out: string[]): boolean {
+  while (at < meta.length) {
+    const end = meta.indexOf('\n', at);
+    if (end < 0) return false;
+    out.push(meta.slice(at, end));
+    at = end + 1;
+  }
+  return out.length % 2 === 0;
+}
+
+/**
+ * Keeps only the forwardable fields of a flat [name, value, …] list, in place (see
+ * forwardableHeaders); returns the list.
+ */
+export function keepForwardable(fields: string[]): string[] {
+  let kept = 0;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i] as string;
+    const value = fields[i + 1] as string;
+    if (!forwardable(name, value)) continue;
+    fields[kept++] = name;
+    fields[kept++] = value;
+  }
+  fields.length = kept;
+  return fields;
+}
+
+/**
+ * A request frame from header fields given as a flat [name, value, …] list (which must already be
+ * forwardable): the same frame as codec.encode of the pairs, without making them.
+ */
+export function encodeRequest(
+  codec: Codec,
+  id: number,
+  method: string,
+  path: string,
+  fields: string[],
+  timeoutMs: number,
+  body: Buffer,
+): Buffer {
+  if (codec.version !== PROTOCOL_V2) {
+    const headers: HeaderPairs = [];
+    for (let i = 0; i + 1 < fields.length; i += 2)
+      headers.push([fields[i] as string, fields[i + 1] as string]);
+    return codec.encode({ type: 'request', id, method, path, headers, timeout_ms: timeoutMs }, body);
+  }
+  if (method.includes('\n') || path.includes('\n')) {
+    throw new FrameError('method and path cannot contain a line feed');
+  }
+  let meta = `${method}\n${path}\n`;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i] as string;
+    const value = fields[i + 1] as string;
+    if (name.includes('\n') || value.includes('\n')) continue;
+    meta += `${name}\n${value}\n`;
+  }
+  return binaryFrame(FRAME_REQUEST, id, Math.min(Math.max(0, Math.floor(timeoutMs)), MAX_ID), meta, body);
+}
+
 export const binaryCodec: Codec = {
   version: PROTOCOL_V2,
   encode: encodeBinaryFrame,
@@ -377,7 +511,21 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 function forwardable(name: string, value: string): boolean {
-  return !HOP_BY_HOP.has(name.toLowerCase()) && TOKEN.test(name) && FIELD_VALUE.test(value);
+  return forwardableName(name) && FIELD_VALUE.test(value);
+}
+
+/** Verdicts on header names seen (the same few dozen on every request): at most 512 remembered. */
+const nameVerdicts = new Map<string, boolean>();
+
+/** A valid field name that is not hop-by-hop (pure, so remembered: no lower-casing and regex per field). */
+function forwardableName(name: string): boolean {
+  let verdict = nameVerdicts.get(name);
+  if (verdict === undefined) {
+    verdict = !HOP_BY_HOP.has(name.toLowerCase()) && TOKEN.test(name);
+    if (nameVerdicts.size >= 512) nameVerdicts.clear();
+    nameVerdicts.set(name, verdict);
+  }
+  return verdict;
 }
 
 /** Header pairs fit to forward: valid names and values, hop-by-hop and length headers dropped. */
@@ -390,16 +538,17 @@ export function forwardableHeaders(pairs: Iterable<[string, string]>): HeaderPai
 }
 
 /**
- * The forwardable headers of a request arriving over HTTP, from Node's rawHeaders ([k1, v1, …])
- * in one pass, without the X-Forwarded-* fields (the relay sets its own).
+ * The forwardable header fields of a request arriving over HTTP, from Node's rawHeaders
+ * ([k1, v1, …]) in one pass, as a flat [name, value, …] list, without the X-Forwarded-* fields
+ * (the relay sets its own).
  */
-export function requestHeadersFromRaw(raw: string[]): HeaderPairs {
-  const out: HeaderPairs = [];
+export function requestFieldsFromRaw(raw: string[]): string[] {
+  const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i] ?? '';
     const value = raw[i + 1] ?? '';
     if (name.length > 12 && name.slice(0, 12).toLowerCase() === 'x-forwarded-') continue;
-    if (forwardable(name, value)) out.push([name, value]);
+    if (forwardable(name, value)) out.push(name, value);
   }
   return out;
 }
@@ -414,15 +563,6 @@ export function rawHeader(raw: string[], name: string): string | undefined {
     if (field.length === name.length && (field === name || field.toLowerCase() === name)) return raw[i + 1];
   }
   return undefined;
-}
-
-/** The forwardable pairs as a flat [name, value, …] list (undici's header format). */
-export function forwardableFlat(pairs: HeaderPairs): string[] {
-  const out: string[] = [];
-  for (const [name, value] of pairs) {
-    if (forwardable(name, value)) out.push(name, value);
-  }
-  return out;
 }
 
 /** Node's rawHeaders ([k1, v1, k2, v2, …]) as pairs. */

@@ -1,5 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
+
+/** WebSocket.OPEN (the type-only import has no value). */
+const OPEN = 1;
 import type { LocalTunnelRelay, RelayedRequest, RelayedResponse } from '../platform/context.ts';
 import {
   CLOSE_AUTH_REJECTED,
@@ -7,14 +10,18 @@ import {
   CLOSE_SERVICE_RESTART,
   type Codec,
   codecForSubprotocol,
-  type Frame,
+  decodeFlat,
+  encodeRequest,
+  type FlatFrame,
   FrameError,
   forwardableHeaders,
   type HeaderPairs,
+  keepForwardable,
   MAX_BODY_BYTES,
   sendFrame,
 } from './protocol.ts';
 import type { TunnelPolicy } from './service.ts';
+import { InFlight } from './inflight.ts';
 
 /** Why a relayed request failed; `status` is what an HTTP caller of the relay answers. */
 export class TunnelError extends Error {
@@ -78,19 +85,70 @@ export interface RawRelayedResponse {
   body: Buffer;
 }
 
+/**
+ * Who waits for the answer to a request sent with TunnelRelay.dispatch: exactly one of its methods
+ * is called, once, never synchronously inside dispatch().
+ */
+export interface RelayWaiter {
+  /**
+   * The client's answer: `fields` are its forwardable header fields as [name, value, …] (repeated
+   * ones kept apart), `body` a view of the frame, which nothing else holds.
+   */
+  answer(status: number, fields: string[], body: Buffer): void;
+  fail(error: TunnelError): void;
+}
+
+/** A request relayed by dispatch(): header fields as a flat, already forwardable [name, value, …] list. */
+export interface DispatchedRequest {
+  hostname: string;
+  method: string;
+  path: string;
+  fields: string[];
+  body: Buffer;
+  timeoutMs: number;
+}
+
 interface Pending {
-  resolve(response: RawRelayedResponse): void;
-  reject(error: TunnelError): void;
-  timer: NodeJS.Timeout;
+  readonly id: number;
+  waiter: RelayWaiter;
+  /** performance.now() by which the client must have answered. */
+  deadline: number;
+  timeoutMs: number;
+}
+
+/** send()'s promise as a RelayWaiter. */
+class PromiseWaiter implements RelayWaiter {
+  constructor(
+    private readonly resolve: (response: RawRelayedResponse) => void,
+    private readonly reject: (error: TunnelError) => void,
+  ) {}
+
+  answer(status: number, fields: string[], body: Buffer): void {
+    const headers: HeaderPairs = [];
+    for (let i = 0; i + 1 < fields.length; i += 2)
+      headers.push([fields[i] as string, fields[i + 1] as string]);
+    this.resolve({ status, headers, body });
+  }
+
+  fail(error: TunnelError): void {
+    this.reject(error);
+  }
 }
 
 class TunnelConnection {
-  readonly pending = new Map<number, Pending>();
+  readonly pending: InFlight<Pending>;
   /** Bytes of request bodies being read for this tunnel (see TunnelRelay.reserve). */
   reserved = 0;
   nextId = 1;
   alive = true;
   closed = false;
+  /**
+   * One timer per connection, not one per request: it fires at the earliest deadline of what is
+   * in flight (or a little before, when that request was answered meanwhile) and is set again for
+   * the next one then (see TunnelRelay.expire).
+   */
+  timer: NodeJS.Timeout | undefined;
+  timerAt = Number.POSITIVE_INFINITY;
 
   constructor(
     readonly socket: WebSocket,
@@ -100,13 +158,18 @@ class TunnelConnection {
     readonly hostname: string,
     readonly tokenHash: string,
     public policy: TunnelPolicy,
-  ) {}
+    maxInFlight: number,
+  ) {
+    this.pending = new InFlight(maxInFlight);
+  }
 
   failAll(error: TunnelError): void {
-    for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
-      this.pending.delete(id);
-      p.reject(error);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    for (const p of this.pending.values()) {
+      this.pending.delete(p.id);
+      p.waiter.fail(error);
     }
   }
 }
@@ -207,7 +270,15 @@ export class TunnelRelay implements LocalTunnelRelay {
     }
     const policy = { forward: bot.forward, webhookPath: bot.webhookPath };
     const codec = codecForSubprotocol(socket.protocol);
-    const conn = new TunnelConnection(socket, codec, bot.id, hostname, bot.tokenHash, policy);
+    const conn = new TunnelConnection(
+      socket,
+      codec,
+      bot.id,
+      hostname,
+      bot.tokenHash,
+      policy,
+      this.maxInFlight,
+    );
     const previous = this.connections.get(hostname);
     this.connections.set(hostname, conn);
     this.cluster?.attached(hostname, bot.id, conn);
@@ -290,23 +361,34 @@ export class TunnelRelay implements LocalTunnelRelay {
    * already be forwardable (see forwardableHeaders); the response's headers are filtered here.
    */
   send(request: Omit<RelayedRequest, 'headers'> & { headers: HeaderPairs }): Promise<RawRelayedResponse> {
+    return new Promise<RawRelayedResponse>((resolve, reject) => {
+      const { headers, ...rest } = request;
+      const refused = this.dispatch({ ...rest, fields: headers.flat() }, new PromiseWaiter(resolve, reject));
+      if (refused) reject(refused);
+    });
+  }
+
+  /**
+   * send() without a promise (the HTTP relay path, many thousands a second): the request is sent
+   * and `waiter` told the outcome later; a request refused at once (not connected, too large, too
+   * many in flight, congested) is returned instead, and the waiter is never called.
+   */
+  dispatch(request: DispatchedRequest, waiter: RelayWaiter): TunnelError | undefined {
     const conn = this.connections.get(request.hostname.toLowerCase());
-    if (!conn || conn.closed) {
-      return Promise.reject(
-        new TunnelError('tunnel_not_connected', `No tunnel client is connected for ${request.hostname}.`),
+    // A socket already closing has not emitted 'close' yet: what it was sent would be lost.
+    if (!conn || conn.closed || conn.socket.readyState !== OPEN) {
+      return new TunnelError(
+        'tunnel_not_connected',
+        `No tunnel client is connected for ${request.hostname}.`,
       );
     }
     if (request.body.length > MAX_BODY_BYTES) {
-      return Promise.reject(
-        new TunnelError('payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`),
-      );
+      return new TunnelError('payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`);
     }
     if (conn.pending.size >= this.maxInFlight) {
-      return Promise.reject(
-        new TunnelError(
-          'tunnel_upstream_error',
-          `The tunnel already has ${this.maxInFlight} requests in flight; retry shortly.`,
-        ),
+      return new TunnelError(
+        'tunnel_upstream_error',
+        `The tunnel already has ${this.maxInFlight} requests in flight; retry shortly.`,
       );
     }
     // Ids are unsigned 32-bit in version 2 frames: after 2^32 - 1 they start again at 1, past any
@@ -318,49 +400,64 @@ export class TunnelRelay implements LocalTunnelRelay {
     } while (conn.pending.has(id));
     let frame: Buffer;
     try {
-      frame = conn.codec.encode(
-        {
-          type: 'request',
-          id,
-          method: request.method.toUpperCase(),
-          path: request.path.startsWith('/') ? request.path : `/${request.path}`,
-          headers: request.headers,
-          timeout_ms: request.timeoutMs,
-        },
+      frame = encodeRequest(
+        conn.codec,
+        id,
+        request.method.toUpperCase(),
+        request.path.startsWith('/') ? request.path : `/${request.path}`,
+        request.fields,
+        request.timeoutMs,
         request.body,
       );
     } catch (error) {
       if (!(error instanceof FrameError)) throw error;
-      return Promise.reject(
-        new TunnelError('payload_too_large', `The request cannot be relayed: ${error.message}.`),
-      );
+      return new TunnelError('payload_too_large', `The request cannot be relayed: ${error.message}.`);
     }
     // Backpressure: a client that does not read leaves frames in its socket's buffer; above the
     // bound nothing more is queued for it.
     if (conn.socket.bufferedAmount + conn.reserved + frame.length > this.maxQueuedBytes) {
-      return Promise.reject(congested(conn));
+      return congested(conn);
     }
-    return new Promise<RawRelayedResponse>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        if (!conn.pending.delete(id)) return;
-        if (!conn.closed) sendFrame(conn.socket, conn.codec.encode({ type: 'cancel', id }));
-        reject(
-          new TunnelError(
-            'tunnel_timeout',
-            `The bot's local service did not answer within ${request.timeoutMs} ms.`,
-          ),
-        );
-      }, request.timeoutMs);
-      conn.pending.set(id, { resolve, reject, timer });
-      sendFrame(conn.socket, frame, (error) => {
-        if (!error) return;
-        const p = conn.pending.get(id);
-        if (!p) return;
-        clearTimeout(p.timer);
-        conn.pending.delete(id);
-        p.reject(new TunnelError('tunnel_not_connected', 'The tunnel connection failed while sending.'));
-      });
-    });
+    const deadline = performance.now() + request.timeoutMs;
+    conn.pending.set({ id, waiter, deadline, timeoutMs: request.timeoutMs });
+    if (deadline < conn.timerAt) this.arm(conn, deadline);
+    // No callback per frame: a write that fails errors the socket, and its 'close' fails all that
+    // is in flight (onClose).
+    sendFrame(conn.socket, frame);
+    return undefined;
+  }
+
+  /** Sets the connection's timer for `at` (performance.now()), replacing a later one. */
+  private arm(conn: TunnelConnection, at: number): void {
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timerAt = at;
+    conn.timer = setTimeout(this.expireBound, Math.max(1, Math.ceil(at - performance.now())), conn);
+    // What is in flight holds the socket (and the process) open; this timer need not.
+    conn.timer.unref();
+  }
+
+  private readonly expireBound = (conn: TunnelConnection): void => this.expire(conn);
+
+  /** The connection's timer: times out what is past its deadline, sets the timer for the next. */
+  private expire(conn: TunnelConnection): void {
+    conn.timer = undefined;
+    conn.timerAt = Number.POSITIVE_INFINITY;
+    if (conn.closed) return;
+    const now = performance.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const p of conn.pending.values()) {
+      const id = p.id;
+      if (p.deadline > now) {
+        if (p.deadline < next) next = p.deadline;
+        continue;
+      }
+      conn.pending.delete(id);
+      sendFrame(conn.socket, conn.codec.encode({ type: 'cancel', id }));
+      p.waiter.fail(
+        new TunnelError('tunnel_timeout', `The bot's local service did not answer within ${p.timeoutMs} ms.`),
+      );
+    }
+    if (next !== Number.POSITIVE_INFINITY && !conn.closed) this.arm(conn, next);
   }
 
   /** One heartbeat tick: drop connections that did not answer the previous ping, ping the rest. */
@@ -441,33 +538,33 @@ export class TunnelRelay implements LocalTunnelRelay {
 
   private onMessage(conn: TunnelConnection, data: Buffer, isBinary: boolean): void {
     if (!isBinary) return;
-    let frame: Frame;
+    let frame: FlatFrame;
     try {
-      frame = conn.codec.decode(data);
+      frame = decodeFlat(conn.codec, data);
     } catch (error) {
       // Refused, never thrown: a hostile or broken client cannot take the service down.
       const reason = error instanceof FrameError ? error.message : 'undecodable frame';
       this.options.logger.warn({ bot_id: conn.botId, reason }, 'malformed tunnel frame');
       return;
     }
-    const { header, body } = frame;
-    if (header.type !== 'response' && header.type !== 'error') return;
-    const p = conn.pending.get(header.id);
+    if (frame.type === 'other') {
+      const header = frame.frame.header;
+      if (header.type !== 'error') return;
+      const p = conn.pending.get(header.id);
+      if (!p) return; // late answer to a request that timed out
+      conn.pending.delete(header.id);
+      p.waiter.fail(new TunnelError('tunnel_upstream_error', header.message.slice(0, 300)));
+      return;
+    }
+    if (frame.type !== 'response') return;
+    const p = conn.pending.get(frame.id);
     if (!p) return; // late answer to a request that timed out
-    conn.pending.delete(header.id);
-    clearTimeout(p.timer);
-    if (header.type === 'error') {
-      p.reject(new TunnelError('tunnel_upstream_error', header.message.slice(0, 300)));
+    conn.pending.delete(frame.id);
+    if (frame.status < 200 || frame.status > 599 || frame.body.length > MAX_BODY_BYTES) {
+      p.waiter.fail(new TunnelError('tunnel_upstream_error', 'The tunnel client sent an invalid response.'));
       return;
     }
-    if (header.status < 200 || header.status > 599 || body.length > MAX_BODY_BYTES) {
-      p.reject(new TunnelError('tunnel_upstream_error', 'The tunnel client sent an invalid response.'));
-      return;
-    }
-    p.resolve({
-      status: header.status,
-      headers: forwardableHeaders(header.headers),
-      body, // a view of the frame, which nothing else holds: no copy
-    });
+    // The body is a view of the frame, which nothing else holds: no copy.
+    p.waiter.answer(frame.status, keepForwardable(frame.fields), frame.body);
   }
 }

@@ -15,14 +15,15 @@ import { ErrorBody } from '../platform/schemas.ts';
 import { trustFunction } from '../platform/trustProxy.ts';
 import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import {
+  type HeaderPairs,
   MAX_BODY_BYTES,
   MAX_FRAME_BYTES,
   rawHeader,
-  requestHeadersFromRaw,
+  requestFieldsFromRaw,
   SUBPROTOCOLS,
   TUNNEL_CONNECT_PATH,
 } from './protocol.ts';
-import { TunnelError, TunnelRelay } from './relay.ts';
+import { type RelayWaiter, TunnelError, TunnelRelay } from './relay.ts';
 import {
   ConnectHeaders,
   SwitchingProtocols,
@@ -160,9 +161,7 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         fastifyHandler.call(server, req, res);
         return;
       }
-      relayHttp(relay, cluster, hostname, req, res, clientInfo(req, host)).catch((error) =>
-        onRelayFailure(error, req, res),
-      );
+      relayHttp(relay, cluster, hostname, req, res, clientInfo(req, host), onRelayFailure);
     });
   }
 
@@ -190,8 +189,14 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
       return;
     }
     reply.hijack();
-    relayHttp(relay, cluster, hostname, request.raw, reply.raw, clientInfo(request.raw, host)).catch(
-      (error) => onRelayFailure(error, request.raw, reply.raw),
+    relayHttp(
+      relay,
+      cluster,
+      hostname,
+      request.raw,
+      reply.raw,
+      clientInfo(request.raw, host),
+      onRelayFailure,
     );
   });
 
@@ -342,111 +347,83 @@ function listeningUrl(address: ReturnType<App['server']['address']>, host: strin
   return `http://${ip.includes(':') ? `[${ip}]` : ip}:${address.port}`;
 }
 
-async function relayHttp(
+type RelayFailure = (error: unknown, req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Relays one HTTP request to the hostname's tunnel: checks, then reads the body (HttpRelay does the
+ * rest). No promise on the path through this instance's own tunnel: a busy tunnel relays many
+ * thousands a second. Errors that are no TunnelError go to `onFailure`.
+ */
+function relayHttp(
   relay: TunnelRelay | undefined,
   cluster: TunnelCluster | undefined,
   hostname: string,
   req: IncomingMessage,
   res: ServerResponse,
   client: ClientInfo,
-): Promise<void> {
-  // Held here: this relay's socket. Otherwise, with instances sharing tunnels, the holder's (which
-  // applies the forwarding policy); else nobody's.
-  const local = relay?.hasConnection(hostname) === true;
-  if (!relay || (!local && !cluster)) {
-    req.resume(); // the body (if any) is not wanted
-    sendError(req, res, 'tunnel_not_connected', notConnectedMessage(hostname));
-    return;
-  }
-  const refused = local ? relay.refusal(hostname, req.method ?? 'GET', req.url ?? '/') : undefined;
-  if (refused) {
-    req.resume();
-    sendError(req, res, refused.code, refused.message, false, refused.code === 'method_not_allowed');
-    return;
-  }
-  // From rawHeaders, like the Host: a relayed request never needs Node's req.headers object.
-  const declared = Number(rawHeader(req.rawHeaders, 'content-length') ?? 0);
-  if (declared > MAX_BODY_BYTES) {
-    req.resume();
-    sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
-    return;
-  }
-  // Room for the body among what waits for this tunnel, before reading it (a chunked body may be
-  // up to the limit); a tunnel whose client stopped reading gets no more.
-  const expected =
-    rawHeader(req.rawHeaders, 'transfer-encoding') !== undefined ? MAX_BODY_BYTES : declared || 0;
-  const release = local ? relay.reserve(hostname, expected) : () => {};
-  if (release instanceof TunnelError) {
-    req.resume();
-    sendError(req, res, release.code, release.message, true);
-    return;
-  }
-  let body: Buffer | null;
+  onFailure: RelayFailure,
+): void {
   try {
-    body = await readBody(req, MAX_BODY_BYTES);
-  } finally {
-    release();
-  }
-  if (body === null) {
-    req.resume();
-    sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
-    return;
-  }
-  const headers = requestHeadersFromRaw(req.rawHeaders);
-  headers.push(
-    ['X-Forwarded-For', client.ip],
-    ['X-Forwarded-Host', client.host],
-    ['X-Forwarded-Proto', client.protocol],
-  );
-  try {
-    const request = {
-      hostname,
-      method: req.method ?? 'GET',
-      path: req.url ?? '/',
-      headers,
-      body,
-      timeoutMs: relay.requestTimeoutMs,
-    };
-    const response =
-      local || !cluster ? await relay.send(request) : await cluster.send({ ...request, kind: 'http' });
-    const out: string[] = [];
-    for (const [name, value] of response.headers) out.push(name, value);
-    const head = req.method === 'HEAD' || response.status === 204 || response.status === 304;
-    if (!head) out.push('content-length', String(response.body.length));
-    res.writeHead(response.status, out);
-    res.end(head ? undefined : response.body);
+    // Held here: this relay's socket. Otherwise, with instances sharing tunnels, the holder's
+    // (which applies the forwarding policy); else nobody's.
+    const local = relay?.hasConnection(hostname) === true;
+    if (!relay || (!local && !cluster)) {
+      req.resume(); // the body (if any) is not wanted
+      sendError(req, res, 'tunnel_not_connected', notConnectedMessage(hostname));
+      return;
+    }
+    const refused = local ? relay.refusal(hostname, req.method ?? 'GET', req.url ?? '/') : undefined;
+    if (refused) {
+      req.resume();
+      sendError(req, res, refused.code, refused.message, false, refused.code === 'method_not_allowed');
+      return;
+    }
+    // From rawHeaders, like the Host: a relayed request never needs Node's req.headers object.
+    const declared = Number(rawHeader(req.rawHeaders, 'content-length') ?? 0);
+    if (declared > MAX_BODY_BYTES) {
+      req.resume();
+      sendError(req, res, 'payload_too_large', `The request body exceeds ${MAX_BODY_BYTES} bytes.`, true);
+      return;
+    }
+    // Room for the body among what waits for this tunnel, before reading it (a chunked body may be
+    // up to the limit); a tunnel whose client stopped reading gets no more.
+    const expected =
+      rawHeader(req.rawHeaders, 'transfer-encoding') !== undefined ? MAX_BODY_BYTES : declared || 0;
+    const release = local ? relay.reserve(hostname, expected) : undefined;
+    if (release instanceof TunnelError) {
+      req.resume();
+      sendError(req, res, release.code, release.message, true);
+      return;
+    }
+    new HttpRelay(relay, local ? undefined : cluster, hostname, req, res, client, release, onFailure);
   } catch (error) {
-    if (!(error instanceof TunnelError)) throw error;
-    const message = error.code === 'tunnel_not_connected' ? notConnectedMessage(hostname) : error.message;
-    sendError(req, res, error.code, message, false, error.code === 'method_not_allowed');
+    onFailure(error, req, res);
   }
-}
-
-function notConnectedMessage(hostname: string): string {
-  return `The tunnel for ${hostname} is not connected. The bot must run its tunnel client (botpay tunnel …).`;
-}
-
-/** Reads the body, or null (and stops reading) once it exceeds `limit` bytes. */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
-  return new Promise((resolve, reject) => new BodyReader(req, limit, resolve, reject));
 }
 
 /**
- * One body being read (a class rather than four closures per request: relayed requests are many,
- * and each named closure costs an allocation and a defineProperty under tsx).
+ * One relayed HTTP request after the checks: reads its body (at most MAX_BODY_BYTES), sends it
+ * through the tunnel (or to the holder instance) and writes the answer to the response. A class
+ * rather than closures and promises per request.
  */
-class BodyReader {
-  private readonly chunks: Buffer[] = [];
+class HttpRelay implements RelayWaiter {
+  private chunks: Buffer[] = [];
   private size = 0;
   private readonly onData = this.data.bind(this);
   private readonly onEnd = this.end.bind(this);
   private readonly onError = this.error.bind(this);
 
   constructor(
+    private readonly relay: TunnelRelay,
+    /** Set when the tunnel is held by another instance. */
+    private readonly cluster: TunnelCluster | undefined,
+    private readonly hostname: string,
     private readonly req: IncomingMessage,
-    private readonly limit: number,
-    private readonly resolve: (body: Buffer | null) => void,
-    private readonly reject: (error: Error) => void,
+    private readonly res: ServerResponse,
+    private readonly client: ClientInfo,
+    /** Gives back the room reserved for the body (relay.reserve), once it has been read. */
+    private release: (() => void) | undefined,
+    private readonly onFailure: RelayFailure,
   ) {
     req.on('data', this.onData);
     req.on('end', this.onEnd);
@@ -455,31 +432,101 @@ class BodyReader {
 
   private data(chunk: Buffer): void {
     this.size += chunk.length;
-    if (this.size > this.limit) {
-      this.cleanup();
-      this.req.pause();
-      this.resolve(null);
+    if (this.size > MAX_BODY_BYTES) {
+      this.stopReading();
+      this.req.resume(); // the rest is not wanted
+      sendError(
+        this.req,
+        this.res,
+        'payload_too_large',
+        `The request body exceeds ${MAX_BODY_BYTES} bytes.`,
+        true,
+      );
       return;
     }
     this.chunks.push(chunk);
   }
 
   private end(): void {
-    this.cleanup();
-    const [first] = this.chunks;
-    this.resolve(this.chunks.length === 1 && first ? first : Buffer.concat(this.chunks));
+    this.stopReading();
+    const chunks = this.chunks;
+    this.chunks = [];
+    const [first] = chunks;
+    try {
+      this.forward(chunks.length === 1 && first ? first : Buffer.concat(chunks));
+    } catch (error) {
+      this.onFailure(error, this.req, this.res);
+    }
   }
 
   private error(error: Error): void {
-    this.cleanup();
-    this.reject(error);
+    this.stopReading();
+    this.onFailure(error, this.req, this.res);
   }
 
-  private cleanup(): void {
+  private stopReading(): void {
     this.req.off('data', this.onData);
     this.req.off('end', this.onEnd);
     this.req.off('error', this.onError);
+    const release = this.release;
+    this.release = undefined;
+    release?.();
   }
+
+  private forward(body: Buffer): void {
+    const { req, client } = this;
+    const fields = requestFieldsFromRaw(req.rawHeaders);
+    fields.push(
+      'X-Forwarded-For',
+      client.ip,
+      'X-Forwarded-Host',
+      client.host,
+      'X-Forwarded-Proto',
+      client.protocol,
+    );
+    const method = req.method ?? 'GET';
+    const path = req.url ?? '/';
+    const timeoutMs = this.relay.requestTimeoutMs;
+    if (!this.cluster) {
+      const refused = this.relay.dispatch(
+        { hostname: this.hostname, method, path, fields, body, timeoutMs },
+        this,
+      );
+      if (refused) this.fail(refused);
+      return;
+    }
+    const headers: HeaderPairs = [];
+    for (let i = 0; i + 1 < fields.length; i += 2)
+      headers.push([fields[i] as string, fields[i + 1] as string]);
+    this.cluster.send({ hostname: this.hostname, method, path, headers, body, timeoutMs, kind: 'http' }).then(
+      (response) => this.answer(response.status, response.headers.flat(), response.body),
+      (error) => {
+        if (error instanceof TunnelError) this.fail(error);
+        else this.onFailure(error, this.req, this.res);
+      },
+    );
+  }
+
+  answer(status: number, fields: string[], body: Buffer): void {
+    try {
+      const head = this.req.method === 'HEAD' || status === 204 || status === 304;
+      if (!head) fields.push('content-length', String(body.length));
+      this.res.writeHead(status, fields);
+      this.res.end(head ? undefined : body);
+    } catch (error) {
+      this.onFailure(error, this.req, this.res);
+    }
+  }
+
+  fail(error: TunnelError): void {
+    const message =
+      error.code === 'tunnel_not_connected' ? notConnectedMessage(this.hostname) : error.message;
+    sendError(this.req, this.res, error.code, message, false, error.code === 'method_not_allowed');
+  }
+}
+
+function notConnectedMessage(hostname: string): string {
+  return `The tunnel for ${hostname} is not connected. The bot must run its tunnel client (botpay tunnel …).`;
 }
 
 const TITLES: Record<string, string> = {

@@ -7,15 +7,18 @@ import {
   binaryCodec,
   codecForHello,
   decodeBinaryFrame,
+  decodeFlat,
   encodeBinaryFrame,
   encodeJsonFrame,
   encodeRawResponse,
+  encodeRequest,
   FRAME_CANCEL,
   FRAME_REQUEST,
   FRAME_RESPONSE,
   type Frame,
   FrameError,
   jsonCodec,
+  keepForwardable,
   MAX_BODY_BYTES,
   MAX_HEADER_BYTES,
   rawHeader,
@@ -199,6 +202,127 @@ describe('tunnel protocol version 2 (binary frames)', () => {
     expect(() =>
       encodeRawResponse(binaryCodec, 1, 200, [b('X-Big'), Buffer.alloc(MAX_HEADER_BYTES, 0x61)], body),
     ).toThrow(FrameError);
+  });
+
+  it('decodeFlat reads requests and responses like decode (flat fields), and refuses exactly what decode refuses', () => {
+    const body = Buffer.from([0, 10, 13, 255]);
+    const headers: Array<[string, string]> = [
+      ['Content-Type', 'application/json'],
+      ['X-Empty', ''],
+      ['Set-Cookie', 'a=1'],
+      ['Set-Cookie', 'b=2'],
+      ['X-Latin', 'caf\u00e9 \u2713'],
+    ];
+    for (const codec of [binaryCodec, jsonCodec]) {
+      const request = codec.encode(
+        { type: 'request', id: 5, method: 'POST', path: '/h?x=ü', headers, timeout_ms: 700 },
+        body,
+      );
+      // encodeRequest (flat fields) makes the same bytes as encode (pairs).
+      expect(encodeRequest(codec, 5, 'POST', '/h?x=ü', headers.flat(), 700, body).equals(request)).toBe(true);
+      expect(decodeFlat(codec, request)).toEqual({
+        type: 'request',
+        id: 5,
+        method: 'POST',
+        path: '/h?x=ü',
+        fields: headers.flat(),
+        timeoutMs: 700,
+        body,
+      });
+      const response = codec.encode({ type: 'response', id: 6, status: 201, headers }, body);
+      expect(decodeFlat(codec, response)).toEqual({
+        type: 'response',
+        id: 6,
+        status: 201,
+        fields: headers.flat(),
+        body,
+      });
+      const empty = codec.encode({ type: 'response', id: 7, status: 204, headers: [] });
+      expect(decodeFlat(codec, empty)).toMatchObject({ type: 'response', fields: [], body: Buffer.alloc(0) });
+      const cancel = codec.encode({ type: 'cancel', id: 8 });
+      expect(decodeFlat(codec, cancel)).toEqual({ type: 'other', frame: codec.decode(cancel) });
+    }
+    // Hostile version 2 frames: refused by both, with FrameError, or accepted by both alike.
+    const hostile = [
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST\n/x\nA\n'), // unpaired field
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST\n/x\nA\nb'), // no final LF
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST\n/x'), // no LF after the path
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST'),
+      rawFrame(FRAME_REQUEST, 1, 0, ''),
+      rawFrame(FRAME_REQUEST, 1, 0, 'PO ST\n/x\n'), // method not a token
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST\nx\n'), // path without /
+      rawFrame(FRAME_REQUEST, 0, 0, 'POST\n/x\n'), // id 0
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST\n/x\n', Buffer.alloc(0), 999), // meta longer than the frame
+      rawFrame(FRAME_REQUEST, 1, 0, 'POST\n/x\n', Buffer.alloc(0), MAX_HEADER_BYTES + 1),
+      rawFrame(FRAME_RESPONSE, 1, 200, 'A\n'),
+      rawFrame(FRAME_RESPONSE, 1, 200, 'A\nb'),
+      rawFrame(FRAME_RESPONSE, 1, 200, '\n\n'), // an empty name and value: decodes alike
+      rawFrame(FRAME_RESPONSE, 0, 200, ''),
+      rawFrame(FRAME_REQUEST, 1, 0, 'GET\n/\n'), // valid, no fields
+      Buffer.from([FRAME_RESPONSE, 0, 0]), // shorter than the fixed header
+    ];
+    for (const data of hostile) {
+      let generic: Frame | FrameError;
+      try {
+        generic = decodeBinaryFrame(data);
+      } catch (error) {
+        expect(error).toBeInstanceOf(FrameError);
+        generic = error as FrameError;
+      }
+      if (generic instanceof FrameError) {
+        expect(() => decodeFlat(binaryCodec, data)).toThrow(FrameError);
+        continue;
+      }
+      const flat = decodeFlat(binaryCodec, data);
+      const header = generic.header;
+      if (header.type === 'request' && flat.type === 'request') {
+        expect(flat.fields).toEqual(header.headers.flat());
+        expect([flat.method, flat.path]).toEqual([header.method, header.path]);
+      } else if (header.type === 'response' && flat.type === 'response') {
+        expect(flat.fields).toEqual(header.headers.flat());
+      } else {
+        throw new Error(`decoded differently: ${header.type} / ${flat.type}`);
+      }
+    }
+  });
+
+  it('keepForwardable drops hop-by-hop, length and invalid fields in place, keeping repeated ones apart', () => {
+    const fields = [
+      'Content-Type',
+      'text/plain',
+      'Connection',
+      'close',
+      'Content-Length',
+      '5',
+      'Transfer-Encoding',
+      'chunked',
+      'Host',
+      'evil',
+      'Bad Name',
+      'x',
+      'X-Ok',
+      'caf\u00e9',
+      'X-Nul',
+      'a\u0000b',
+      'Set-Cookie',
+      'a=1',
+      'Set-Cookie',
+      'b=2',
+    ];
+    // Twice: the second time the names' verdicts come from the remembered ones.
+    for (const list of [[...fields], fields]) {
+      expect(keepForwardable(list)).toBe(list);
+      expect(list).toEqual([
+        'Content-Type',
+        'text/plain',
+        'X-Ok',
+        'caf\u00e9',
+        'Set-Cookie',
+        'a=1',
+        'Set-Cookie',
+        'b=2',
+      ]);
+    }
   });
 
   it('rawHeader finds the first value of a field in any case, like req.headers for Host', () => {

@@ -192,6 +192,41 @@ describe('managed tunnel relay', () => {
     expect((error as TunnelError).code).toBe('tunnel_timeout');
   });
 
+  it('times every request out at its own deadline (one timer per connection): a short timeout after a long one, answered ones never', async () => {
+    const bot = await registerTunnelBot(svc, receiver.port);
+    await connected(bot);
+    const request = (path: string, timeoutMs: number) =>
+      relay().forward({
+        hostname: bot.hostname,
+        method: 'POST',
+        path,
+        headers: {},
+        body: Buffer.from('x'),
+        timeoutMs,
+      });
+    const started = performance.now();
+    const outcome = (p: Promise<unknown>) =>
+      p.then(
+        () => ({ code: 'ok', ms: performance.now() - started }),
+        (e: TunnelError) => ({ code: e.code, ms: performance.now() - started }),
+      );
+    // The connection's timer is first set for the long deadline, then moved earlier for the short one.
+    const long = outcome(request('/slow', 1_500));
+    const short = outcome(request('/slow', 200));
+    // Answered well within its short timeout: never timed out (nor its neighbours early).
+    const quick = outcome(request('/quick', 400));
+    const [l, s, q] = await Promise.all([long, short, quick]);
+    expect(q.code).toBe('ok');
+    expect(s.code).toBe('tunnel_timeout');
+    expect(s.ms).toBeGreaterThanOrEqual(190);
+    expect(s.ms).toBeLessThan(1_200);
+    expect(l.code).toBe('tunnel_timeout');
+    expect(l.ms).toBeGreaterThanOrEqual(1_490);
+    // The tunnel keeps working after timeouts (the timer is set again for later requests).
+    expect((await outcome(request('/slow', 300))).code).toBe('tunnel_timeout');
+    expect((await outcome(request('/quick', 2_000))).code).toBe('ok');
+  });
+
   it('answers 502 (JSON, or HTML for browsers) when the bot client is not connected', async () => {
     const bot = await registerTunnelBot(svc, receiver.port);
     const json = await hostRequest(port, bot.hostname, { method: 'POST', path: '/webhook', body: 'x' });
