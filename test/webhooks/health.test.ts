@@ -1,4 +1,5 @@
 import { verify } from '@octokit/webhooks-methods';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEGRADED_AFTER, nextHealth, UNREACHABLE_AFTER } from '../../src/webhooks/health.ts';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
@@ -9,6 +10,7 @@ import {
   registerBot,
   type TestService,
 } from '../support/service.ts';
+import { connectionFor, isPostgres } from '../support/db.ts';
 import { emit, healthOf, LoopbackRelay, Receiver } from './helpers.ts';
 
 describe('webhook health', () => {
@@ -180,5 +182,56 @@ describe('webhook health', () => {
       status: 'degraded',
       failCount: 4,
     });
+  });
+});
+
+// Two recording calls for the same bot at the same moment (two instances): the second waits for the
+// bot row and then counts from the row the first wrote, so no failure is lost (the count used to be
+// computed from the snapshot the call started with, and the later write won).
+describe.runIf(isPostgres)('webhook health under concurrent recording', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService();
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  const RECORD = `SELECT * FROM webhook_record_and_claim(
+      p_ids => '{x}'::text[], p_tokens => '{x}'::text[], p_ok => '{f}'::boolean[], p_status => '{503}'::int[],
+      p_excerpt => '{down}'::text[], p_error => '{NULL}'::text[], p_duration => '{1}'::int[], p_via => '{x}'::text[],
+      p_now => now(), p_delays => '{1}'::int[],
+      p_health_bots => ARRAY[$1::text], p_health_reset => '{f}'::boolean[], p_health_failures => ARRAY[$2::int],
+      p_degraded_after => ${DEGRADED_AFTER}, p_unreachable_after => ${UNREACHABLE_AFTER},
+      p_until => now(), p_token => '', p_per_bot => 8, p_room => 0, p_skip => '{}'::text[], p_candidates => 0)`;
+
+  it('both calls count: one failure each makes two', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    const before = await healthOf(svc, bot.bot_id);
+    expect(before.webhook_fail_count).toBe(0);
+    const url = connectionFor(svc.database.schema!);
+    const a = new pg.Client({ connectionString: url });
+    const b = new pg.Client({ connectionString: url });
+    await a.connect();
+    await b.connect();
+    try {
+      await a.query('BEGIN');
+      await a.query(RECORD, [bot.bot_id, 1]);
+      await b.query('BEGIN');
+      // Waits for the bot row that the first call holds.
+      const second = b.query(RECORD, [bot.bot_id, 1]);
+      await new Promise((r) => setTimeout(r, 200));
+      await a.query('COMMIT');
+      await second;
+      await b.query('COMMIT');
+      expect(await healthOf(svc, bot.bot_id)).toEqual({
+        webhook_status: before.webhook_status,
+        webhook_fail_count: 2,
+      });
+    } finally {
+      await a.end();
+      await b.end();
+    }
   });
 });

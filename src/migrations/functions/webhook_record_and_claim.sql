@@ -65,25 +65,24 @@ BEGIN
     ), ev AS (
       UPDATE events e SET delivered_at = p_now
         FROM upd WHERE e.id = upd.event_id AND upd.ok AND e.delivered_at IS NULL
-    ), health_next AS (
-      -- Every attempt that really reached out counts, including a late one whose lease was taken
-      -- over (its delivery row is left to the new holder), so this reads the inputs, not upd.
-      SELECT b.id, b.webhook_status AS current, h.reset,
-             CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END AS count
-        FROM bots b
-        JOIN unnest(p_health_bots, p_health_reset, p_health_failures) AS h(bot_id, reset, failures)
-          ON h.bot_id = b.id
     ), health_set AS (
+      -- Every attempt that really reached out counts, including a late one whose lease was taken
+      -- over (its delivery row is left to the new holder), so this reads the inputs, not upd. The
+      -- new count is computed from the bot row being updated, not from a snapshot read before it:
+      -- when another call (another instance) updates the same bot first, PostgreSQL re-reads the
+      -- newest row version after waiting for its lock and both calls' failures count.
       UPDATE bots b
-         SET webhook_fail_count = n.count,
+         SET webhook_fail_count = CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END,
              webhook_status = CASE
-               WHEN n.count >= p_unreachable_after THEN 'unreachable'
-               WHEN n.count >= p_degraded_after AND (n.reset OR n.current <> 'pending') THEN 'degraded'
-               WHEN n.reset THEN 'active'
-               ELSE n.current END
-        FROM health_next n
-       WHERE b.id = n.id
-         AND NOT (n.reset AND n.count = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
+               WHEN CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END >= p_unreachable_after
+                 THEN 'unreachable'
+               WHEN CASE WHEN h.reset THEN h.failures ELSE b.webhook_fail_count + h.failures END >= p_degraded_after
+                    AND (h.reset OR b.webhook_status <> 'pending') THEN 'degraded'
+               WHEN h.reset THEN 'active'
+               ELSE b.webhook_status END
+        FROM unnest(p_health_bots, p_health_reset, p_health_failures) AS h(bot_id, reset, failures)
+       WHERE b.id = h.bot_id
+         AND NOT (h.reset AND h.failures = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
     )
     SELECT count(*)::int INTO v_recorded FROM upd;
   END IF;
