@@ -114,15 +114,26 @@ export function percentileOf(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
 
+/** CPU time (ms) of one /proc/<pid>/stat line: user + system, and system alone (clock ticks of 10 ms). */
+function cpuOfStat(stat: string): { totalMs: number; sysMs: number } {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const user = Number(fields[11]);
+  const sys = Number(fields[12]);
+  return { totalMs: (user + sys) * 10, sysMs: sys * 10 };
+}
+
+/** CPU time (ms) a process has used so far, in all and in the kernel (Linux /proc; NaN elsewhere). */
+export function cpuOf(pid: number | undefined): { totalMs: number; sysMs: number } {
+  try {
+    return cpuOfStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return { totalMs: Number.NaN, sysMs: Number.NaN };
+  }
+}
+
 /** CPU time (user + system, ms) a process has used so far (Linux /proc; NaN elsewhere). */
 export function cpuMsOf(pid: number | undefined): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime in clock ticks (100/s)
-  } catch {
-    return Number.NaN;
-  }
+  return cpuOf(pid).totalMs;
 }
 
 /**
@@ -140,9 +151,7 @@ export function cpuMsOfAll(name: string): number {
       } catch {
         continue; // exited meanwhile
       }
-      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== name) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      total += ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === name) total += cpuOfStat(stat).totalMs;
     }
     return total;
   } catch {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { request as undiciRequest } from 'undici';
 import { freePort } from '../test/support/process.ts';
-import { benchSchema, measure, readResults, saveResults } from './lib.ts';
+import { benchSchema, cpuOf, measure, readResults, saveResults } from './lib.ts';
 
 // Requests per second and p99 through the managed tunnel (autocannon → relay in the service →
 // WebSocket → `botpay tunnel` → local receiver) as a ratio to the same requests sent straight to
@@ -182,7 +182,7 @@ async function run(
   parties: Record<string, number>,
 ): Promise<Result> {
   await autocannon({ ...options, connections, duration: 2 }); // warm-up (JIT, pools), not counted
-  const before = Object.fromEntries(Object.entries(parties).map(([name, pid]) => [name, cpuTicks(pid)]));
+  const before = Object.fromEntries(Object.entries(parties).map(([name, pid]) => [name, cpuOf(pid)]));
   const writesBefore = Object.fromEntries(
     Object.entries(parties).map(([name, pid]) => [name, ioCalls(pid, 'syscw')]),
   );
@@ -196,9 +196,9 @@ async function run(
   const readsPerRequest: Record<string, number> = {};
   const total = Math.max(1, r.requests.total);
   for (const [name, pid] of Object.entries(parties)) {
-    const ticks = cpuTicks(pid);
-    cpuPerRequestUs[name] = Math.round(((ticks.total - before[name]!.total) * 10_000) / total);
-    sysPerRequestUs[name] = Math.round(((ticks.sys - before[name]!.sys) * 10_000) / total);
+    const cpu = cpuOf(pid);
+    cpuPerRequestUs[name] = Math.round(((cpu.totalMs - before[name]!.totalMs) * 1000) / total);
+    sysPerRequestUs[name] = Math.round(((cpu.sysMs - before[name]!.sysMs) * 1000) / total);
     writesPerRequest[name] = (ioCalls(pid, 'syscw') - writesBefore[name]!) / total;
     readsPerRequest[name] = (ioCalls(pid, 'syscr') - readsBefore[name]!) / total;
   }
@@ -239,16 +239,6 @@ function ioCalls(pid: number, field: 'syscw' | 'syscr'): number {
 }
 
 /** utime + stime of a process, and stime alone, in clock ticks (1/100 s on Linux). */
-function cpuTicks(pid: number): { total: number; sys: number } {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { total: Number(fields[11]) + Number(fields[12]), sys: Number(fields[12]) };
-  } catch {
-    return { total: 0, sys: 0 };
-  }
-}
-
 function start(
   args: string[],
   env: Record<string, string>,

@@ -8,7 +8,7 @@ import { createSecretBox, randomHex, sha256Hex } from '../src/platform/crypto.ts
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { newId, randomBase32 } from '../src/platform/ids.ts';
-import { cpuMsOf, cpuMsOfAll, saveResults } from './lib.ts';
+import { cpuMsOf, cpuMsOfAll, percentileOf, saveResults } from './lib.ts';
 
 // Webhook delivery benchmark on PostgreSQL (issue 4).
 //
@@ -152,10 +152,6 @@ async function tableWrites(
   } finally {
     await c.end();
   }
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 async function receiverStats(port: number): Promise<{ count: number; arrivals: Record<string, number> }> {
@@ -336,8 +332,8 @@ async function main(): Promise<void> {
     const ids = [...committed.keys()];
     const lat = await waitForArrivals(receiver.port, ids, 60_000);
     const latencies = ids.map((id) => lat.arrivals[id]! - committed.get(id)!).sort((a, b) => a - b);
-    const p50 = percentile(latencies, 50);
-    const p99 = percentile(latencies, 99);
+    const p50 = percentileOf(latencies, 50);
+    const p99 = percentileOf(latencies, 99);
     console.log(
       `latency at ${RATE} events/s for ${SECONDS} s (achieved ${Math.round(total / produceSeconds)}/s, ${lateStarts} late): ` +
         `commit-to-receipt p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (goal p99 ≤ 100 ms)`,
