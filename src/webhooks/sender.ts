@@ -173,23 +173,6 @@ function dispatchPost(
   timeoutMs: number,
 ): Promise<{ status: number; excerpt: Buffer }> {
   return new Promise((resolve, reject) => {
-    let status = 0;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    let controller: Dispatcher.DispatchController | undefined;
-    const settle = (error?: Error) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (error) reject(error);
-      else resolve({ status, excerpt: Buffer.concat(chunks, Math.min(size, EXCERPT_BYTES)) });
-    };
-    const timer = setTimeout(() => {
-      const error = new DeadlineError(`timeout after ${timeoutMs} ms`);
-      settle(error);
-      controller?.abort(error);
-    }, timeoutMs);
     dispatcher.dispatch(
       {
         origin: target.origin,
@@ -200,32 +183,80 @@ function dispatchPost(
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       },
-      {
-        onRequestStart(c) {
-          controller = c;
-          if (settled) c.abort(new DeadlineError(`timeout after ${timeoutMs} ms`));
-        },
-        onResponseStart(_c, statusCode) {
-          status = statusCode;
-        },
-        onResponseData(c, chunk) {
-          if (size < EXCERPT_BYTES) chunks.push(chunk);
-          size += chunk.length;
-          if (size >= EXCERPT_BYTES) {
-            // Enough read: answer now and stop the transfer.
-            settle();
-            c.abort(new Error('response excerpt complete'));
-          }
-        },
-        onResponseEnd() {
-          settle();
-        },
-        onResponseError(_c, error) {
-          settle(error);
-        },
-      },
+      new PostCall(timeoutMs, resolve, reject),
     );
   });
+}
+
+/**
+ * The handler of one POST. It implements the interface undici's own requests use (onConnect,
+ * onHeaders, onData, onComplete, onError) rather than the controller one (onRequestStart,
+ * onResponseStart, …), for which undici wraps each request's handler in an adapter with a
+ * controller object and parses the answer's header fields and trailers into objects that a
+ * delivery never reads.
+ */
+class PostCall implements Dispatcher.DispatchHandler {
+  private abortRequest: ((error?: Error) => void) | undefined;
+  private settled = false;
+  private status = 0;
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly resolve: (answer: { status: number; excerpt: Buffer }) => void,
+    private readonly reject: (error: Error) => void,
+  ) {
+    this.timer = setTimeout(() => this.deadline(), timeoutMs);
+  }
+
+  private deadline(): void {
+    const error = new DeadlineError(`timeout after ${this.timeoutMs} ms`);
+    this.settle(error);
+    this.abortRequest?.(error);
+  }
+
+  private settle(error?: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    if (error) this.reject(error);
+    else
+      this.resolve({
+        status: this.status,
+        excerpt: Buffer.concat(this.chunks, Math.min(this.size, EXCERPT_BYTES)),
+      });
+  }
+
+  onConnect(abort: (error?: Error) => void): void {
+    this.abortRequest = abort;
+    if (this.settled) abort(new DeadlineError(`timeout after ${this.timeoutMs} ms`));
+  }
+
+  onHeaders(statusCode: number): boolean {
+    this.status = statusCode;
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.size < EXCERPT_BYTES) this.chunks.push(chunk);
+    this.size += chunk.length;
+    if (this.size >= EXCERPT_BYTES && !this.settled) {
+      // Enough read: answer now and stop the transfer.
+      this.settle();
+      this.abortRequest?.(new Error('response excerpt complete'));
+    }
+    return true;
+  }
+
+  onComplete(): void {
+    this.settle();
+  }
+
+  onError(error: Error): void {
+    this.settle(error);
+  }
 }
 
 export function createWebhookSender(options: SenderOptions): WebhookSender {

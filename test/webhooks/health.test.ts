@@ -234,4 +234,55 @@ describe.runIf(isPostgres)('webhook health under concurrent recording', () => {
       await b.end();
     }
   });
+
+  // Two calls whose batches hold the same two bots (two instances): without an order, one call
+  // locks them hi-then-lo while the other holds lo and wants hi, and PostgreSQL aborts one of them
+  // after deadlock_timeout (its results are recorded again later, the deliveries stall meanwhile).
+  // The function locks the bot rows it will change in id order first, so the second call waits
+  // while holding none.
+  it('two calls over the same bots in different orders do not deadlock', async () => {
+    const owner = await createOwner(svc);
+    const ids = [(await activeBot(svc, owner)).bot_id, (await activeBot(svc, owner)).bot_id].sort();
+    const [lo, hi] = ids as [string, string];
+    // The hi bot's row first in the table too (a new row version of lo goes after it), so the old
+    // function took hi first whichever way it joined.
+    await svc.ctx.db.query('UPDATE bots SET webhook_fail_count = webhook_fail_count WHERE id = $1', [lo]);
+    const recordMany = RECORD.replace('ARRAY[$1::text]', '$1::text[]')
+      .replace(
+        "'{f}'::boolean[], p_health_failures",
+        'array_fill(false, ARRAY[cardinality($1::text[])]), p_health_failures',
+      )
+      .replace('ARRAY[$2::int]', '$2::int[]');
+    const url = connectionFor(svc.database.schema!);
+    const a = new pg.Client({ connectionString: url });
+    const c = new pg.Client({ connectionString: url });
+    await a.connect();
+    await c.connect();
+    try {
+      // c: a call that took lo and is about to take hi (the order every call now uses).
+      await c.query('BEGIN');
+      await c.query('SELECT 1 FROM bots WHERE id = $1 FOR UPDATE', [lo]);
+      // a: a call listing hi first. It waits for lo, holding nothing (it used to hold hi).
+      await a.query('BEGIN');
+      const first = a
+        .query(recordMany, [
+          [hi, lo],
+          [1, 1],
+        ])
+        .then(
+          () => null,
+          (error: Error) => error,
+        );
+      await new Promise((r) => setTimeout(r, 200));
+      await c.query(recordMany, [[hi], [1]]); // waited for a's hi before: a deadlock
+      await c.query('COMMIT');
+      expect(await first).toBeNull();
+      await a.query('COMMIT');
+      expect((await healthOf(svc, lo)).webhook_fail_count).toBe(1);
+      expect((await healthOf(svc, hi)).webhook_fail_count).toBe(2);
+    } finally {
+      await a.end();
+      await c.end();
+    }
+  });
 });

@@ -27,18 +27,30 @@ BEGIN
        AND NOT (d.bot_id = ANY(p_skip))
      ORDER BY d.next_attempt_at, d.id
      LIMIT p_candidates
-  ), busy AS (
+  ), ordered AS (
+    SELECT due.id, due.bot_id,
+           row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id) AS rn
+      FROM due
+  ), counted AS (
     -- In flight anywhere in the deployment: the bot's rows under a live lease (every instance's),
-    -- read through webhook_deliveries_leased_idx (0011).
-    SELECT l.bot_id, count(*)::int AS n
-      FROM webhook_deliveries l
-     WHERE l.locked_until > p_now AND l.bot_id IN (SELECT due.bot_id FROM due)
-     GROUP BY l.bot_id
+    -- read through webhook_deliveries_leased_idx (0011), counted up to p_per_bot (a bot with that
+    -- many has no room, whatever the rest), once per bot: on its first due row (the subquery in a
+    -- CASE branch runs only when the branch is taken), spread to the bot's other rows below. No
+    -- join of the due rows with a per-bot table: with the generic plan's estimates that was a nested
+    -- loop of due rows × bots. A plain index scan in the index's order: unlike a bitmap scan it marks
+    -- the entries of lease versions already dead, so later claims skip them.
+    SELECT o.id, o.bot_id, o.rn,
+           CASE WHEN o.rn = 1 THEN
+             (SELECT count(*)::int
+                FROM (SELECT 1 FROM webhook_deliveries l
+                       WHERE l.bot_id = o.bot_id AND l.locked_until > p_now
+                       ORDER BY l.locked_until
+                       LIMIT p_per_bot) AS live)
+           END AS busy
+      FROM ordered o
   ), ranked AS (
-    SELECT due.id,
-           row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id)
-             + coalesce(busy.n, 0) AS slot
-      FROM due LEFT JOIN busy ON busy.bot_id = due.bot_id
+    SELECT c.id, c.rn + max(c.busy) OVER (PARTITION BY c.bot_id) AS slot
+      FROM counted c
   ), picked AS (
     -- Joined by primary key (not IN): a plan that stays cheap even before statistics exist.
     SELECT d.id

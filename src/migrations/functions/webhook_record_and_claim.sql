@@ -30,6 +30,15 @@ DECLARE
   v_recorded integer;
 BEGIN
   IF cardinality(p_ids) > 0 THEN
+    -- The bot rows whose health changes, locked in id order first: a worker runs two recording
+    -- calls at once, and two calls (or two instances) updating the same bots in different orders
+    -- would deadlock. A healthy bot whose attempts all succeeded is neither locked nor written.
+    PERFORM 1
+       FROM bots b JOIN unnest(p_health_bots, p_health_reset, p_health_failures) AS h(bot_id, reset, failures)
+            ON b.id = h.bot_id
+      WHERE NOT (h.reset AND h.failures = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
+      ORDER BY b.id
+        FOR UPDATE OF b;
     WITH v AS (
       SELECT * FROM unnest(p_ids, p_tokens, p_ok, p_status, p_excerpt, p_error, p_duration, p_via)
              AS v(id, token, ok, response_status, excerpt, error, duration_ms, via)
