@@ -352,10 +352,16 @@ export class TunnelClient {
  * One request to the local receiver, as undici's dispatch handler (no stream objects, promises or
  * closures per request: a busy tunnel relays thousands a second). The response body is bounded
  * by MAX_BODY_BYTES; the response's header fields stay the bytes undici read.
+ *
+ * It implements the handler interface undici's own requests use (onConnect, onHeaders, onData,
+ * onComplete, onError) rather than the controller one (onRequestStart, onResponseStart, …): undici
+ * wraps a controller-style handler in an adapter and a controller object per request and parses the
+ * response's header fields, and its trailers, into an object for it, which the tunnel never reads
+ * (it forwards the raw fields).
  */
 class LocalCall implements Dispatcher.DispatchHandler {
   readonly started = performance.now();
-  private controller: Dispatcher.DispatchController | undefined;
+  private abortRequest: ((error?: Error) => void) | undefined;
   private aborted = false;
   private settled = false;
   private status = 0;
@@ -375,29 +381,32 @@ class LocalCall implements Dispatcher.DispatchHandler {
   /** Aborts the local request (the relay cancelled it, or the connection went away). */
   abort(): void {
     this.aborted = true;
-    this.controller?.abort(new Error('aborted'));
+    this.abortRequest?.(new Error('aborted'));
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.aborted) controller.abort(new Error('aborted'));
+  onConnect(abort: (error?: Error) => void): void {
+    this.abortRequest = abort;
+    if (this.aborted) abort(new Error('aborted'));
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number): void {
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
     this.status = statusCode;
-    this.rawHeaders = (controller.rawHeaders as RawHeaders | undefined) ?? [];
+    this.rawHeaders = rawHeaders ?? [];
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
     this.size += chunk.length;
     if (this.size > MAX_BODY_BYTES) {
-      controller.abort(new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`));
-      return;
+      // Fails the request (onError) and destroys its connection: nothing more is read.
+      this.abortRequest?.(new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`));
+      return true;
     }
     this.chunks.push(chunk);
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     if (this.settled) return;
     this.settled = true;
     const chunks = this.chunks;
@@ -407,7 +416,7 @@ class LocalCall implements Dispatcher.DispatchHandler {
     this.client.answered(this, { status: this.status, rawHeaders: this.rawHeaders, body });
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onError(error: Error): void {
     if (this.settled) return;
     this.settled = true;
     this.client.answered(this, error);

@@ -1,7 +1,7 @@
-import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Agent } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import type { RelayedRequest, RelayedResponse } from '../platform/context.ts';
 import type { Db } from '../platform/db/port.ts';
 import { present } from '../platform/present.ts';
@@ -10,9 +10,16 @@ import {
   CLOSE_SERVICE_RESTART,
   forwardableHeaders,
   type HeaderPairs,
+  keepForwardable,
   MAX_BODY_BYTES,
 } from './protocol.ts';
-import { type RawRelayedResponse, type RelayClusterHooks, TunnelError, type TunnelRelay } from './relay.ts';
+import {
+  type RawRelayedResponse,
+  type RelayClusterHooks,
+  type RelayWaiter,
+  TunnelError,
+  type TunnelRelay,
+} from './relay.ts';
 
 // Tunnels shared by every instance (PostgreSQL). A bot's tunnel WebSocket lives on the instance it
 // reached; that instance holds a lease on the hostname (table tunnel_leases: its instance id, its
@@ -84,7 +91,20 @@ export function clusterKey(secretKey: string): Buffer {
   );
 }
 
-const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
+// One-shot (no Hash object per call): each forwarded request hashes its body on both instances.
+const sha256 = (data: Buffer | string) => hash('sha256', data, 'hex');
+
+/**
+ * A nonce for each signed request: unique, not secret (the HMAC protects the request; the holder
+ * refuses a nonce it saw within the window). A random prefix per process and a counter, 32 hex
+ * digits like 16 random bytes, without a call into the random generator per request.
+ */
+const noncePrefix = randomBytes(8).toString('hex');
+let nonceCounter = 0;
+export function nextNonce(): string {
+  nonceCounter = nonceCounter >= Number.MAX_SAFE_INTEGER ? 1 : nonceCounter + 1;
+  return noncePrefix + nonceCounter.toString(16).padStart(16, '0');
+}
 
 /**
  * The signature of a request to INTERNAL_PATH: `v1,t=<ms>,n=<nonce>,i=<target instance>,s=<hex>`,
@@ -96,7 +116,7 @@ export function signRequest(
   target: string,
   body: Buffer,
   at = Date.now(),
-  nonce = randomBytes(16).toString('hex'),
+  nonce = nextNonce(),
 ): string {
   const mac = createHmac('sha256', key)
     .update(`req\n${at}\n${nonce}\n${target}\nPOST\n${INTERNAL_PATH}\n${sha256(body)}`)
@@ -154,7 +174,7 @@ export class TunnelCluster implements RelayClusterHooks {
   private readonly nonces = new Map<string, number>();
   private readonly pending = new Set<Promise<unknown>>();
   // undici is loaded with the first hand-over (never on the embedded database, which has no cluster).
-  private undici: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
+  private undici: Promise<Agent> | undefined;
   private readonly renewTimer: NodeJS.Timeout;
   private unlisten: (() => Promise<void>) | undefined;
   private lastRenewed = Date.now();
@@ -378,34 +398,36 @@ export class TunnelCluster implements RelayClusterHooks {
   }
 
   private async call(holder: Holder, body: Buffer, timeoutMs: number): Promise<RawRelayedResponse> {
-    const signature = signRequest(this.key, holder.instanceId, body);
-    const nonce = present(/,n=([0-9a-f]+),/.exec(signature)?.[1], 'the nonce of a signature just made');
-    let status: number;
-    let answer: Buffer;
-    let answerSignature: string | undefined;
-    try {
-      this.undici ??= import('undici').then((undici) => ({
-        agent: new undici.Agent({ keepAliveTimeout: 30_000, connections: 64 }),
-        request: undici.request,
-      }));
-      const { agent, request } = await this.undici;
-      const res = await request(`${holder.url}${INTERNAL_PATH}`, {
-        method: 'POST',
-        dispatcher: agent,
-        headers: { 'content-type': 'application/octet-stream', [SIGNATURE_HEADER]: signature },
-        body,
-        headersTimeout: timeoutMs + 5_000,
-        bodyTimeout: timeoutMs + 5_000,
-      });
-      status = res.statusCode;
-      const header = res.headers[SIGNATURE_HEADER];
-      answerSignature = typeof header === 'string' ? header : undefined;
-      answer = Buffer.from(await res.body.arrayBuffer());
-    } catch (error) {
-      const code = (error as { code?: string }).code;
+    const nonce = nextNonce();
+    const signature = signRequest(this.key, holder.instanceId, body, Date.now(), nonce);
+    this.undici ??= import('undici').then(
+      (undici) => new undici.Agent({ keepAliveTimeout: 30_000, connections: 64 }),
+    );
+    const agent = await this.undici;
+    // undici's dispatch API with a handler object: no response stream, body mixin or promise per
+    // chunk (a request through a non-holder costs this instance an HTTP client hop on top of its
+    // HTTP server one).
+    const answered = await new Promise<HolderAnswer | Error>((resolve) => {
+      agent.dispatch(
+        {
+          origin: holder.url,
+          path: INTERNAL_PATH,
+          method: 'POST',
+          headers: ['content-type', 'application/octet-stream', SIGNATURE_HEADER, signature],
+          body,
+          headersTimeout: timeoutMs + 5_000,
+          bodyTimeout: timeoutMs + 5_000,
+        },
+        new HolderCall(resolve),
+      );
+    });
+    if (answered instanceof Error) {
+      if (answered instanceof TunnelError) throw answered;
+      const code = (answered as { code?: string }).code;
       if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH') throw new Unreached();
       throw new TunnelError('tunnel_upstream_error', 'The instance holding the tunnel did not answer.');
     }
+    const { status, signature: answerSignature, body: answer } = answered;
     if (
       status !== 200 ||
       !answerSignature ||
@@ -427,7 +449,14 @@ export class TunnelCluster implements RelayClusterHooks {
       if (meta.error === 'not_holder') throw new Unreached();
       throw new TunnelError(meta.error, String(meta.message).slice(0, 300));
     }
-    return { status: meta.status, headers: forwardableHeaders(meta.headers), body: Buffer.from(parsed.body) };
+    if (!isPairs(meta.headers) || !Number.isInteger(meta.status)) {
+      throw new TunnelError(
+        'tunnel_upstream_error',
+        'The instance holding the tunnel sent an invalid answer.',
+      );
+    }
+    // The body is a view of the answer, which nothing else holds.
+    return { status: meta.status, headers: forwardableHeaders(meta.headers), body: parsed.body };
   }
 
   // ---- the holder -------------------------------------------------------------------------------
@@ -506,20 +535,20 @@ export class TunnelCluster implements RelayClusterHooks {
       const refused = relay.refusal(hostname, meta.method, meta.path);
       if (refused) return answer({ error: refused.code, message: refused.message });
     }
-    try {
-      const response = await relay.send({
+    // Through this instance's socket without a promise per request: the waiter writes the answer.
+    const refused = relay.dispatch(
+      {
         hostname,
         method: meta.method,
         path: meta.path,
-        headers: forwardableHeaders(meta.headers),
-        body: Buffer.from(parsed.body),
+        fields: keepForwardable(meta.headers.flat()),
+        // A view of the request body read above, which nothing else holds.
+        body: parsed.body,
         timeoutMs: Math.max(1, Math.min(meta.timeout_ms, 120_000)),
-      });
-      answer({ status: response.status, headers: response.headers }, response.body);
-    } catch (error) {
-      if (!(error instanceof TunnelError)) throw error;
-      answer({ error: error.code, message: error.message });
-    }
+      },
+      new AnswerWaiter(answer, res, this.options.logger),
+    );
+    if (refused) answer({ error: refused.code, message: refused.message });
   }
 
   /** False when the nonce was seen within the window (a replay). */
@@ -548,7 +577,114 @@ export class TunnelCluster implements RelayClusterHooks {
     await Promise.all([...this.pending]);
     this.closed = true;
     await this.unlisten?.();
-    await (await this.undici)?.agent.close();
+    await (await this.undici)?.close();
+  }
+}
+
+/** The holder's side of a forwarded request: writes the tunnel's answer (or failure) as the signed answer. */
+class AnswerWaiter implements RelayWaiter {
+  constructor(
+    private readonly write: (out: AnswerMeta, body?: Buffer) => void,
+    private readonly res: ServerResponse,
+    private readonly logger: FastifyBaseLogger,
+  ) {}
+
+  answer(status: number, fields: string[], body: Buffer): void {
+    const headers: HeaderPairs = [];
+    for (let i = 0; i + 1 < fields.length; i += 2)
+      headers.push([fields[i] as string, fields[i + 1] as string]);
+    this.send({ status, headers }, body);
+  }
+
+  fail(error: TunnelError): void {
+    this.send({ error: error.code, message: error.message });
+  }
+
+  private send(out: AnswerMeta, body?: Buffer): void {
+    try {
+      this.write(out, body);
+    } catch (error) {
+      // Called from the tunnel's message handler: a failed write ends this answer only.
+      this.logger.error({ err: error }, 'tunnel relay failed');
+      this.res.destroy();
+    }
+  }
+}
+
+interface HolderAnswer {
+  status: number;
+  /** The answer's signature header (undefined when absent or repeated). */
+  signature: string | undefined;
+  body: Buffer;
+}
+
+/** The most a holder's answer can be: a framed response (meta and body within their bounds). */
+const MAX_ANSWER_BYTES = 4 + MAX_META_BYTES + MAX_BODY_BYTES;
+const SIGNATURE_HEADER_BYTES = Buffer.from(SIGNATURE_HEADER, 'latin1');
+
+/**
+ * The holder's answer to one forwarded request, as undici's dispatch handler (its own handler
+ * interface: no adapter, no parsed header object): status, signature header and body, which is
+ * bounded (an answer over MAX_ANSWER_BYTES fails the request and closes its connection).
+ */
+class HolderCall implements Dispatcher.DispatchHandler {
+  private abortRequest: ((error?: Error) => void) | undefined;
+  private status = 0;
+  private signature: string | undefined;
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private settled = false;
+
+  constructor(private readonly done: (answer: HolderAnswer | Error) => void) {}
+
+  onConnect(abort: (error?: Error) => void): void {
+    this.abortRequest = abort;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    this.status = statusCode;
+    let found: string | undefined;
+    let count = 0;
+    for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+      const name = rawHeaders[i] as Buffer;
+      if (name.length !== SIGNATURE_HEADER_BYTES.length) continue;
+      if (name.toString('latin1').toLowerCase() !== SIGNATURE_HEADER) continue;
+      count++;
+      found = (rawHeaders[i + 1] as Buffer).toString('latin1');
+    }
+    this.signature = count === 1 ? found : undefined;
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.size += chunk.length;
+    if (this.size > MAX_ANSWER_BYTES) {
+      this.abortRequest?.(
+        new TunnelError(
+          'tunnel_upstream_error',
+          'The instance holding the tunnel sent an answer over the limit.',
+        ),
+      );
+      return true;
+    }
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    if (this.settled) return;
+    this.settled = true;
+    const chunks = this.chunks;
+    this.chunks = [];
+    const [first] = chunks;
+    const body = chunks.length === 1 && first ? first : Buffer.concat(chunks);
+    this.done({ status: this.status, signature: this.signature, body });
+  }
+
+  onError(error: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.done(error);
   }
 }
 

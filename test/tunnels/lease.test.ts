@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT_REPLACED } from '../../src/tunnels/client.ts';
 import type { TunnelCluster } from '../../src/tunnels/cluster.ts';
@@ -124,5 +126,91 @@ describe.runIf(isPostgres)('tunnel leases between two instances', () => {
     }
     await until(async () => (await lease(bot.hostname)) === undefined);
     await expect(relay(b).forward(request)).rejects.toMatchObject({ code: 'tunnel_not_connected' });
+  });
+
+  it("the holder's failures reach the caller through the other instance as they would directly (local service down: 502 with the cause)", async () => {
+    const bot = await registerTunnelBot(a, 9);
+    const { client } = startClient({ server: `http://127.0.0.1:${portA}`, token: bot.tunnel_token, port: 9 });
+    try {
+      await client.waitConnected();
+      await until(async () => (await lease(bot.hostname)) !== undefined);
+      for (const port of [portB, portA]) {
+        const res = await hostRequest(port, bot.hostname, { method: 'POST', path: '/x', body: 'hi' });
+        expect(res.status).toBe(502);
+        const body = JSON.parse(res.body.toString());
+        expect(body).toMatchObject({ error: 'tunnel_upstream_error' });
+        expect(body.message).toContain('ECONNREFUSED');
+      }
+    } finally {
+      await client.stop();
+    }
+  });
+
+  it('an address in a lease that is no holder of ours is not trusted: unsigned and forged answers are refused, an answer over the bound is cut off', async () => {
+    const bot = await registerTunnelBot(b, receiver.port);
+    let mode: 'unsigned' | 'forged' | 'huge' = 'unsigned';
+    const signatures: string[] = [];
+    let hugeWritten = 0;
+    let hugeClosed: () => void = () => {};
+    const closed = new Promise<void>((resolve) => (hugeClosed = resolve));
+    const fake: Server = createServer((req, res) => {
+      signatures.push(String(req.headers['x-botpay-cluster']));
+      req.resume();
+      req.on('end', () => {
+        if (mode === 'huge') {
+          // A valid-looking answer that never ends: 64 KiB at a time while the caller reads.
+          res.writeHead(200, {
+            'x-botpay-cluster': 'a'.repeat(64),
+            'content-type': 'application/octet-stream',
+          });
+          const chunk = Buffer.alloc(64 * 1024, 120);
+          const more = () => {
+            while (!res.destroyed && hugeWritten < 16 * 1024 * 1024) {
+              hugeWritten += chunk.length;
+              if (!res.write(chunk)) return void res.once('drain', more);
+            }
+            res.end();
+          };
+          res.on('close', () => hugeClosed());
+          more();
+          return;
+        }
+        const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+        if (mode === 'forged') headers['x-botpay-cluster'] = 'b'.repeat(64);
+        res.writeHead(200, headers);
+        res.end('\u0000\u0000\u0000\u000f{"status":200}forged');
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      await database.db.query(
+        `INSERT INTO tunnel_leases (hostname, bot_id, instance_id, internal_url, epoch, expires_at)
+         VALUES ($1, $2, 'elsewhere', $3, nextval('tunnel_lease_epochs'), now() + interval '1 minute')`,
+        [bot.hostname, bot.bot_id, `http://127.0.0.1:${(fake.address() as AddressInfo).port}`],
+      );
+      const via = async () => hostRequest(portB, bot.hostname, { method: 'POST', path: '/x', body: 'hi' });
+      for (const m of ['unsigned', 'forged'] as const) {
+        mode = m;
+        const res = await via();
+        expect(res.status, m).toBe(502);
+        // Not delivered: looked up again once, then nobody holds it.
+        expect(JSON.parse(res.body.toString())).toMatchObject({ error: 'tunnel_not_connected' });
+      }
+      mode = 'huge';
+      const res = await via();
+      expect(res.status).toBe(502);
+      expect(JSON.parse(res.body.toString())).toMatchObject({ error: 'tunnel_upstream_error' });
+      await closed;
+      // Cut off near the bound (1 MB + 128 KiB of meta), not read to the end.
+      expect(hugeWritten).toBeLessThan(8 * 1024 * 1024);
+      // Every signed request had a nonce of its own.
+      const nonces = signatures.map((sig) => /,n=([0-9a-f]{32}),/.exec(sig)?.[1]);
+      expect(nonces.every(Boolean)).toBe(true);
+      expect(new Set(nonces).size).toBe(signatures.length);
+      expect(signatures.length).toBeGreaterThanOrEqual(5);
+    } finally {
+      fake.closeAllConnections();
+      await new Promise((resolve) => fake.close(resolve));
+    }
   });
 });

@@ -614,6 +614,47 @@ describe('the tunnel client against a relay it does not trust', () => {
     expect(frames.filter((f) => f.header.type === 'response')).toHaveLength(limit);
   });
 
+  it("aborts the local request when the relay cancels it (before or after it reached the receiver), answering with an error frame, not the receiver's late answer", async () => {
+    const { ws, frames } = await fakeRelay(binaryCodec, { maxInFlight: 8 });
+    const client = clients.at(-1)!;
+    const inflight = (client as unknown as { inflight: { size: number } }).inflight;
+    const request = (id: number) =>
+      encodeBinaryFrame({
+        type: 'request',
+        id,
+        method: 'POST',
+        path: '/slow',
+        headers: [],
+        timeout_ms: 5_000,
+      });
+    const started = Date.now();
+    // Id 1 is cancelled once the receiver has it; id 2 in the same message batch as its request
+    // (before the local connection is set up); id 3 is answered.
+    ws.send(request(1));
+    await until(() => receiver.received.some((r) => r.url === '/slow'));
+    ws.send(encodeBinaryFrame({ type: 'cancel', id: 1 }));
+    ws.send(request(2));
+    ws.send(encodeBinaryFrame({ type: 'cancel', id: 2 }));
+    ws.send(
+      encodeBinaryFrame(
+        { type: 'request', id: 3, method: 'POST', path: '/fast', headers: [], timeout_ms: 5_000 },
+        Buffer.from('still here'),
+      ),
+    );
+    await until(() => frames.length >= 3);
+    // Well before the receiver's 2 s answer to /slow.
+    expect(Date.now() - started).toBeLessThan(1_500);
+    const byId = new Map(frames.map((f) => [(f.header as { id: number }).id, f]));
+    expect(byId.get(1)?.header).toMatchObject({ type: 'error', message: expect.stringContaining('aborted') });
+    expect(byId.get(2)?.header).toMatchObject({ type: 'error' });
+    expect(byId.get(3)?.header).toMatchObject({ type: 'response', status: 200 });
+    expect(byId.get(3)?.body.toString()).toBe('still here');
+    expect(inflight.size).toBe(0);
+    // No late answer follows for the cancelled ones.
+    await new Promise((r) => setTimeout(r, 2_300));
+    expect(frames).toHaveLength(3);
+  });
+
   it('stops reading requests while the relay does not read its answers (bounded queue)', async () => {
     const bound = 1024 * 1024;
     const { ws } = await fakeRelay(binaryCodec, { maxQueuedBytes: bound });
