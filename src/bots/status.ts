@@ -1,3 +1,4 @@
+import { spentInWindowSql } from '../checkout/counters.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { notFound } from '../platform/errors.ts';
@@ -38,8 +39,7 @@ const STATE_SQL = `
 SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
        w.status AS wallet_status, w.available_cents - w.decoy_spent_cents - w.decoy_held_cents AS visible_cents,
        o.master_per_transaction_cents, o.master_daily_cents, o.master_monthly_cents,
-       coalesce((SELECT spent_cents FROM spend_counters
-                  WHERE scope = 'bot:' || b.id AND window_kind = 'month' AND window_start = $2), 0) AS bot_month_spent,
+       coalesce(${spentInWindowSql('month', "'bot:' || b.id", '$2')}, 0) AS bot_month_spent,
        (SELECT json_agg(json_build_object('rail_key', r.rail_key, 'status', r.status, 'address', r.address)
                         ORDER BY r.rail_key)
           FROM rails r WHERE r.bot_id = b.id) AS rails,

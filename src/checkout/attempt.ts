@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/db/port.ts';
+import { prepared, type Queryable } from '../platform/db/port.ts';
 import { namedCall } from '../platform/db/named.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
@@ -135,12 +135,12 @@ export type AttemptResult =
   | { ok: false; refusal: AttemptRefusal }
   | { ok: 'replay'; replay: AttemptReplay };
 
+/** Prepared once per connection (the named parameters cost a parse and a plan at every call). */
+const ATTEMPT_SQL = prepared(`SELECT ${attemptCall.sql} AS r`);
+
 /** Runs the chain in the caller's transaction. On a refusal the caller must roll back. */
 export async function checkoutAttempt(tx: Queryable, params: AttemptParams): Promise<AttemptResult> {
-  const rows = await tx.query<{ r: Record<string, unknown> }>(
-    `SELECT ${attemptCall.sql} AS r`,
-    attemptCall.params(params),
-  );
+  const rows = await tx.query<{ r: Record<string, unknown> }>(ATTEMPT_SQL, attemptCall.params(params));
   const r = rows[0]?.r;
   if (!r) throw new Error('checkout_attempt returned no row');
   return parseAttempt(r);

@@ -1,9 +1,10 @@
 import type { Queryable } from '../platform/db/port.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
-// Spending windows kept as counters (spend_counters). A checkout adds to them in
-// checkout_attempt (src/migrations/functions/) with conditional upserts (checkout_add_counter), in the global lock order card →
-// profile → owner → bot; a released hold (deny, expiry) subtracts here in the same order.
+// Spending windows kept as counters: one spend_windows row per scope, its day, ISO week and month
+// side by side (migration 0026). A checkout adds to them in checkout_attempt
+// (src/migrations/functions/) with one conditional upsert per scope (spend_add), in the global lock
+// order card → profile → owner → bot; a released hold (deny, expiry) subtracts here in the same order.
 
 export type LimitName =
   | 'card_daily'
@@ -19,19 +20,40 @@ export interface CounterSpec {
   kind: WindowKind;
 }
 
-/** Gives back a released hold: subtracts from the counters of the windows the hold was taken in. */
+/**
+ * Gives back a released hold: subtracts from the windows the hold was taken in, where they are
+ * still the scope's current ones (a window that has rolled over since is no longer read). One
+ * statement per scope, in the order given (consecutive specs of one scope share it), so the lock
+ * order stays the one checkout_attempt takes.
+ */
 export async function subtractFromCounters(
   tx: Queryable,
   specs: readonly Pick<CounterSpec, 'scope' | 'kind'>[],
   amountCents: number,
   heldAt: number,
 ): Promise<void> {
-  // One row at a time, in the order checkout_attempt adds them, so the lock order stays global.
+  const scopes: Array<{ scope: string; kinds: Set<WindowKind> }> = [];
   for (const spec of specs) {
+    const last = scopes[scopes.length - 1];
+    if (last && last.scope === spec.scope) last.kinds.add(spec.kind);
+    else scopes.push({ scope: spec.scope, kinds: new Set([spec.kind]) });
+  }
+  const start = (kinds: Set<WindowKind>, kind: WindowKind) =>
+    kinds.has(kind) ? windowStart(kind, heldAt) : null;
+  for (const { scope, kinds } of scopes) {
     await tx.query(
-      `UPDATE spend_counters SET spent_cents = greatest(spent_cents - $4::bigint, 0)
-        WHERE scope = $1 AND window_kind = $2 AND window_start = $3`,
-      [spec.scope, spec.kind, windowStart(spec.kind, heldAt), amountCents],
+      `UPDATE spend_windows SET
+         day_cents = CASE WHEN day_start = $2 THEN greatest(day_cents - $5::bigint, 0) ELSE day_cents END,
+         week_cents = CASE WHEN week_start = $3 THEN greatest(week_cents - $5::bigint, 0) ELSE week_cents END,
+         month_cents = CASE WHEN month_start = $4 THEN greatest(month_cents - $5::bigint, 0) ELSE month_cents END
+        WHERE scope = $1`,
+      [scope, start(kinds, 'day'), start(kinds, 'week'), start(kinds, 'month'), amountCents],
     );
   }
+}
+
+/** What a scope has spent in the current window of one kind (0 when the window has rolled over). */
+export function spentInWindowSql(kind: WindowKind, scopeExpr: string, startParam: string): string {
+  return `(SELECT CASE WHEN ${kind}_start = ${startParam} THEN ${kind}_cents ELSE 0 END
+             FROM spend_windows WHERE scope = ${scopeExpr})`;
 }

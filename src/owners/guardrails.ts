@@ -1,3 +1,4 @@
+import { spentInWindowSql } from '../checkout/counters.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { one } from '../platform/db/port.ts';
@@ -23,8 +24,8 @@ export async function getMasterGuardrails(q: Queryable, ownerId: string, now: nu
   }>(
     q,
     `SELECT master_per_transaction_cents, master_daily_cents, master_monthly_cents,
-       coalesce((SELECT spent_cents FROM spend_counters WHERE scope = 'owner:' || o.id AND window_kind = 'day' AND window_start = $2), 0) AS day_spent,
-       coalesce((SELECT spent_cents FROM spend_counters WHERE scope = 'owner:' || o.id AND window_kind = 'month' AND window_start = $3), 0) AS month_spent
+       coalesce(${spentInWindowSql('day', "'owner:' || o.id", '$2')}, 0) AS day_spent,
+       coalesce(${spentInWindowSql('month', "'owner:' || o.id", '$3')}, 0) AS month_spent
      FROM owners o WHERE id = $1`,
     [ownerId, windowStart('day', now), windowStart('month', now)],
   );

@@ -15,7 +15,7 @@ import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
-import { iso, type WindowKind, windowStart } from '../platform/time.ts';
+import { iso, windowStart } from '../platform/time.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { chooseRequirement, domainMatches, PAYMENT_HEADER, resourceDomain } from './requirements.ts';
 import type { PaymentPoll } from './schemas.ts';
@@ -152,22 +152,32 @@ function railLimitError(
   );
 }
 
+/**
+ * Adds a payment to one scope's day and month windows (spend_add's conditional upsert, one row per
+ * scope): null when added, otherwise the first window whose limit it would pass and what is spent
+ * in it. A null limit counts without limiting; a null window is not counted.
+ */
 async function addCounter(
   tx: Queryable,
   scope: string,
-  kind: WindowKind,
   now: number,
   amount: number,
-  limit: number | null,
-): Promise<number> {
-  const rows = await tx.query<{ spent: number }>('SELECT checkout_add_counter($1, $2, $3, $4, $5) AS spent', [
-    scope,
-    kind,
-    windowStart(kind, now),
-    amount,
-    limit,
-  ]);
-  return Number(present(rows[0], 'the counter row').spent);
+  day: { limit: number | null } | null,
+  month: { limit: number | null },
+): Promise<{ refused: 'day' | 'month'; spent: number } | null> {
+  const rows = await tx.query<{ refused: 'day' | 'month' | null; spent: string | number | null }>(
+    'SELECT refused, spent FROM spend_add($1, $2, $3, $4, NULL, NULL, $5, $6)',
+    [
+      scope,
+      amount,
+      day ? windowStart('day', now) : null,
+      day?.limit ?? null,
+      windowStart('month', now),
+      month.limit,
+    ],
+  );
+  const r = present(rows[0], 'the counter row');
+  return r.refused === null ? null : { refused: r.refused, spent: Number(r.spent) };
 }
 
 /** The counters an x402 payment counts in, in lock order (released on deny / expiry). */
@@ -240,21 +250,26 @@ async function runChain(
   const amount = chosen.amountCents;
   if (amount > wallet.per_transaction_cents)
     throw railLimitError('per_transaction', wallet.per_transaction_cents, 0);
-  let spent = await addCounter(tx, `x402:${botId}`, 'day', now, amount, wallet.daily_cents);
-  if (spent >= 0) throw railLimitError('daily', wallet.daily_cents, spent);
-  spent = await addCounter(tx, `x402:${botId}`, 'month', now, amount, wallet.monthly_cents);
-  if (spent >= 0) throw railLimitError('monthly', wallet.monthly_cents, spent);
+  const rail = await addCounter(
+    tx,
+    `x402:${botId}`,
+    now,
+    amount,
+    { limit: wallet.daily_cents },
+    { limit: wallet.monthly_cents },
+  );
+  if (rail?.refused === 'day') throw railLimitError('daily', wallet.daily_cents, rail.spent);
+  if (rail) throw railLimitError('monthly', wallet.monthly_cents, rail.spent);
 
   // 4. Master guardrails: the owner's budget across all bots and both rails.
   const mTx = Number(st.m_tx);
   const mDay = Number(st.m_day);
   const mMonth = Number(st.m_month);
   if (amount > mTx) throw perTransactionError('master_budget_exceeded', mTx);
-  spent = await addCounter(tx, `owner:${ownerId}`, 'day', now, amount, mDay);
-  if (spent >= 0) throw limitError('master_daily', mDay, spent);
-  spent = await addCounter(tx, `owner:${ownerId}`, 'month', now, amount, mMonth);
-  if (spent >= 0) throw limitError('master_monthly', mMonth, spent);
-  await addCounter(tx, `bot:${botId}`, 'month', now, amount, null);
+  const master = await addCounter(tx, `owner:${ownerId}`, now, amount, { limit: mDay }, { limit: mMonth });
+  if (master?.refused === 'day') throw limitError('master_daily', mDay, master.spent);
+  if (master) throw limitError('master_monthly', mMonth, master.spent);
+  await addCounter(tx, `bot:${botId}`, now, amount, null, { limit: null });
 
   // 5. Funds, from the ledger's view of the wallet (row locked last).
   const locked = present(await loadWallet(tx, botId, true), 'the partner wallet row');

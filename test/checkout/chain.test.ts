@@ -92,8 +92,11 @@ describe('checkout: the guardrail chain', () => {
     // Exactly the windows a limit or a figure reads: card day and month, the profile's allowance
     // window, the owner's day and month, the bot's month (its day was counted and read nowhere).
     const windows = await svc.ctx.db.query<{ w: string }>(
-      `SELECT scope || ' ' || window_kind AS w FROM spend_counters
-        WHERE scope LIKE '%' || $1 || '%' OR scope LIKE '%' || $2 || '%' OR scope LIKE '%' || $3 || '%'
+      `SELECT s.scope || ' ' || k.kind AS w
+         FROM spend_windows s
+         CROSS JOIN LATERAL (VALUES ('day', s.day_start), ('week', s.week_start), ('month', s.month_start)) k(kind, start)
+        WHERE k.start IS NOT NULL
+          AND (s.scope LIKE '%' || $1 || '%' OR s.scope LIKE '%' || $2 || '%' OR s.scope LIKE '%' || $3 || '%')
         ORDER BY 1`,
       [card.card_id, owner.id, bot.bot_id],
     );
@@ -364,6 +367,83 @@ describe('checkout: the guardrail chain', () => {
       window: 'month',
       remaining_usd: 0,
     });
+  });
+
+  it('a scope keeps its day and month in one row: a new day counts from zero, the month goes on, a new month too', async () => {
+    const o = await createOwner(svc);
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: o.auth,
+      payload: { per_transaction_cents: 1000, daily_budget_cents: 300, monthly_budget_cents: 500 },
+    });
+    const wide = { ...AUTO, per_transaction_cents: 1000, daily_cents: 100_000, monthly_cents: 100_000 };
+    const realBot = await activeBot(svc, o, { fundCents: 10_000 });
+    const real = await setupCard(svc, o, realBot.bot_id, wide);
+    await putProfile(svc, o, realBot.bot_id, real.card_id, real.real_profile_index, {
+      allowance_cents: 100_000,
+    });
+    // Owner limits on the real profile; card limits on a decoy profile of a bot of the shared owner
+    // (generous master budgets: a decoy is checked against them in its own world).
+    const decoyBot = await activeBot(svc, owner, { fundCents: 10_000 });
+    const decoy = await setupCard(svc, owner, decoyBot.bot_id, {
+      ...wide,
+      daily_cents: 300,
+      monthly_cents: 500,
+    });
+    await putProfile(svc, owner, decoyBot.bot_id, decoy.card_id, decoy.decoyIndex, {
+      allowance_cents: 100_000,
+    });
+    const buy = (bot: typeof realBot, index: number) => checkout(svc, bot, purchase(index, 200));
+    const both = async () => [
+      await buy(realBot, real.real_profile_index),
+      await buy(decoyBot, decoy.decoyIndex),
+    ];
+    const spending = async () => {
+      const g = await svc.app.inject({ url: '/api/v1/owner/guardrails', headers: o.auth });
+      const st = await svc.app.inject({ url: '/api/v1/bot/status', headers: realBot.auth });
+      return {
+        day: g.json().daily_spent_usd,
+        month: g.json().monthly_spent_usd,
+        bot: st.json().rails.card_wallet.spending_limits.monthly_spent_usd,
+      };
+    };
+    const t = new Date(svc.clock.now());
+    const day2 = Date.UTC(t.getUTCFullYear(), t.getUTCMonth() + 1, 2, 12);
+    svc.clock.set(day2);
+    for (const r of await both()) expect(r.json()).toMatchObject({ approved: true });
+    const [masterDaily, cardDaily] = await both();
+    expect(masterDaily!.json()).toMatchObject({
+      error: 'master_budget_exceeded',
+      limit: 'daily',
+      remaining_usd: 1,
+    });
+    expect(cardDaily!.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'daily',
+      remaining_usd: 1,
+    });
+    svc.clock.set(day2 + 86_400_000);
+    for (const r of await both()) expect(r.json()).toMatchObject({ approved: true });
+    expect(await spending()).toEqual({ day: 2, month: 4, bot: 4 });
+    expect(await counter(svc, `card:${decoy.card_id}:p${decoy.decoyIndex}`, 'day')).toBe(200);
+    expect(await counter(svc, `card:${decoy.card_id}:p${decoy.decoyIndex}`, 'month')).toBe(400);
+    svc.clock.set(day2 + 2 * 86_400_000);
+    const [masterMonthly, cardMonthly] = await both();
+    expect(masterMonthly!.json()).toMatchObject({
+      error: 'master_budget_exceeded',
+      limit: 'monthly',
+      remaining_usd: 1,
+    });
+    expect(cardMonthly!.json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'monthly',
+      remaining_usd: 1,
+    });
+    expect(await spending()).toEqual({ day: 0, month: 4, bot: 4 });
+    svc.clock.set(Date.UTC(t.getUTCFullYear(), t.getUTCMonth() + 2, 1));
+    for (const r of await both()) expect(r.json()).toMatchObject({ approved: true });
+    expect(await spending()).toEqual({ day: 2, month: 2, bot: 2 });
   });
 
   it('403 master_budget_exceeded alike on every profile: a decoy is checked as if it were the real one', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkoutAttempt } from '../../src/checkout/attempt.ts';
 import { processDueConfirmations } from '../../src/checkout/decisions.ts';
 import { newId } from '../../src/platform/ids.ts';
-import { windowStart } from '../../src/platform/time.ts';
 import { isPostgres } from '../support/db.ts';
 import {
   activeBot,
@@ -261,13 +261,14 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
   });
   it.each([
-    ['a $30 card daily budget', { daily_cents: 3000 }, 5000, 30, 'limit:card_daily'],
+    ['a $30 card daily budget', { daily_cents: 3000 }, 5000, 30, 'window_limit:card_daily'],
     ['a $50 wallet', {}, 5000, 50, 'insufficient_funds:'],
   ] as const)(
     'the chain alone (without the per-bot rate-limit lock) never passes %s: 150 parallel transactions',
     async (_name, cardPatch, fund, approved, refusal) => {
-      // The rate limiter's per-bot advisory lock serialises one bot's checkouts; this calls the
-      // chain directly so that the conditional counter upserts and the wallet CHECK carry it alone.
+      // The bot's rate-limit row lock (taken first in checkout_attempt) serialises one bot's
+      // checkouts; here every call has a rate-limit key of its own, so that the conditional counter
+      // upserts and the wallet CHECK carry it alone.
       const owner = await generousOwner();
       const bot = await activeBot(svc, owner, { fundCents: fund });
       const card = await setupCard(svc, owner, bot.bot_id, { ...HIGH, ...cardPatch });
@@ -275,36 +276,36 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
         allowance_cents: 1_000_000,
       });
       const now = svc.clock.now();
+      let n = 0;
       const attempt = () =>
         svc.ctx.db
           .transaction(async (tx) => {
-            const id = newId('chk');
-            const rows = await tx.query<{ r: { ok?: boolean; error?: string; name?: string } }>(
-              `SELECT checkout_attempt($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) AS r`,
-              [
-                bot.bot_id,
-                null,
-                card.real_profile_index,
-                100,
-                null,
-                id,
-                'm',
-                'u',
-                'i',
-                null,
-                new Date(now),
-                windowStart('day', now),
-                windowStart('week', now),
-                windowStart('month', now),
-                900,
-                newId('ltx'),
-                newId('evt'),
-                '{}',
-              ],
+            const r = await checkoutAttempt(tx, {
+              botId: bot.bot_id,
+              cardId: null,
+              profileIndex: card.real_profile_index,
+              amountCents: 100,
+              category: null,
+              confirmationId: newId('chk'),
+              merchantName: 'm',
+              merchantUrl: 'u',
+              itemName: 'i',
+              taskId: null,
+              now,
+              approvalWindowSeconds: 900,
+              ledgerTransactionId: newId('ltx'),
+              eventId: newId('evt'),
+              eventBody: '{}',
+              rateKey: `checkout:${bot.bot_id}:${n++}`,
+              rateLimit: 30,
+              idempotencyKey: null,
+              requestHash: null,
+            });
+            if (r.ok === true) return 'ok';
+            // Refused: roll back, as the service does.
+            throw new Error(
+              r.ok === false ? `${r.refusal.error}:${'name' in r.refusal ? r.refusal.name : ''}` : 'replay',
             );
-            const r = rows[0]!.r;
-            if (!r.ok) throw new Error(`${r.error}:${r.name ?? ''}`);
-            return 'ok';
           })
           .catch((e: Error) => e.message);
       const results = await Promise.all(Array.from({ length: 150 }, attempt));

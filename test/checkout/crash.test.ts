@@ -174,7 +174,7 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
       const ledger = await expectLedgerConsistent(svc, bot.bot_id);
       expect(100_000 - ledger.available_cents).toBe(spent);
       const counter = await db.query<{ s: number }>(
-        `SELECT coalesce(sum(spent_cents), 0)::bigint AS s FROM spend_counters WHERE scope = $1 AND window_kind = 'day'`,
+        `SELECT coalesce(sum(day_cents), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
         [`card:${card.card_id}`],
       );
       expect(Number(counter[0]!.s)).toBe(spent);

@@ -141,10 +141,11 @@ export async function expectLedgerConsistent(svc: TestService, botId: string) {
   return { ...sums, ...w };
 }
 
-export async function counter(svc: TestService, scope: string, kind: string) {
+/** What the scope's newest window of this kind holds (spend_windows, one row per scope). */
+export async function counter(svc: TestService, scope: string, kind: 'day' | 'week' | 'month') {
   const rows = await svc.ctx.db.query<{ spent_cents: number }>(
-    'SELECT coalesce(sum(spent_cents), 0)::bigint AS spent_cents FROM spend_counters WHERE scope = $1 AND window_kind = $2',
-    [scope, kind],
+    `SELECT coalesce(sum(${kind}_cents), 0)::bigint AS spent_cents FROM spend_windows WHERE scope = $1`,
+    [scope],
   );
   return Number(rows[0]?.spent_cents ?? 0);
 }

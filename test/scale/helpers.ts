@@ -259,8 +259,7 @@ export function sleep(ms: number): Promise<void> {
 export async function expectCountersMatchConfirmations(db: Queryable): Promise<void> {
   const rows = await db.query<{ card_id: string; counted: number; committed: number }>(
     `SELECT k.id AS card_id,
-            coalesce((SELECT sum(s.spent_cents) FROM spend_counters s
-                       WHERE s.scope = 'card:' || k.id AND s.window_kind = 'day'), 0)::bigint AS counted,
+            coalesce((SELECT s.day_cents FROM spend_windows s WHERE s.scope = 'card:' || k.id), 0)::bigint AS counted,
             coalesce((SELECT sum(c.amount_cents) FROM checkout_confirmations c
                        WHERE c.card_id = k.id AND c.is_real AND c.status IN ('approved', 'pending')), 0)::bigint AS committed
        FROM cards k`,

@@ -219,7 +219,7 @@ describe.runIf(isPostgres)('three instances on one PostgreSQL', () => {
     }
     for (const b of budgetBots) {
       const [c] = await database.db.query<{ s: number }>(
-        `SELECT coalesce(sum(spent_cents), 0)::bigint AS s FROM spend_counters WHERE scope = $1 AND window_kind = 'day'`,
+        `SELECT coalesce(sum(day_cents), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
         [`card:${b.card_id}`],
       );
       expect(Number(c!.s)).toBe(700);

@@ -61,7 +61,7 @@ describe.runIf(isPostgres)('x402 payments under concurrency (PostgreSQL)', () =>
     const ledger = await ledgerBalances(svc.ctx.db, bot.bot_id);
     expect(ledger).toMatchObject({ x402_available: 9950, x402_authorized: 50, x402_deposits: -10_000 });
     const day = await svc.ctx.db.query<{ spent_cents: string }>(
-      `SELECT spent_cents FROM spend_counters WHERE scope = $1 AND window_kind = 'day' AND window_start = $2`,
+      `SELECT day_cents AS spent_cents FROM spend_windows WHERE scope = $1 AND day_start = $2`,
       [`x402:${bot.bot_id}`, windowStart('day', svc.clock.now())],
     );
     expect(Number(day[0]!.spent_cents)).toBe(50);

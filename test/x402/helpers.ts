@@ -93,7 +93,7 @@ export async function snapshot(svc: TestService, botId: string) {
     await q('SELECT count(*)::int AS n FROM ledger_entries WHERE bot_id = $1'),
     await q('SELECT count(*)::int AS n FROM events WHERE bot_id = $1'),
     await q(
-      `SELECT scope, window_kind, spent_cents FROM spend_counters WHERE scope LIKE '%' || $1 || '%' OR scope LIKE 'owner:%' ORDER BY 1, 2`,
+      `SELECT scope, day_start, day_cents, month_start, month_cents FROM spend_windows WHERE scope LIKE '%' || $1 || '%' OR scope LIKE 'owner:%' ORDER BY 1`,
     ),
   ].join('\n');
 }

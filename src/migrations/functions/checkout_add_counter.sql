@@ -1,23 +1,17 @@
--- One spending counter of a checkout, added with a conditional upsert: under READ COMMITTED the
--- WHERE is re-checked on the newest row version after waiting for its lock, so no interleaving
--- passes a limit. Returns -1 when added, otherwise what is already spent in the window (nothing
--- added). p_limit NULL: counted, never limiting. Used by checkout_attempt and src/x402/service.ts.
+-- Kept for instances of versions before migration 0026 during a rolling deploy (0027): their x402
+-- payments add to one window of a scope through this call. It adds through spend_add, the same
+-- conditional upsert this version uses (table spend_windows), and answers as it used to: -1 when
+-- added, otherwise what is already spent in the window (nothing added). p_limit NULL: counted,
+-- never limiting. Nothing in this version calls it.
 CREATE OR REPLACE FUNCTION checkout_add_counter(p_scope text, p_kind text, p_start timestamptz, p_amount bigint, p_limit bigint)
 RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE added bigint;
+DECLARE
+  r record;
 BEGIN
-  -- Returns -1 when added, otherwise what is already spent in the window.
-  IF p_limit IS NOT NULL AND p_amount > p_limit THEN
-    SELECT coalesce(max(spent_cents), 0) INTO added FROM spend_counters
-      WHERE scope = p_scope AND window_kind = p_kind AND window_start = p_start;
-    RETURN added;
-  END IF;
-  INSERT INTO spend_counters AS c (scope, window_kind, window_start, spent_cents)
-    VALUES (p_scope, p_kind, p_start, p_amount)
-    ON CONFLICT (scope, window_kind, window_start) DO UPDATE SET spent_cents = c.spent_cents + EXCLUDED.spent_cents
-      WHERE p_limit IS NULL OR c.spent_cents + EXCLUDED.spent_cents <= p_limit
-    RETURNING c.spent_cents INTO added;
-  IF FOUND THEN RETURN -1; END IF;
-  SELECT spent_cents INTO added FROM spend_counters WHERE scope = p_scope AND window_kind = p_kind AND window_start = p_start;
-  RETURN added;
+  SELECT * INTO r FROM spend_add(p_scope, p_amount,
+    CASE WHEN p_kind = 'day' THEN p_start END, CASE WHEN p_kind = 'day' THEN p_limit END,
+    CASE WHEN p_kind = 'week' THEN p_start END, CASE WHEN p_kind = 'week' THEN p_limit END,
+    CASE WHEN p_kind = 'month' THEN p_start END, CASE WHEN p_kind = 'month' THEN p_limit END);
+  IF r.refused IS NULL THEN RETURN -1; END IF;
+  RETURN r.spent;
 END $$;

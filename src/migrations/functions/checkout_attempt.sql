@@ -17,7 +17,8 @@
 --
 -- Locks, in the one global order: the key's advisory lock, the bot's rate-limit row, then counter
 -- rows card → profile → owner → bot, then the wallet row.
--- Each counter is added with checkout_add_counter's conditional upsert.
+-- Each scope's windows (spend_windows: day, week and month side by side) are added with spend_add's
+-- conditional upsert: four rows per purchase.
 --
 -- Split knowledge (docs/security.md):
 -- - every profile is checked against the visible balance (available − decoy reserve) and counts in
@@ -46,8 +47,6 @@ DECLARE
   n integer;
   is_real boolean;
   card_scope text;
-  prof_start timestamptz;
-  spent bigint;
   world_day bigint;
   world_month bigint;
   available bigint;
@@ -57,6 +56,7 @@ DECLARE
   d_outcome text;
   prior record;
   retry integer;
+  added record;
 BEGIN
   -- 0. Idempotency key, then the rate limit.
   IF p_idempotency_key IS NOT NULL THEN
@@ -119,17 +119,24 @@ BEGIN
     RETURN jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_cents', card.per_transaction_cents);
   END IF;
   card_scope := CASE WHEN is_real THEN 'card:' || card.id ELSE 'card:' || card.id || ':p' || p_profile_index END;
-  spent := checkout_add_counter(card_scope, 'day', p_day, p_amount, card.daily_cents);
-  IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_cents', card.daily_cents, 'spent_cents', spent); END IF;
-  spent := checkout_add_counter(card_scope, 'month', p_month, p_amount, card.monthly_cents);
-  IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_cents', card.monthly_cents, 'spent_cents', spent); END IF;
+  added := spend_add(card_scope, p_amount, p_day, card.daily_cents, NULL, NULL, p_month, card.monthly_cents);
+  IF added.refused = 'day' THEN
+    RETURN jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_cents', card.daily_cents, 'spent_cents', added.spent);
+  END IF;
+  IF added.refused IS NOT NULL THEN
+    RETURN jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_cents', card.monthly_cents, 'spent_cents', added.spent);
+  END IF;
 
   -- 4. Profile allowance.
-  prof_start := CASE prof.allowance_window WHEN 'day' THEN p_day WHEN 'week' THEN p_week ELSE p_month END;
-  spent := checkout_add_counter('profile:' || card.id || ':' || p_profile_index, prof.allowance_window, prof_start, p_amount, prof.allowance_cents);
-  IF spent >= 0 THEN
+  -- Only the profile's allowance window is given (start and limit); the others stay NULL.
+  added := spend_add('profile:' || card.id || ':' || p_profile_index, p_amount,
+    CASE WHEN prof.allowance_window = 'day' THEN p_day END, CASE WHEN prof.allowance_window = 'day' THEN prof.allowance_cents END,
+    CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_cents END,
+    CASE WHEN prof.allowance_window = 'month' THEN p_month END,
+    CASE WHEN prof.allowance_window = 'month' THEN prof.allowance_cents END);
+  IF added.refused IS NOT NULL THEN
     RETURN jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_cents', prof.allowance_cents,
-                              'spent_cents', spent, 'window', prof.allowance_window);
+                              'spent_cents', added.spent, 'window', prof.allowance_window);
   END IF;
 
   -- 5. Master guardrails, checked for every profile in its own world: the owner's spending with
@@ -140,14 +147,13 @@ BEGIN
   IF p_amount > st.m_tx THEN
     RETURN jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_cents', st.m_tx);
   END IF;
-  SELECT coalesce(sum(w.v) FILTER (WHERE w.window_kind = 'day'), 0), coalesce(sum(w.v) FILTER (WHERE w.window_kind = 'month'), 0)
+  SELECT coalesce(sum(w.sign * CASE WHEN w.day_start >= p_day THEN w.day_cents ELSE 0 END), 0),
+         coalesce(sum(w.sign * CASE WHEN w.month_start >= p_month THEN w.month_cents ELSE 0 END), 0)
     INTO world_day, world_month
-    FROM (SELECT c.window_kind,
-                 CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -c.spent_cents END
-                      ELSE c.spent_cents END AS v
-            FROM spend_counters c
-           WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)
-             AND ((c.window_kind = 'day' AND c.window_start = p_day) OR (c.window_kind = 'month' AND c.window_start = p_month))) w;
+    FROM (SELECT c.day_start, c.day_cents, c.month_start, c.month_cents,
+                 CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -1 END ELSE 1 END AS sign
+            FROM spend_windows c
+           WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)) w;
   IF NOT is_real THEN
     -- The profile's card counters already hold this purchase.
     world_day := world_day - p_amount;
@@ -155,13 +161,15 @@ BEGIN
   END IF;
   IF world_day + p_amount > st.m_day THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', world_day); END IF;
   IF world_month + p_amount > st.m_month THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', world_month); END IF;
-  spent := checkout_add_counter('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, 'day', p_day, p_amount,
-                                CASE WHEN is_real THEN st.m_day END);
-  IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', spent); END IF;
-  spent := checkout_add_counter('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, 'month', p_month, p_amount,
-                                CASE WHEN is_real THEN st.m_month END);
-  IF spent >= 0 THEN RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', spent); END IF;
-  PERFORM checkout_add_counter('bot:' || p_bot_id, 'month', p_month, p_amount, NULL);
+  added := spend_add('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, p_amount,
+                     p_day, CASE WHEN is_real THEN st.m_day END, NULL, NULL, p_month, CASE WHEN is_real THEN st.m_month END);
+  IF added.refused = 'day' THEN
+    RETURN jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', added.spent);
+  END IF;
+  IF added.refused IS NOT NULL THEN
+    RETURN jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', added.spent);
+  END IF;
+  added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
 
   -- 6. Funds: the balance the bot sees (the wallet row is locked last).
   SELECT available_cents - decoy_spent_cents - decoy_held_cents INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;

@@ -1,39 +1,45 @@
--- The wallet projections kept in step with the ledger: the trigger ledger_entries_apply (0001) runs
--- this for every entry, in the entry's transaction, so the wallets CHECKs (no negative balance,
--- decoy reserve within the real money) hold at every commit. The one definition (it replaced the
--- ones of migrations 0001, 0010 and 0012).
+-- The wallet projections kept in step with the ledger: the statement trigger ledger_entries_apply
+-- (migration 0026; a row trigger before it) runs this once per INSERT into ledger_entries, in the
+-- entries' transaction, so the wallets CHECKs (no negative balance, decoy reserve within the real
+-- money) hold at every commit. It reads the statement's entries from the transition table
+-- new_entries and writes each bot's wallet row once, with every account's sum: a purchase (one
+-- INSERT of its two entries) writes the row once instead of once per entry. The CHECKs hold the
+-- row as it is after the whole movement. The one definition (it replaced the ones of migrations
+-- 0001, 0010 and 0012).
 --
 -- Same work for the real profile and a decoy (docs/security.md): every movement between a real
--- account and merchant_settlement has a decoy counterpart through decoy_cover, and each of its two
--- entries writes the wallet row once, so a purchase, hold, capture or release and its decoy twin
--- both write it twice. merchant_settlement and decoy_cover hold no projection: their entry only
--- stamps updated_at (without it a real hold wrote the row twice and a decoy hold once, which a bot
--- timing its checkouts could tell apart; test/splitKnowledge/ledgerWork.test.ts).
+-- account and merchant_settlement has a decoy counterpart through decoy_cover, and both write the
+-- wallet row once. merchant_settlement and decoy_cover hold no projection, but an entry on them
+-- still stamps updated_at (so a movement whose other side holds no projection writes the row like
+-- its twin; test/splitKnowledge/ledgerWork.test.ts).
 CREATE OR REPLACE FUNCTION ledger_apply_entry() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  e record;
 BEGIN
-  IF NEW.account = 'wallet_available' THEN
-    UPDATE wallets SET available_cents = available_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account = 'wallet_held' THEN
-    UPDATE wallets SET held_cents = held_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account = 'decoy_spent' THEN
-    UPDATE wallets SET decoy_spent_cents = decoy_spent_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account = 'decoy_held' THEN
-    UPDATE wallets SET decoy_held_cents = decoy_held_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account IN ('merchant_settlement', 'decoy_cover') THEN
-    UPDATE wallets SET updated_at = NEW.created_at WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account = 'x402_available' THEN
-    UPDATE x402_wallets SET available_cents = available_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account = 'x402_held' THEN
-    UPDATE x402_wallets SET held_cents = held_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  ELSIF NEW.account = 'x402_authorized' THEN
-    UPDATE x402_wallets SET authorized_cents = authorized_cents + NEW.amount_cents, updated_at = NEW.created_at
-      WHERE bot_id = NEW.bot_id;
-  END IF;
-  RETURN NEW;
+  FOR e IN
+    SELECT bot_id, max(created_at) AS at,
+           bool_or(account IN ('wallet_available', 'wallet_held', 'decoy_spent', 'decoy_held', 'merchant_settlement', 'decoy_cover')) AS wallet,
+           bool_or(account IN ('x402_available', 'x402_held', 'x402_authorized')) AS x402,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'wallet_available'), 0) AS available,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'wallet_held'), 0) AS held,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'decoy_spent'), 0) AS decoy_spent,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'decoy_held'), 0) AS decoy_held,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'x402_available'), 0) AS x402_available,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'x402_held'), 0) AS x402_held,
+           coalesce(sum(amount_cents) FILTER (WHERE account = 'x402_authorized'), 0) AS x402_authorized
+      FROM new_entries GROUP BY bot_id
+  LOOP
+    IF e.wallet THEN
+      UPDATE wallets SET available_cents = available_cents + e.available, held_cents = held_cents + e.held,
+                         decoy_spent_cents = decoy_spent_cents + e.decoy_spent,
+                         decoy_held_cents = decoy_held_cents + e.decoy_held, updated_at = e.at
+       WHERE bot_id = e.bot_id;
+    END IF;
+    IF e.x402 THEN
+      UPDATE x402_wallets SET available_cents = available_cents + e.x402_available, held_cents = held_cents + e.x402_held,
+                              authorized_cents = authorized_cents + e.x402_authorized, updated_at = e.at
+       WHERE bot_id = e.bot_id;
+    END IF;
+  END LOOP;
+  RETURN NULL;
 END $$;

@@ -32,6 +32,25 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+const PREPARED = new Map<string, string>();
+
+/**
+ * Marks a hot statement that the PostgreSQL driver prepares once per connection (a named
+ * statement: later calls send only its parameters, and PostgreSQL neither parses, analyses nor
+ * plans it again); returns the SQL unchanged. For statements whose parse and plan showed in a
+ * profile: checkout_attempt's call names 22 parameters, and resolving them was about 3 % of
+ * PostgreSQL's CPU per checkout. PGlite runs it like any other statement.
+ */
+export function prepared(sql: string): string {
+  if (!PREPARED.has(sql)) PREPARED.set(sql, `botpay_${PREPARED.size + 1}`);
+  return sql;
+}
+
+/** The statement name of SQL marked with prepared(), if it was. */
+export function preparedName(sql: string): string | undefined {
+  return PREPARED.get(sql);
+}
+
 /** PostgreSQL error code of an error thrown by either driver, if any. */
 export function pgErrorCode(error: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'code' in error) {

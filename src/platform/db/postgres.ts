@@ -3,6 +3,7 @@ import {
   type Db,
   isReadOnlyStatement,
   isRetryableTransactionError,
+  preparedName,
   type Queryable,
   type Row,
   type TransactionOptions,
@@ -237,7 +238,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
         const client = await pool.connect();
         const tx: Queryable = {
           async query<R extends Row>(sql: string, params?: readonly unknown[]) {
-            const result = await client.query(sql, params as unknown[] | undefined);
+            const name = preparedName(sql);
+            const result = name
+              ? await client.query({ name, text: sql, values: params as unknown[] | undefined })
+              : await client.query(sql, params as unknown[] | undefined);
             return result.rows as R[];
           },
           async exec(sql: string) {
