@@ -70,6 +70,8 @@ interface Load {
   /** CPU µs per request of the service's process and of PostgreSQL's processes. */
   serverUs: number;
   postgresUs: number;
+  /** CPU µs per request of the service's own PostgreSQL backends only (other work on the machine excluded). */
+  backendsUs: number;
 }
 
 async function warmUp(options: autocannon.Options): Promise<void> {
@@ -90,14 +92,28 @@ function median(values: number[]): number {
 /** The service's process (set once it runs): its CPU per request is reported apart from PostgreSQL's. */
 let serverPid: number | undefined;
 
+/** The service's PostgreSQL backends (its pool and LISTEN connection), by application_name. */
+async function serviceBackends(): Promise<number[]> {
+  const r = await admin.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [appName]);
+  return r.rows.map((row: { pid: number }) => row.pid);
+}
+
 async function load(options: autocannon.Options): Promise<Load> {
   const server0 = cpuMsOf(serverPid);
   const postgres0 = cpuMsOfAll('postgres');
+  const backends0 = new Map((await serviceBackends()).map((pid) => [pid, cpuMsOf(pid)]));
   const { result: r, p50Ms, p99Ms } = await measure({ ...options, duration: SECONDS });
   const requests = Math.max(1, r.requests.total);
   const serverUs = ((cpuMsOf(serverPid) - server0) * 1000) / requests;
   // Every PostgreSQL process (backends that other work on the machine uses included).
   const postgresUs = ((cpuMsOfAll('postgres') - postgres0) * 1000) / requests;
+  // A backend that exited during the phase is not counted; one that started is counted whole.
+  let backendsMs = 0;
+  for (const pid of await serviceBackends()) {
+    const now = cpuMsOf(pid);
+    if (Number.isFinite(now)) backendsMs += now - (backends0.get(pid) ?? 0);
+  }
+  const backendsUs = (backendsMs * 1000) / requests;
   return {
     okPerSecond: r['2xx'] / SECONDS,
     p50: p50Ms,
@@ -106,6 +122,7 @@ async function load(options: autocannon.Options): Promise<Load> {
     errors: r.errors + r.timeouts,
     serverUs,
     postgresUs,
+    backendsUs,
   };
 }
 
@@ -191,6 +208,9 @@ const admin = new pg.Client({ connectionString: DATABASE_URL });
 await admin.connect();
 await admin.query(`CREATE SCHEMA ${schema}`);
 const schemaUrl = new URL(DATABASE_URL);
+// The service's backends are found by this name (their CPU apart from other work on the machine).
+const appName = `botpay-bench-${schema}`;
+schemaUrl.searchParams.set('application_name', appName);
 // BENCH_TRACK_FUNCTIONS=1: the service's sessions count time per SQL function (track_functions, a
 // superuser setting), printed at the end from pg_stat_user_functions: where the checkout's time
 // in PostgreSQL goes, function by function (self time excludes the functions it calls).
@@ -292,7 +312,8 @@ try {
     const r = await load(checkoutOptions);
     console.log(
       `checkout (${label}): ${r.okPerSecond.toFixed(0)} approved/s, p50 ${r.p50.toFixed(1)} ms, non-2xx ${r.non2xx}, errors ${r.errors}; ` +
-        `CPU per request: service ${r.serverUs.toFixed(0)} µs, PostgreSQL ${r.postgresUs.toFixed(0)} µs`,
+        `CPU per request: service ${r.serverUs.toFixed(0)} µs, PostgreSQL ${r.postgresUs.toFixed(0)} µs ` +
+        `(the service’s backends ${r.backendsUs.toFixed(0)} µs)`,
     );
     return r;
   };
@@ -345,7 +366,8 @@ try {
     const m = await load(minimalOptions);
     console.log(
       `minimal durable transaction: ${m.okPerSecond.toFixed(0)}/s, p50 ${m.p50.toFixed(1)} ms; ` +
-        `CPU per request: service ${m.serverUs.toFixed(0)} µs, PostgreSQL ${m.postgresUs.toFixed(0)} µs`,
+        `CPU per request: service ${m.serverUs.toFixed(0)} µs, PostgreSQL ${m.postgresUs.toFixed(0)} µs ` +
+        `(the service’s backends ${m.backendsUs.toFixed(0)} µs)`,
     );
     minimalRuns.push(m);
     emptyRuns.push(await checkoutLoad('no history'));

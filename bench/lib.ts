@@ -140,6 +140,13 @@ export function cpuMsOf(pid: number | undefined): number {
  * CPU time (ms) used so far by every process of this name (Linux /proc; NaN elsewhere), e.g.
  * 'postgres': the server and all its backends (those of other work on the machine included).
  */
+/**
+ * The process name of PostgreSQL's server processes whose CPU the benches add up. Another name
+ * (`BENCH_POSTGRES_PROCESS`) tells a private server apart from others on a shared machine: start it
+ * through a symlink to the postgres binary with that name.
+ */
+export const POSTGRES_PROCESS = process.env.BENCH_POSTGRES_PROCESS ?? 'postgres';
+
 export function cpuMsOfAll(name: string): number {
   try {
     let total = 0;
