@@ -1,7 +1,7 @@
 import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret, ProfileSecret } from '../cards/service.ts';
 import { emitEvent } from '../events/outbox.ts';
-import { deliverOwnerMail } from '../notifications/job.ts';
+import { sendOwnerMailSoon } from '../notifications/job.ts';
 import { LOW_BALANCE_CENTS } from '../owners/funding.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -118,7 +118,7 @@ export async function checkout(
   if (!result.replayed && (result.heldForOwner || result.balanceLow)) {
     // The mail is due from rows this transaction wrote; send it now rather than at the job's next
     // tick (the job retries whatever this misses, including after a crash right here).
-    void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
+    sendOwnerMailSoon(ctx);
   }
   // Only the answer: the flags above are never sent.
   return result.statusCode === 200

@@ -75,7 +75,38 @@ export async function deliverOwnerMail(ctx: AppContext): Promise<number> {
   return sent;
 }
 
-/** Every second on worker instances; checkout also calls deliverOwnerMail right after a commit that needs mail. */
+const inFlight = new WeakMap<AppContext, Set<Promise<void>>>();
+
+/**
+ * Sends the owner mail a commit has just made due, without making the request wait for SMTP. The
+ * job retries whatever this misses (a failure, a crash). The send is tracked, so the app waits
+ * for it on close rather than closing the database under it (ownerMailSettled).
+ */
+export function sendOwnerMailSoon(ctx: AppContext): void {
+  let running = inFlight.get(ctx);
+  if (!running) {
+    running = new Set();
+    inFlight.set(ctx, running);
+  }
+  const set = running;
+  const send: Promise<void> = deliverOwnerMail(ctx).then(
+    () => undefined,
+    (err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'),
+  );
+  set.add(send);
+  void send.finally(() => set.delete(send));
+}
+
+/**
+ * Resolves once every send started by sendOwnerMailSoon has ended. While one runs it holds row
+ * locks on what it mails about, which work claimed with SKIP LOCKED passes over for that moment.
+ */
+export async function ownerMailSettled(ctx: AppContext): Promise<void> {
+  const running = inFlight.get(ctx);
+  if (running) await Promise.all([...running]);
+}
+
+/** Every second on worker instances; checkout also sends right after a commit that needs mail (sendOwnerMailSoon). */
 export const ownerMailJob = intervalJob('owner-mail', 'worker', 1_000, async (ctx) => {
   await deliverOwnerMail(ctx);
 });

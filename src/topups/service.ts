@@ -1,6 +1,6 @@
 import { plainText } from '../bots/register.ts';
 import { emitEvent } from '../events/outbox.ts';
-import { deliverOwnerMail } from '../notifications/job.ts';
+import { sendOwnerMailSoon } from '../notifications/job.ts';
 import { audit } from '../owners/audit.ts';
 import { fundLockedBot } from '../owners/funding.ts';
 import { lockOwnedBot } from '../owners/locks.ts';
@@ -178,7 +178,7 @@ export async function requestTopup(
   if (outcome.kind === 'refused') throw outcome.error;
   if (outcome.kind === 'created') {
     // The owner's mail is due from the row just committed; the owner-mail job retries what this misses.
-    void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
+    sendOwnerMailSoon(ctx);
   }
   return {
     statusCode: outcome.kind === 'created' ? (201 as const) : (200 as const),

@@ -6,7 +6,7 @@ import { limitError, perTransactionError } from '../checkout/guardrails.ts';
 import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
 import type { CheckoutResult } from '../checkout/service.ts';
 import { emitPurchaseEvent } from '../checkout/service.ts';
-import { deliverOwnerMail } from '../notifications/job.ts';
+import { sendOwnerMailSoon } from '../notifications/job.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
@@ -126,7 +126,7 @@ export async function pay(
     throw error;
   }
   if (!result.replayed && result.heldForOwner) {
-    void deliverOwnerMail(ctx).catch((err) => ctx.logger.warn({ err }, 'owner e-mail delivery failed'));
+    sendOwnerMailSoon(ctx);
   }
   return { statusCode: result.statusCode, body: result.body };
 }

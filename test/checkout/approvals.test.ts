@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listApprovals, processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { ownerMailSettled } from '../../src/notifications/job.ts';
 import {
   activeBot,
   createOwner,
@@ -152,6 +153,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
 
   it('the expiry job expires a confirmation when its window elapses, once, and releases the hold', async () => {
     const { bot, card, id } = await held();
+    await ownerMailSettled(svc.ctx); // a row being marked mailed is passed over (SKIP LOCKED)
     svc.clock.advance(899_000);
     await processDueConfirmations(svc.ctx);
     expect((await poll(svc, bot, id)).json().status).toBe('pending');

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkoutAttempt } from '../../src/checkout/attempt.ts';
 import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { ownerMailSettled } from '../../src/notifications/job.ts';
 import { newId } from '../../src/platform/ids.ts';
 import { isPostgres } from '../support/db.ts';
 import {
@@ -241,6 +242,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       const profile = i % 4 === 0 ? card.decoyIndex : card.real_profile_index;
       expect((await checkout(svc, bot, purchase(profile, 100))).statusCode).toBe(202);
     }
+    await ownerMailSettled(svc.ctx); // a row being marked mailed is passed over (SKIP LOCKED)
     svc.clock.advance(900_000);
     const counts = await Promise.all([1, 2, 3, 4].map(() => processDueConfirmations(svc.ctx)));
     // Other tests of this file left due confirmations too: at least ours were settled.

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deliverOwnerMail, OWNER_MAIL_LEASE_MS } from '../../src/notifications/job.ts';
+import { deliverOwnerMail, OWNER_MAIL_LEASE_MS, ownerMailSettled } from '../../src/notifications/job.ts';
 import { FakeClock } from '../../src/platform/clock.ts';
 import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
@@ -35,14 +35,12 @@ async function heldReal(svc: TestService) {
   return { owner, id: res.json().confirmation_id as string };
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 50));
-
 describe('owner mail from durable rows', () => {
   it('the service dies after the checkout committed and before the mail went out: the next instance sends it, once', async () => {
     const down = { value: true };
     const a = await instance(down);
     const { owner, id } = await heldReal(a);
-    await settle();
+    await ownerMailSettled(a.ctx);
     expect(a.mailer.sent).toHaveLength(0);
     // The instance goes away (its SMTP never answered); its claim lease is left behind.
     await a.app.close();
@@ -66,7 +64,7 @@ describe('owner mail from durable rows', () => {
     const a = await instance(down);
     const b = await instance(down);
     const held = await Promise.all([heldReal(a), heldReal(a), heldReal(a)]);
-    await settle();
+    await ownerMailSettled(a.ctx);
     clock.advance(OWNER_MAIL_LEASE_MS + 1);
     expect(await deliverOwnerMail(a.ctx)).toBe(0); // SMTP still down: retried later
     down.value = false;
@@ -100,5 +98,38 @@ describe('owner mail from durable rows', () => {
     await deliverOwnerMail(a.ctx);
     expect(a.mailer.sent.filter((m) => m.to === owner.email || m.to === decoyOwner.email)).toHaveLength(0);
     await a.app.close();
+  });
+
+  it('a send still on its way when the service closes is finished before the database is let go', async () => {
+    const svc = await instance({ value: false });
+    let release = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const send = svc.mailer.send.bind(svc.mailer);
+    svc.mailer.send = async (mail) => {
+      await gate;
+      await send(mail);
+    };
+    const { id } = await heldReal(svc);
+    let settled = false;
+    void ownerMailSettled(svc.ctx).then(() => {
+      settled = true;
+    });
+    let closed = false;
+    const closing = svc.app.close().then(() => {
+      closed = true;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect({ settled, closed }).toEqual({ settled: false, closed: false });
+    release();
+    await closing;
+    expect(settled).toBe(true);
+    expect(svc.mailer.sent.filter((m) => m.messageId === `held.${id}@localhost`)).toHaveLength(1);
+    const [row] = await database.db.query<{ mailed: boolean }>(
+      'SELECT owner_mailed_at IS NOT NULL AS mailed FROM checkout_confirmations WHERE id = $1',
+      [id],
+    );
+    expect(row?.mailed).toBe(true);
   });
 });
