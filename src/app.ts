@@ -17,7 +17,7 @@ import { htmlNotFound, registerDashboardRoutes } from './dashboard/routes.ts';
 import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
-import { ownerMailSettled } from './notifications/job.ts';
+import { OWNER_MAIL_CLOSE_WAIT_MS, ownerMailSettled } from './notifications/job.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
@@ -76,8 +76,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   // A request's owner mail may still be on its way to SMTP (sent after the answer): the database
-  // the send writes its result to stays open until it ends.
-  app.addHook('onClose', () => ownerMailSettled(ctx));
+  // the send writes its result to stays open until it ends, for a few seconds at most.
+  app.addHook('onClose', () => ownerMailSettled(ctx, OWNER_MAIL_CLOSE_WAIT_MS));
 
   // Hooks run on every request: callback style, not async (no promise per hook per request).
   app.addHook('onRequest', (request, reply, done) => {

@@ -97,13 +97,29 @@ export function sendOwnerMailSoon(ctx: AppContext): void {
   void send.finally(() => set.delete(send));
 }
 
+/** How long closing the app waits for sends on their way (an SMTP server that stalls is not waited for). */
+export const OWNER_MAIL_CLOSE_WAIT_MS = 5_000;
+
 /**
- * Resolves once every send started by sendOwnerMailSoon has ended. While one runs it holds row
- * locks on what it mails about, which work claimed with SKIP LOCKED passes over for that moment.
+ * Resolves once every send started by sendOwnerMailSoon has ended, or after `waitMs`. While one
+ * runs it holds row locks on what it mails about, which work claimed with SKIP LOCKED passes over
+ * for that moment. A send still running after `waitMs` keeps its claim lease: the job (here after a
+ * restart, or on another instance) sends it once the lease ends.
  */
-export async function ownerMailSettled(ctx: AppContext): Promise<void> {
+export async function ownerMailSettled(ctx: AppContext, waitMs = Number.POSITIVE_INFINITY): Promise<void> {
   const running = inFlight.get(ctx);
-  if (running) await Promise.all([...running]);
+  if (!running || running.size === 0) return;
+  const all = Promise.all([...running]);
+  if (!Number.isFinite(waitMs)) {
+    await all;
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, waitMs);
+  });
+  await Promise.race([all, late]);
+  clearTimeout(timer);
 }
 
 /** Every second on worker instances; checkout also sends right after a commit that needs mail (sendOwnerMailSoon). */

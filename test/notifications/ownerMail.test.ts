@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deliverOwnerMail, OWNER_MAIL_LEASE_MS, ownerMailSettled } from '../../src/notifications/job.ts';
+import {
+  deliverOwnerMail,
+  OWNER_MAIL_CLOSE_WAIT_MS,
+  OWNER_MAIL_LEASE_MS,
+  ownerMailSettled,
+} from '../../src/notifications/job.ts';
 import { FakeClock } from '../../src/platform/clock.ts';
 import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
@@ -132,4 +137,21 @@ describe('owner mail from durable rows', () => {
     );
     expect(row?.mailed).toBe(true);
   });
+
+  it('an SMTP server that never answers does not hold the close: the mail stays claimed for a later send', async () => {
+    const svc = await instance({ value: false });
+    svc.mailer.send = () => new Promise<void>(() => {});
+    const { id } = await heldReal(svc);
+    const started = Date.now();
+    await svc.app.close();
+    const waited = Date.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(OWNER_MAIL_CLOSE_WAIT_MS - 100);
+    expect(waited).toBeLessThan(OWNER_MAIL_CLOSE_WAIT_MS + 3_000);
+    const [row] = await database.db.query<{ mailed: boolean; leased: boolean }>(
+      `SELECT owner_mailed_at IS NOT NULL AS mailed, owner_mail_at IS NOT NULL AS leased
+         FROM checkout_confirmations WHERE id = $1`,
+      [id],
+    );
+    expect(row).toEqual({ mailed: false, leased: true });
+  }, 20_000);
 });
