@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type BenchRow, goalMet, machine, metLabel, readResults, round } from './lib.ts';
+import { type BenchRow, goalMet, machine, metLabel, readResults, round, stopWithBench } from './lib.ts';
 
 // `npm run bench`: runs every benchmark one after the other (they must not share the machine)
 // and writes bench/RESULTS.md from their result files. Every figure is a ratio to a baseline
@@ -34,7 +34,9 @@ const ISSUE_GOALS: Array<{ benchmark: string; goal: string }> = [
 
 function run(name: string): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/run-ts.mjs', `bench/${name}.ts`], { stdio: 'inherit' });
+    const child = stopWithBench(
+      spawn(process.execPath, ['bin/run-ts.mjs', `bench/${name}.ts`], { stdio: 'inherit' }),
+    );
     child.once('exit', (code) => resolve(code ?? 1));
   });
 }

@@ -9,7 +9,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
 import { freePort } from '../test/support/process.ts';
-import { cpuMsOf, cpuMsOfAll, measure } from './lib.ts';
+import { cpuMsOf, cpuMsOfAll, measure, stopWithBench } from './lib.ts';
 import { type CheckoutBot, call, openOwnerGuardrails, seedCheckoutBot } from './seed.ts';
 
 // npm run bench:checkout
@@ -43,10 +43,12 @@ const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
 async function startServer(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const { BASE_URL: _ignored, ...parentEnv } = process.env;
-  const child = spawn(process.execPath, ['bin/run-ts.mjs', 'bench/baseline/checkoutServer.ts'], {
-    env: { ...parentEnv, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const child = stopWithBench(
+    spawn(process.execPath, ['bin/run-ts.mjs', 'bench/baseline/checkoutServer.ts'], {
+      env: { ...parentEnv, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    }),
+  );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {

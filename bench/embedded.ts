@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/support/process.ts';
-import { type BenchRow, saveResults } from './lib.ts';
+import { type BenchRow, saveResults, stopWithBench } from './lib.ts';
 
 // Start-up of the embedded database (no DATABASE_URL), as `npm start` runs it:
 // - first start: `botpay serve` on an empty DATA_DIR until /readyz answers 200, as a ratio to a bare
@@ -36,9 +36,11 @@ await db.query('SELECT 1');
 console.log(process.memoryUsage().rss);
 await db.close();`;
   const started = performance.now();
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = stopWithBench(
+    spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }),
+  );
   let out = '';
   child.stdout.on('data', (chunk) => {
     out += chunk;
@@ -55,10 +57,12 @@ async function serve(dataDir: string): Promise<{ seconds: number; rss: number; s
   const port = await freePort();
   const { BASE_URL: _vite, DATABASE_URL: _db, ...env } = process.env;
   const started = performance.now();
-  const child: ChildProcess = spawn(process.execPath, ['bin/botpay.mjs', 'serve'], {
-    env: { ...env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const child: ChildProcess = stopWithBench(
+    spawn(process.execPath, ['bin/botpay.mjs', 'serve'], {
+      env: { ...env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    }),
+  );
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`botpay serve exited with ${child.exitCode}`);

@@ -18,6 +18,32 @@ export const BENCH_DATABASE_URL =
   'postgres://postgres@127.0.0.1:5432/test';
 export const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 
+const children = new Set<ChildProcess>();
+let stopsChildren = false;
+
+/**
+ * Registers a child process of the benchmark: when the benchmark ends, normally or by SIGINT or
+ * SIGTERM (Ctrl-C, `timeout`, `pkill`), the child is stopped with it. A service left running would
+ * take CPU from the next run and skew its figures.
+ */
+export function stopWithBench<T extends ChildProcess>(child: T): T {
+  if (!stopsChildren) {
+    stopsChildren = true;
+    process.once('exit', () => {
+      for (const c of children) c.kill('SIGTERM');
+    });
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.once(signal, () => {
+        for (const c of children) c.kill('SIGTERM');
+        process.exit(128 + (signal === 'SIGINT' ? 2 : 15));
+      });
+    }
+  }
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+
 export interface Child {
   process: ChildProcess;
   url: string;
@@ -39,10 +65,12 @@ export async function startChild(
       : [];
   const args = script ? ['bin/run-ts.mjs', script] : [...profile, 'bin/botpay.mjs', 'serve'];
   const { BASE_URL: _vite, ...parentEnv } = process.env;
-  const child = spawn(process.execPath, args, {
-    env: { ...parentEnv, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const child = stopWithBench(
+    spawn(process.execPath, args, {
+      env: { ...parentEnv, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    }),
+  );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {

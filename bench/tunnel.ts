@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { request as undiciRequest } from 'undici';
 import { freePort } from '../test/support/process.ts';
-import { benchSchema, cpuOf, measure, readResults, saveResults } from './lib.ts';
+import { benchSchema, cpuOf, measure, readResults, saveResults, stopWithBench } from './lib.ts';
 
 // Requests per second and p99 through the managed tunnel (autocannon → relay in the service →
 // WebSocket → `botpay tunnel` → local receiver) as a ratio to the same requests sent straight to
@@ -250,10 +250,12 @@ function start(
     : [];
   // BENCH_NODE_FLAGS='--trace-gc …': more node flags for every child (some are refused in NODE_OPTIONS).
   const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
-  return spawn(process.execPath, [...profile, ...flags, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', stdout, 'inherit'],
-  });
+  return stopWithBench(
+    spawn(process.execPath, [...profile, ...flags, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', stdout, 'inherit'],
+    }),
+  );
 }
 
 async function stop(child: ChildProcess): Promise<void> {

@@ -8,7 +8,7 @@ import { createSecretBox, randomHex, sha256Hex } from '../src/platform/crypto.ts
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { newId, randomBase32 } from '../src/platform/ids.ts';
-import { cpuMsOf, cpuMsOfAll, POSTGRES_PROCESS, percentileOf, saveResults } from './lib.ts';
+import { cpuMsOf, cpuMsOfAll, POSTGRES_PROCESS, percentileOf, saveResults, stopWithBench } from './lib.ts';
 
 // Webhook delivery benchmark on PostgreSQL (issue 4).
 //
@@ -79,9 +79,11 @@ if (process.argv.includes('--receiver')) {
 }
 
 function startReceiver(): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, ['bin/run-ts.mjs', 'bench/webhooks.ts', '--receiver'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = stopWithBench(
+    spawn(process.execPath, ['bin/run-ts.mjs', 'bench/webhooks.ts', '--receiver'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }),
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d) => {
@@ -99,19 +101,21 @@ async function startWorker(schemaUrl: string): Promise<{ child: ChildProcess; po
   const profile = process.env.BENCH_PROFILE_DIR
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
     : [];
-  const child = spawn(process.execPath, [...profile, 'bin/botpay.mjs', 'serve'], {
-    env: {
-      ...env,
-      DATABASE_URL: schemaUrl,
-      SECRET_KEY,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      ROLES: 'worker',
-      LOG_LEVEL: 'warn',
-      ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const child = stopWithBench(
+    spawn(process.execPath, [...profile, 'bin/botpay.mjs', 'serve'], {
+      env: {
+        ...env,
+        DATABASE_URL: schemaUrl,
+        SECRET_KEY,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        ROLES: 'worker',
+        LOG_LEVEL: 'warn',
+        ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    }),
+  );
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error('worker exited');
