@@ -1,5 +1,6 @@
-import { type Dispatcher, Pool } from 'undici';
+import { Pool } from 'undici';
 import WebSocket from 'ws';
+import { BoundedCall } from './boundedCall.ts';
 import { InFlight } from './inflight.ts';
 import {
   CLOSE_AUTH_REJECTED,
@@ -351,23 +352,13 @@ export class TunnelClient {
 /**
  * One request to the local receiver, as undici's dispatch handler (no stream objects, promises or
  * closures per request: a busy tunnel relays thousands a second). The response body is bounded
- * by MAX_BODY_BYTES; the response's header fields stay the bytes undici read.
- *
- * It implements the handler interface undici's own requests use (onConnect, onHeaders, onData,
- * onComplete, onError) rather than the controller one (onRequestStart, onResponseStart, …): undici
- * wraps a controller-style handler in an adapter and a controller object per request and parses the
- * response's header fields, and its trailers, into an object for it, which the tunnel never reads
- * (it forwards the raw fields).
+ * by MAX_BODY_BYTES; the response's header fields stay the bytes undici read (BoundedCall).
  */
-class LocalCall implements Dispatcher.DispatchHandler {
+class LocalCall extends BoundedCall {
   readonly started = performance.now();
-  private abortRequest: ((error?: Error) => void) | undefined;
   private aborted = false;
-  private settled = false;
   private status = 0;
   private rawHeaders: RawHeaders = [];
-  private chunks: Buffer[] = [];
-  private size = 0;
 
   constructor(
     private readonly client: TunnelClient,
@@ -376,7 +367,9 @@ class LocalCall implements Dispatcher.DispatchHandler {
     readonly id: number,
     readonly method: string,
     readonly path: string,
-  ) {}
+  ) {
+    super(MAX_BODY_BYTES);
+  }
 
   /** Aborts the local request (the relay cancelled it, or the connection went away). */
   abort(): void {
@@ -384,8 +377,8 @@ class LocalCall implements Dispatcher.DispatchHandler {
     this.abortRequest?.(new Error('aborted'));
   }
 
-  onConnect(abort: (error?: Error) => void): void {
-    this.abortRequest = abort;
+  override onConnect(abort: (error?: Error) => void): void {
+    super.onConnect(abort);
     if (this.aborted) abort(new Error('aborted'));
   }
 
@@ -395,30 +388,15 @@ class LocalCall implements Dispatcher.DispatchHandler {
     return true;
   }
 
-  onData(chunk: Buffer): boolean {
-    this.size += chunk.length;
-    if (this.size > MAX_BODY_BYTES) {
-      // Fails the request (onError) and destroys its connection: nothing more is read.
-      this.abortRequest?.(new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`));
-      return true;
-    }
-    this.chunks.push(chunk);
-    return true;
+  protected overLimit(): Error {
+    return new Error(`the local response body exceeds ${MAX_BODY_BYTES} bytes`);
   }
 
-  onComplete(): void {
-    if (this.settled) return;
-    this.settled = true;
-    const chunks = this.chunks;
-    this.chunks = [];
-    const [first] = chunks;
-    const body = chunks.length === 1 && first ? first : Buffer.concat(chunks);
+  protected finish(body: Buffer): void {
     this.client.answered(this, { status: this.status, rawHeaders: this.rawHeaders, body });
   }
 
-  onError(error: Error): void {
-    if (this.settled) return;
-    this.settled = true;
+  protected fail(error: Error): void {
     this.client.answered(this, error);
   }
 }

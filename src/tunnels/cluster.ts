@@ -1,10 +1,11 @@
 import { createHmac, hash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Agent, Dispatcher } from 'undici';
+import type { Agent } from 'undici';
 import type { RelayedRequest, RelayedResponse } from '../platform/context.ts';
 import type { Db } from '../platform/db/port.ts';
 import { present } from '../platform/present.ts';
+import { BoundedCall } from './boundedCall.ts';
 import {
   CLOSE_REPLACED,
   CLOSE_SERVICE_RESTART,
@@ -623,22 +624,16 @@ const MAX_ANSWER_BYTES = 4 + MAX_META_BYTES + MAX_BODY_BYTES;
 const SIGNATURE_HEADER_BYTES = Buffer.from(SIGNATURE_HEADER, 'latin1');
 
 /**
- * The holder's answer to one forwarded request, as undici's dispatch handler (its own handler
- * interface: no adapter, no parsed header object): status, signature header and body, which is
- * bounded (an answer over MAX_ANSWER_BYTES fails the request and closes its connection).
+ * The holder's answer to one forwarded request, as undici's dispatch handler: status, signature
+ * header and body, which is bounded (an answer over MAX_ANSWER_BYTES fails the request and closes
+ * its connection; BoundedCall).
  */
-class HolderCall implements Dispatcher.DispatchHandler {
-  private abortRequest: ((error?: Error) => void) | undefined;
+class HolderCall extends BoundedCall {
   private status = 0;
   private signature: string | undefined;
-  private chunks: Buffer[] = [];
-  private size = 0;
-  private settled = false;
 
-  constructor(private readonly done: (answer: HolderAnswer | Error) => void) {}
-
-  onConnect(abort: (error?: Error) => void): void {
-    this.abortRequest = abort;
+  constructor(private readonly done: (answer: HolderAnswer | Error) => void) {
+    super(MAX_ANSWER_BYTES);
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
@@ -656,34 +651,18 @@ class HolderCall implements Dispatcher.DispatchHandler {
     return true;
   }
 
-  onData(chunk: Buffer): boolean {
-    this.size += chunk.length;
-    if (this.size > MAX_ANSWER_BYTES) {
-      this.abortRequest?.(
-        new TunnelError(
-          'tunnel_upstream_error',
-          'The instance holding the tunnel sent an answer over the limit.',
-        ),
-      );
-      return true;
-    }
-    this.chunks.push(chunk);
-    return true;
+  protected overLimit(): Error {
+    return new TunnelError(
+      'tunnel_upstream_error',
+      'The instance holding the tunnel sent an answer over the limit.',
+    );
   }
 
-  onComplete(): void {
-    if (this.settled) return;
-    this.settled = true;
-    const chunks = this.chunks;
-    this.chunks = [];
-    const [first] = chunks;
-    const body = chunks.length === 1 && first ? first : Buffer.concat(chunks);
+  protected finish(body: Buffer): void {
     this.done({ status: this.status, signature: this.signature, body });
   }
 
-  onError(error: Error): void {
-    if (this.settled) return;
-    this.settled = true;
+  protected fail(error: Error): void {
     this.done(error);
   }
 }
