@@ -1,13 +1,18 @@
-import { prepared, type Queryable } from '../platform/db/port.ts';
+import { type Db, pgErrorCode, prepared, type Queryable } from '../platform/db/port.ts';
 import { namedCall } from '../platform/db/named.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
-// The typed interface to checkout_attempt (src/migrations/functions/checkout_attempt.sql): the
-// Idempotency-Key lookup, the rate limit, the guardrail chain and its writes in one database call. The parameters are passed by name from one
-// object (the mapping below is the only place that knows the database's parameter names), and the
-// jsonb answer is checked and returned as a discriminated union: `ok: true` with what the caller
-// needs, `ok: false` with the refusal of the first rule that failed, or `replay` with what an
-// earlier checkout of the same Idempotency-Key (and body) answered.
+// The typed interface to checkout_run (src/migrations/functions/checkout_run.sql): the
+// Idempotency-Key lookup, the rate limit, the guardrail chain and its writes in one database call.
+// The parameters are passed by name from one object (the mapping below is the only place that knows
+// the database's parameter names), and the answer is checked and returned as a discriminated union:
+// `ok: true` with what the caller needs, `ok: false` with the refusal of the first rule that failed
+// (raised by the function as SQLSTATE BP001, so that the statement's writes are undone), or `replay`
+// with what an earlier checkout of the same Idempotency-Key (and body) answered.
+//
+// Two ways to call it: checkoutAlone, a statement on its own (one round trip, committed when it
+// passes), and checkoutAttempt, inside the caller's transaction (when the caller has more to write
+// with it: a task's state, the low-balance event).
 
 export interface AttemptParams {
   botId: string;
@@ -40,7 +45,13 @@ export interface AttemptParams {
   requestHash: string | null;
 }
 
-export const attemptCall = namedCall<AttemptParams>('checkout_attempt', {
+/** What the call adds to AttemptParams (set by checkoutAlone and checkoutAttempt). */
+interface CallParams extends AttemptParams {
+  /** Alone: the visible balance's low mark (crossing it needs the caller's transaction). */
+  lowBalanceCents: number | null;
+}
+
+export const attemptCall = namedCall<CallParams>('checkout_run', {
   p_bot_id: (p) => p.botId,
   p_card_id: (p) => p.cardId,
   p_profile_index: (p) => p.profileIndex,
@@ -63,7 +74,12 @@ export const attemptCall = namedCall<AttemptParams>('checkout_attempt', {
   p_rate_limit: (p) => p.rateLimit,
   p_idempotency_key: (p) => p.idempotencyKey,
   p_request_hash: (p) => p.requestHash,
+  p_low_balance_cents: (p) => p.lowBalanceCents,
 });
+
+/** SQLSTATE of a refusal (its message is the refusal), and of a checkout that needs a transaction. */
+const REFUSED = 'BP001';
+const NEEDS_TRANSACTION = 'BP002';
 
 /** A limit with a window: the amount would take the window's spending past it. */
 export type WindowLimitName = 'card_daily' | 'card_monthly' | 'master_daily' | 'master_monthly';
@@ -138,12 +154,61 @@ export type AttemptResult =
 /** Prepared once per connection (the named parameters cost a parse and a plan at every call). */
 const ATTEMPT_SQL = prepared(`SELECT ${attemptCall.sql} AS r`);
 
-/** Runs the chain in the caller's transaction. On a refusal the caller must roll back. */
+/**
+ * Runs the chain as one statement in its own transaction: one round trip, committed when it
+ * passes, nothing written when it refuses. Null when the purchase would take the visible balance
+ * below `lowBalanceCents`: nothing was written, and the caller runs it with checkoutAttempt in a
+ * transaction that also writes the low-balance event.
+ */
+export async function checkoutAlone(
+  db: Db,
+  params: AttemptParams,
+  lowBalanceCents: number,
+): Promise<AttemptResult | null> {
+  try {
+    return answerOf(
+      await db.write<{ r: Record<string, unknown> }>(
+        ATTEMPT_SQL,
+        attemptCall.params({ ...params, lowBalanceCents }),
+      ),
+    );
+  } catch (error) {
+    if (pgErrorCode(error) === NEEDS_TRANSACTION) return null;
+    return refusalOf(error);
+  }
+}
+
+/** Runs the chain in the caller's transaction. On a refusal the caller must roll back (the call failed). */
 export async function checkoutAttempt(tx: Queryable, params: AttemptParams): Promise<AttemptResult> {
-  const rows = await tx.query<{ r: Record<string, unknown> }>(ATTEMPT_SQL, attemptCall.params(params));
+  try {
+    return answerOf(
+      await tx.query<{ r: Record<string, unknown> }>(
+        ATTEMPT_SQL,
+        attemptCall.params({ ...params, lowBalanceCents: null }),
+      ),
+    );
+  } catch (error) {
+    return refusalOf(error);
+  }
+}
+
+function answerOf(rows: { r: Record<string, unknown> }[]): AttemptResult {
   const r = rows[0]?.r;
-  if (!r) throw new Error('checkout_attempt returned no row');
+  if (!r) throw new Error('checkout_run returned no row');
   return parseAttempt(r);
+}
+
+/** A refusal raised by the function, as its answer; any other error is thrown on. */
+function refusalOf(error: unknown): AttemptResult {
+  if (pgErrorCode(error) !== REFUSED) throw error;
+  let refusal: unknown;
+  try {
+    refusal = JSON.parse((error as Error).message);
+  } catch {
+    throw error;
+  }
+  if (typeof refusal !== 'object' || refusal === null || !('error' in refusal)) throw error;
+  return parseAttempt(refusal as Record<string, unknown>);
 }
 
 const WINDOWS: readonly string[] = ['day', 'week', 'month'] satisfies WindowKind[];
@@ -151,7 +216,7 @@ const WINDOWS: readonly string[] = ['day', 'week', 'month'] satisfies WindowKind
 /** Checks the function's jsonb answer; anything unexpected is a programming error (500), never a guess. */
 export function parseAttempt(r: Record<string, unknown>): AttemptResult {
   const bad = (): never => {
-    throw new Error(`unexpected checkout_attempt result ${JSON.stringify(r)}`);
+    throw new Error(`unexpected checkout_run result ${JSON.stringify(r)}`);
   };
   const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : bad());
   const str = (v: unknown): string => (typeof v === 'string' ? v : bad());

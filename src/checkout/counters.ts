@@ -2,7 +2,7 @@ import type { Queryable } from '../platform/db/port.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
 // Spending windows kept as counters: one spend_windows row per scope, its day, ISO week and month
-// side by side (migration 0026). A checkout adds to them in checkout_attempt
+// side by side (migration 0026). A checkout adds to them in checkout_run
 // (src/migrations/functions/) with one conditional upsert per scope (spend_add), in the global lock
 // order card → profile → owner → bot; a released hold (deny, expiry) subtracts here in the same order.
 
@@ -24,7 +24,7 @@ export interface CounterSpec {
  * Gives back a released hold: subtracts from the windows the hold was taken in, where they are
  * still the scope's current ones (a window that has rolled over since is no longer read). One
  * statement per scope, in the order given (consecutive specs of one scope share it), so the lock
- * order stays the one checkout_attempt takes.
+ * order stays the one checkout_run takes.
  */
 export async function subtractFromCounters(
   tx: Queryable,

@@ -5,8 +5,8 @@ import type { CounterSpec, LimitName } from './counters.ts';
 
 // The TypeScript side of the guardrail chain: which counters a purchase counted in (subtracted
 // again when a hold is denied or expires) and the errors of failed limits. The chain itself, its
-// limits and the approval decision run in checkout_attempt
-// (src/migrations/functions/checkout_attempt.sql); the scopes below are the ones it adds to.
+// limits and the approval decision run in checkout_run
+// (src/migrations/functions/checkout_run.sql); the scopes below are the ones it adds to.
 
 export interface PurchaseScope {
   botId: string;

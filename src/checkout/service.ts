@@ -11,19 +11,34 @@ import { newId, newTimeOrderedId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
-import { type AttemptRefusal, type AttemptReplay, checkoutAttempt } from './attempt.ts';
+import {
+  type AttemptParams,
+  type AttemptRefusal,
+  type AttemptReplay,
+  type AttemptResult,
+  checkoutAlone,
+  checkoutAttempt,
+} from './attempt.ts';
 import { limitError, perTransactionError } from './guardrails.ts';
 import type { ApprovedBody, CheckoutBody, PendingBody } from './schemas.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
 // POST /api/v1/bot/merchant/checkout: idempotency, rate limit, the guardrail chain and the hold or
-// debit, all in one transaction. The key lookup, the rate limit and the chain itself — wallet
-// status → card resolution → card guardrails (per transaction, daily, monthly) → profile allowance
-// → master guardrails → funds → approval mode — and its writes run in one database call,
-// checkout_attempt (src/migrations/functions/checkout_attempt.sql, called through
-// src/checkout/attempt.ts): a dozen statements without a dozen round trips. It locks the key, the
-// bot's rate-limit row, counter rows card → profile → owner → bot, and the wallet row last. The
-// Idempotency-Key is kept on the confirmation row, and a replay is rebuilt from it (replayAnswer).
+// debit, all or nothing. The key lookup, the rate limit and the chain itself — wallet status → card
+// resolution → card guardrails (per transaction, daily, monthly) → profile allowance → master
+// guardrails → funds → approval mode — and its writes run in one database call, checkout_run
+// (src/migrations/functions/checkout_run.sql, called through src/checkout/attempt.ts): a dozen
+// statements without a dozen round trips. It locks the key, the bot's rate-limit row, counter rows
+// card → profile → owner → bot, and the wallet row last. The Idempotency-Key is kept on the
+// confirmation row, and a replay is rebuilt from it (replayAnswer).
+//
+// The call runs as a statement on its own (one round trip instead of BEGIN, call, COMMIT; the
+// locks it takes are held until its own commit, not until the service's COMMIT arrives) unless
+// the checkout has more to write with it: a purchase for a task (its state moves with it) or one
+// that takes the visible balance below the low mark (the wallet.balance_low event). Those run in a
+// transaction. The answer is built after the commit, from what the call returned: if building it
+// failed (a card secret that cannot be decrypted), the purchase stays recorded, as after a crash
+// between the commit and the answer, and a retry with the same Idempotency-Key answers it.
 
 /** The request body, as the route's schema validated it. */
 export type CheckoutRequest = CheckoutBody;
@@ -100,9 +115,14 @@ export async function checkout(
   idempotencyKey: string | undefined,
 ): Promise<CheckoutAnswer> {
   const now = ctx.clock.now();
-  let result: CheckoutAnswer & { replayed: boolean };
+  let result: (CheckoutAnswer & { replayed: boolean }) | null = null;
   try {
-    result = await ctx.db.transaction((tx) => runChain(ctx, tx, botId, req, idempotencyKey, now));
+    const params = attemptParams(ctx, botId, req, idempotencyKey, now);
+    if (req.task_id === undefined) {
+      const r = await checkoutAlone(ctx.db, params, LOW_BALANCE_CENTS);
+      if (r !== null) result = answer(ctx, req, params, r, false);
+    }
+    result ??= await ctx.db.transaction((tx) => runChain(ctx, tx, req, params));
   } catch (error) {
     // A refused checkout rolled back with its transaction, rate-limit hit included; it still counts
     // toward the hourly limit, or a bot could probe its guardrails without end.
@@ -131,7 +151,7 @@ function checkoutLimit(ctx: AppContext, botId: string, now: number) {
   return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
 
-/** The refusal of checkout_attempt, as the spec's error. */
+/** The refusal of checkout_run, as the spec's error. */
 function refusalError(r: AttemptRefusal): ApiError {
   switch (r.error) {
     case 'wallet_not_active':
@@ -172,37 +192,27 @@ function refusalError(r: AttemptRefusal): ApiError {
   }
 }
 
-async function runChain(
+/** The call's parameters: new ids, the purchase.approved event row, the rate limit. */
+function attemptParams(
   ctx: AppContext,
-  tx: Queryable,
   botId: string,
   req: CheckoutRequest,
   idempotencyKey: string | undefined,
   now: number,
-): Promise<CheckoutAnswer & { replayed: boolean }> {
+): AttemptParams {
   const id = newId('chk');
-  const amount = req.amount_cents;
-  const category = req.category?.trim() ? req.category.trim() : null;
-  const windowMs = ctx.config.approvalWindowSeconds * 1000;
   const event = purchaseEventRow(
     'purchase.approved',
-    {
-      id,
-      botId,
-      amountCents: amount,
-      merchantName: req.merchant_name,
-      itemName: req.item_name,
-    },
+    { id, botId, amountCents: req.amount_cents, merchantName: req.merchant_name, itemName: req.item_name },
     now,
   );
-  // The key, the rate limit, the whole chain and its writes in one database call (src/checkout/attempt.ts).
   const limit = checkoutLimit(ctx, botId, now);
-  const r = await checkoutAttempt(tx, {
+  return {
     botId,
     cardId: req.card_id ?? null,
     profileIndex: req.profile_index,
-    amountCents: amount,
-    category,
+    amountCents: req.amount_cents,
+    category: trimmedCategory(req),
     confirmationId: id,
     merchantName: req.merchant_name,
     merchantUrl: req.merchant_url,
@@ -217,52 +227,76 @@ async function runChain(
     rateLimit: limit.limit,
     idempotencyKey: idempotencyKey ?? null,
     requestHash: idempotencyKey === undefined ? null : requestHash(req),
-  });
-  if (r.ok === 'replay') return { ...replayAnswer(ctx, r.replay), replayed: true };
-  if (!r.ok) throw refusalError(r.refusal);
-  const { held, isReal } = r;
+  };
+}
+
+function trimmedCategory(req: CheckoutRequest): string | null {
+  return req.category?.trim() ? req.category.trim() : null;
+}
+
+/** The checkout in the caller's transaction, with what it writes beside the call. */
+async function runChain(
+  ctx: AppContext,
+  tx: Queryable,
+  req: CheckoutRequest,
+  p: AttemptParams,
+): Promise<CheckoutAnswer & { replayed: boolean }> {
+  const r = await checkoutAttempt(tx, p);
+  if (r.ok !== true) return answer(ctx, req, p, r, false);
   // The visible balance moves alike for every profile, and so does its low-balance event.
   const balanceLow = await emitBalanceLowIfCrossed(
     tx,
-    botId,
+    p.botId,
     r.availableBeforeCents,
-    r.availableBeforeCents - amount,
-    now,
+    r.availableBeforeCents - p.amountCents,
+    p.now,
   );
   if (req.task_id !== undefined) {
     // Inside the transaction: the tasks work can refuse (throw) and everything rolls back.
     await checkTaskForCheckout(tx, {
-      botId,
+      botId: p.botId,
       taskId: req.task_id,
       cardId: r.cardId,
       profileIndex: req.profile_index,
-      amountCents: amount,
+      amountCents: p.amountCents,
       merchantName: req.merchant_name,
       merchantUrl: req.merchant_url,
       itemName: req.item_name,
-      category,
-      at: now,
+      category: p.category,
+      at: p.now,
     });
     await onCheckoutDecided(tx, {
-      botId,
+      botId: p.botId,
       taskId: req.task_id,
-      confirmationId: id,
-      status: held ? 'pending' : 'approved',
-      at: now,
+      confirmationId: p.confirmationId,
+      status: r.held ? 'pending' : 'approved',
+      at: p.now,
     });
   }
+  return answer(ctx, req, p, r, balanceLow);
+}
 
+/** The answer to the bot from the call's result; a refusal is thrown as the spec's error. */
+function answer(
+  ctx: AppContext,
+  req: CheckoutRequest,
+  p: AttemptParams,
+  r: AttemptResult,
+  balanceLow: boolean,
+): CheckoutAnswer & { replayed: boolean } {
+  if (r.ok === 'replay') return { ...replayAnswer(ctx, r.replay), replayed: true };
+  if (!r.ok) throw refusalError(r.refusal);
   const common: AnswerCommon = {
-    confirmation_id: id,
+    confirmation_id: p.confirmationId,
     profile_index: req.profile_index,
     merchant_name: req.merchant_name,
-    amount_usd: centsToUsd(amount),
+    amount_usd: centsToUsd(p.amountCents),
   };
-  if (held) {
+  if (r.held) {
     return {
-      ...pendingAnswer(common, now + windowMs),
+      ...pendingAnswer(common, p.now + ctx.config.approvalWindowSeconds * 1000),
       // Decoy holds are decided by the service; only a real hold asks the owner.
-      ...(isReal ? { heldForOwner: id } : {}),
+      ...(r.isReal ? { heldForOwner: p.confirmationId } : {}),
       ...(balanceLow ? { balanceLow } : {}),
       replayed: false,
     };
@@ -275,7 +309,7 @@ async function runChain(
     created_at: r.cardCreatedAt,
   };
   return {
-    ...approvedAnswer(common, cardDetails(ctx, card, req.profile_index, isReal)),
+    ...approvedAnswer(common, cardDetails(ctx, card, req.profile_index, r.isReal)),
     ...(balanceLow ? { balanceLow } : {}),
     replayed: false,
   };
@@ -387,7 +421,7 @@ interface PurchaseEventInput {
 }
 
 /**
- * The outbox row of a purchase event written by checkout_attempt, serialised exactly as emitEvent
+ * The outbox row of a purchase event written by checkout_run, serialised exactly as emitEvent
  * does (src/events/outbox.ts): the body is built here, the database function only stores it.
  */
 function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {

@@ -3,17 +3,22 @@ import {
   type AttemptParams,
   type AttemptResult,
   attemptCall,
+  checkoutAlone,
   checkoutAttempt,
   parseAttempt,
 } from '../../src/checkout/attempt.ts';
+import { LOW_BALANCE_CENTS } from '../../src/owners/funding.ts';
 import { namedCall, namedInsert } from '../../src/platform/db/named.ts';
 import { newId } from '../../src/platform/ids.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { setupCard, type TestCard } from './helpers.ts';
 
-// checkout_attempt called directly through its typed interface (src/checkout/attempt.ts): one row
-// per rule of the guardrail chain, each on a fresh owner, bot and card whose limits are all
-// generous except the one the row tightens.
+// checkout_run called directly through its typed interface (src/checkout/attempt.ts): one row per
+// rule of the guardrail chain, each on a fresh owner, bot and card whose limits are all generous
+// except the one the row tightens; each row both ways the service calls it, as a statement on its
+// own (checkoutAlone) and inside a transaction (checkoutAttempt). A refusal must leave nothing
+// behind either way: no confirmation, and neither the rate-limit hit nor the counters added by
+// the rules it passed before the one that refused.
 
 interface Fixture {
   svc: TestService;
@@ -255,34 +260,103 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
     };
   }
 
-  it.each(ROWS.map((r) => [r.rule, r] as const))('%s', async (_rule, row) => {
-    const f = await fixture();
-    await row.setup?.(f);
-    const p = { ...params(f), ...row.params?.(f) };
-    const result = await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, p));
-    const expected = row.expected(f);
-    if (expected.ok === false) expect(result).toEqual(expected);
-    else expect(result).toMatchObject(expected);
-    const confirmations = await svc.ctx.db.query<{ status: string; is_real: boolean }>(
-      'SELECT status, is_real FROM checkout_confirmations WHERE id = $1',
-      [p.confirmationId],
+  /** What a refused call must not change: the counters of the fixture's scopes, its rate-limit row, its ledger. */
+  async function footprint(f: Fixture): Promise<unknown[]> {
+    return svc.ctx.db.query(
+      `SELECT 'w' AS t, scope AS k, day_cents::text || '/' || week_cents::text || '/' || month_cents::text AS v
+         FROM spend_windows WHERE scope LIKE ANY (ARRAY['card:' || $1 || '%', 'profile:' || $1 || '%', 'owner:' || $2 || '%', 'bot:' || $3])
+       UNION ALL SELECT 'r', key, cardinality(hits)::text FROM rate_limits WHERE key = 'checkout:' || $3
+       UNION ALL SELECT 'l', bot_id, count(*)::text FROM ledger_entries WHERE bot_id = $3 GROUP BY bot_id
+       ORDER BY 1, 2`,
+      [f.card.card_id, f.ownerId, f.botId],
     );
-    if (result.ok === 'replay') throw new Error('no key was sent: nothing to replay');
-    if (result.ok) {
-      expect(confirmations).toEqual([
-        { status: result.held ? 'pending' : 'approved', is_real: result.isReal },
-      ]);
-    } else {
-      expect(confirmations).toEqual([]);
-    }
+  }
+
+  const MODES = ['alone', 'in a transaction'] as const;
+  it.each(ROWS.flatMap((r) => MODES.map((m) => [r.rule, m, r] as const)))(
+    '%s (%s)',
+    async (_rule, mode, row) => {
+      const f = await fixture();
+      await row.setup?.(f);
+      const p = { ...params(f), ...row.params?.(f) };
+      const before = await footprint(f);
+      const result =
+        mode === 'alone'
+          ? await checkoutAlone(svc.ctx.db, p, LOW_BALANCE_CENTS)
+          : await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, p));
+      if (result === null) throw new Error('the balance stays far above the low mark: no transaction needed');
+      const expected = row.expected(f);
+      if (expected.ok === false) expect(result).toEqual(expected);
+      else expect(result).toMatchObject(expected);
+      const confirmations = await svc.ctx.db.query<{ status: string; is_real: boolean }>(
+        'SELECT status, is_real FROM checkout_confirmations WHERE id = $1',
+        [p.confirmationId],
+      );
+      if (result.ok === 'replay') throw new Error('no key was sent: nothing to replay');
+      if (result.ok) {
+        expect(confirmations).toEqual([
+          { status: result.held ? 'pending' : 'approved', is_real: result.isReal },
+        ]);
+        expect(await footprint(f)).not.toEqual(before);
+      } else {
+        expect(confirmations).toEqual([]);
+        expect(await footprint(f)).toEqual(before);
+      }
+    },
+  );
+
+  it('alone, a purchase that takes the visible balance below the low mark writes nothing and asks for a transaction', async () => {
+    const f = await fixture();
+    // Down to exactly the mark: not below it, so no event is due and the call commits on its own.
+    const toMark = { ...params(f), amountCents: FUNDS - LOW_BALANCE_CENTS };
+    expect(await checkoutAlone(svc.ctx.db, toMark, LOW_BALANCE_CENTS)).toMatchObject({ ok: true });
+    // One cent more crosses it.
+    const crossing = { ...params(f), amountCents: 1 };
+    const before = await footprint(f);
+    expect(await checkoutAlone(svc.ctx.db, crossing, LOW_BALANCE_CENTS)).toBeNull();
+    expect(await footprint(f)).toEqual(before);
+    expect(
+      await svc.ctx.db.query('SELECT 1 FROM checkout_confirmations WHERE id = $1', [crossing.confirmationId]),
+    ).toEqual([]);
+    // In a transaction the same call passes (the caller writes the event beside it).
+    const inTx = await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, crossing));
+    expect(inTx).toMatchObject({ ok: true, availableBeforeCents: LOW_BALANCE_CENTS });
+  });
+
+  it('checkout_attempt, kept for the previous version, still answers a refusal and leaves nothing', async () => {
+    // A rolling deploy: instances of the previous version call checkout_attempt in their
+    // transaction and read {"error": …} from its answer.
+    const old = namedCall<AttemptParams>(
+      'checkout_attempt',
+      Object.fromEntries(
+        [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)]
+          .filter((m) => m[1] !== 'p_low_balance_cents')
+          .map((m) => [
+            m[1],
+            (p: AttemptParams) =>
+              attemptCall.params({ ...p, lowBalanceCents: null } as never)[Number(m[2]) - 1],
+          ]),
+      ),
+    );
+    const f = await fixture();
+    await svc.ctx.db.query("UPDATE wallets SET status = 'frozen' WHERE bot_id = $1", [f.botId]);
+    const before = await footprint(f);
+    const refused = await svc.ctx.db.transaction((tx) =>
+      tx.query<{ r: unknown }>(`SELECT ${old.sql} AS r`, old.params(params(f))),
+    );
+    expect(refused).toEqual([{ r: { error: 'wallet_frozen' } }]);
+    expect(await footprint(f)).toEqual(before);
+    await svc.ctx.db.query("UPDATE wallets SET status = 'active' WHERE bot_id = $1", [f.botId]);
+    const passed = await svc.ctx.db.transaction((tx) =>
+      tx.query<{ r: Record<string, unknown> }>(`SELECT ${old.sql} AS r`, old.params(params(f))),
+    );
+    expect(passed[0]?.r).toMatchObject({ ok: true, held: false, is_real: true });
   });
 
   it('passes every parameter of the database function by name, once', async () => {
-    // The overload the code calls (migration 0023 keeps the previous one for a rolling deploy).
     const rows = await svc.ctx.db.query<{ names: string[]; nargs: number }>(
       `SELECT proargnames AS names, pronargs AS nargs FROM pg_proc
-        WHERE proname = 'checkout_attempt' AND pronamespace = current_schema()::regnamespace
-          AND 'p_idempotency_key' = ANY (proargnames)`,
+        WHERE proname = 'checkout_run' AND pronamespace = current_schema()::regnamespace`,
     );
     expect(rows).toHaveLength(1);
     const named = [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);

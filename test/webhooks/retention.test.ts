@@ -319,15 +319,14 @@ describe('data retention (src/jobs/retention.ts)', () => {
   it('the hot database functions are planned once per connection, not at every call', async () => {
     const rows = await svc.ctx.db.query<{ proname: string; config: string[] | null }>(
       `SELECT proname, proconfig AS config FROM pg_proc
-        WHERE proname IN ('checkout_attempt', 'webhook_claim', 'webhook_record_and_claim')
+        WHERE proname IN ('checkout_run', 'webhook_claim', 'webhook_record_and_claim')
           AND pronamespace = current_schema()::regnamespace`,
     );
-    const newest = rows.filter((r) => r.proname !== 'checkout_attempt' || r.config !== null);
-    expect(new Set(newest.map((r) => r.proname))).toEqual(
-      new Set(['checkout_attempt', 'webhook_claim', 'webhook_record_and_claim']),
+    expect(new Set(rows.map((r) => r.proname))).toEqual(
+      new Set(['checkout_run', 'webhook_claim', 'webhook_record_and_claim']),
     );
-    for (const r of newest) expect(r.config).toContain('plan_cache_mode=force_generic_plan');
+    for (const r of rows) expect(r.config).toContain('plan_cache_mode=force_generic_plan');
     // …and never JIT-compiled: a generic plan's estimate can pass jit_above_cost (26 ms per call).
-    for (const r of newest) expect(r.config).toContain('jit=off');
+    for (const r of rows) expect(r.config).toContain('jit=off');
   });
 });

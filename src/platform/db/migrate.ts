@@ -13,7 +13,7 @@ import type { Db, Queryable } from './port.ts';
 // (a migration may have replaced one). A migration must not rely on a function file's newest
 // definition: on a fresh database the files run after every migration.
 //
-// Generic plans: the hot functions (checkout_attempt, webhook_claim, webhook_record_and_claim) carry
+// Generic plans: the hot functions (checkout_run, webhook_claim, webhook_record_and_claim) carry
 // `SET plan_cache_mode = force_generic_plan`. Left to choose, PostgreSQL re-plans their statements
 // at every call once the tables have statistics, and planning their joins probes the ends of the
 // id indexes for the actual minimum and maximum (get_actual_variable_range); on a table whose

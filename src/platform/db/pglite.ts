@@ -99,6 +99,11 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     async exec(sql: string) {
       await raw.exec(sql);
     },
+    async write<T extends Row>(sql: string, params?: readonly unknown[]) {
+      // A statement on its own is its own transaction here too.
+      const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      return result.rows;
+    },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {

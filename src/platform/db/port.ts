@@ -21,6 +21,13 @@ export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /**
+   * One statement that writes, in a transaction of its own: committed when it succeeds, nothing
+   * left when it fails. One round trip where `transaction` takes three (BEGIN, the statement,
+   * COMMIT). For a statement `query` would take for a read (`SELECT fn(…)` of a function that
+   * writes): its notifications are announced like a transaction's. Honours prepared().
+   */
+  write<T extends Row = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  /**
    * Subscribes to NOTIFY on a channel; returns an unsubscribe function. Notifications of this
    * process's own commits reach the handler before the committing call returns (caches read their
    * own writes); other processes' arrive after their commit. After the listening connection was
@@ -38,7 +45,7 @@ const PREPARED = new Map<string, string>();
  * Marks a hot statement that the PostgreSQL driver prepares once per connection (a named
  * statement: later calls send only its parameters, and PostgreSQL neither parses, analyses nor
  * plans it again); returns the SQL unchanged. For statements whose parse and plan showed in a
- * profile: checkout_attempt's call names 22 parameters, and resolving them was about 3 % of
+ * profile: the checkout call (then checkout_attempt) names 22 parameters, and resolving them was about 3 % of
  * PostgreSQL's CPU per checkout. PGlite runs it like any other statement.
  */
 export function prepared(sql: string): string {

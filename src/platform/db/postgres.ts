@@ -208,7 +208,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     const notices = collect(client);
     let broken = false;
     try {
-      const result = await client.query(sql, params as unknown[] | undefined);
+      const name = preparedName(sql);
+      const result = name
+        ? await client.query({ name, text: sql, values: params as unknown[] | undefined })
+        : await client.query(sql, params as unknown[] | undefined);
       const pending = notices.stop();
       deliverLocally(pending);
       sendDeferred(pending);
@@ -232,6 +235,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     async exec(sql: string) {
       await autocommit(sql);
     },
+    write: autocommit,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
