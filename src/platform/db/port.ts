@@ -24,7 +24,8 @@ export interface Db extends Queryable {
    * One statement that writes, in a transaction of its own: committed when it succeeds, nothing
    * left when it fails. One round trip where `transaction` takes three (BEGIN, the statement,
    * COMMIT). For a statement `query` would take for a read (`SELECT fn(…)` of a function that
-   * writes): its notifications are announced like a transaction's. Honours prepared().
+   * writes): its notifications are announced like a transaction's. Honours prepared(). Retried
+   * on a deadlock or serialization failure, as `transaction` is.
    */
   write<T extends Row = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
   /**

@@ -42,6 +42,14 @@ export function withServerOptions(connectionString: string, settings: string[]):
   return url.toString();
 }
 
+/** Retries of Db.write, as many as a transaction's default. */
+const WRITE_RETRIES = 5;
+
+/** The wait before retrying after a deadlock or serialization failure: short, jittered, growing. */
+function backoff(attempt: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * (attempt + 1)));
+}
+
 export async function openPostgres(options: PostgresOptions): Promise<Db> {
   // Every session asks botpay_notify() (migration 0001) to announce notifications as NOTICEs
   // instead of sending them inside the transaction; see sendDeferred.
@@ -235,7 +243,21 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     async exec(sql: string) {
       await autocommit(sql);
     },
-    write: autocommit,
+    async write<T extends Row>(sql: string, params?: readonly unknown[]) {
+      // Retried like a transaction: a statement on its own that failed on a deadlock or a
+      // serialization failure left nothing behind.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await autocommit<T>(sql, params);
+        } catch (error) {
+          if (attempt < WRITE_RETRIES && isRetryableTransactionError(error)) {
+            await backoff(attempt);
+            continue;
+          }
+          throw error;
+        }
+      }
+    },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
@@ -270,7 +292,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
             broken = true;
           }
           if (attempt < retries && isRetryableTransactionError(error)) {
-            await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * (attempt + 1)));
+            await backoff(attempt);
             continue;
           }
           throw error;
