@@ -1,14 +1,14 @@
 import { buildApp } from './app.ts';
-import type { Config } from './config.ts';
+import { type Config, ConfigError } from './config.ts';
 import { ALL_JOBS } from './jobs/index.ts';
 import type { BackgroundJob } from './jobs/runner.ts';
 import { startJobs } from './jobs/runner.ts';
 import { type Clock, systemClock } from './platform/clock.ts';
 import type { AppContext } from './platform/context.ts';
-import { createSecretBox } from './platform/crypto.ts';
+import { createSecretBox, type SecretBox } from './platform/crypto.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { openDatabase, resolveSecretKey } from './platform/db/open.ts';
-import type { Db } from './platform/db/port.ts';
+import type { Db, Queryable } from './platform/db/port.ts';
 import type { App } from './platform/http.ts';
 import { createLogger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mailer.ts';
@@ -36,9 +36,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const logger = createLogger(config.logLevel, options.logStream);
   const secretKey = await resolveSecretKey(config);
   const db = options.db ?? (await openDatabase(config));
+  const secrets = createSecretBox(secretKey);
   try {
     const applied = await migrate(db);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+    await checkSecretKey(db, secrets);
   } catch (error) {
     await db.close();
     throw error;
@@ -47,7 +49,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     config,
     db,
     clock: options.clock ?? systemClock,
-    secrets: createSecretBox(secretKey),
+    secrets,
     mailer: options.mailer ?? createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, logger }),
     logger,
     metrics: createMetrics(db),
@@ -77,4 +79,28 @@ export async function startService(config: Config, options: StartOptions = {}): 
       return closing;
     },
   };
+}
+
+/**
+ * Refuses to start with a SECRET_KEY that is not the one the stored secrets were written with:
+ * such a service would fail every request that needs one (webhook signatures, card details), and
+ * a checkout would be recorded before its answer failed (src/checkout/service.ts). The newest bots'
+ * webhook secrets are tried; when none decrypts, start-up stops with a one-line cause. A single
+ * damaged row does not stop it (`botpay doctor` reports it).
+ */
+export async function checkSecretKey(db: Queryable, secrets: SecretBox): Promise<void> {
+  const sample = await db.query<{ webhook_secret_enc: string }>(
+    'SELECT webhook_secret_enc FROM bots ORDER BY created_at DESC LIMIT 5',
+  );
+  if (sample.length === 0) return;
+  for (const row of sample) {
+    try {
+      secrets.decrypt(row.webhook_secret_enc);
+      return;
+    } catch {}
+  }
+  throw new ConfigError(
+    'SECRET_KEY',
+    `does not decrypt the secrets stored in this database (none of the ${sample.length} newest bots' webhook secrets): start with the key they were written with.`,
+  );
 }

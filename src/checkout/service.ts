@@ -37,7 +37,8 @@ import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 // the checkout has more to write with it: a purchase for a task (its state moves with it) or one
 // that takes the visible balance below the low mark (the wallet.balance_low event). Those run in a
 // transaction. The answer is built after the commit, from what the call returned: if building it
-// failed (a card secret that cannot be decrypted), the purchase stays recorded, as after a crash
+// failed (a damaged card secret; a wrong SECRET_KEY as a whole is refused at start-up, src/server.ts
+// checkSecretKey), the purchase stays recorded, as after a crash
 // between the commit and the answer, and a retry with the same Idempotency-Key answers it.
 
 /** The request body, as the route's schema validated it. */
