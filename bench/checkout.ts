@@ -9,7 +9,7 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
 import { freePort } from '../test/support/process.ts';
-import { cpuMsOf, cpuMsOfAll, measure, stopWithBench } from './lib.ts';
+import { cpuBudgetRow, cpuMsOf, cpuMsOfAll, measure, perfShares, stopWithBench } from './lib.ts';
 import { type CheckoutBot, call, openOwnerGuardrails, seedCheckoutBot } from './seed.ts';
 
 // npm run bench:checkout
@@ -74,6 +74,8 @@ interface Load {
   postgresUs: number;
   /** CPU µs per request of the service's own PostgreSQL backends only (other work on the machine excluded). */
   backendsUs: number;
+  /** CPU µs per request of this process: the load generator (autocannon). */
+  benchUs: number;
 }
 
 async function warmUp(options: autocannon.Options): Promise<void> {
@@ -104,7 +106,9 @@ async function load(options: autocannon.Options): Promise<Load> {
   const server0 = cpuMsOf(serverPid);
   const postgres0 = cpuMsOfAll('postgres');
   const backends0 = new Map((await serviceBackends()).map((pid) => [pid, cpuMsOf(pid)]));
+  const bench0 = process.cpuUsage();
   const { result: r, p50Ms, p99Ms } = await measure({ ...options, duration: SECONDS });
+  const bench = process.cpuUsage(bench0);
   const requests = Math.max(1, r.requests.total);
   const serverUs = ((cpuMsOf(serverPid) - server0) * 1000) / requests;
   // Every PostgreSQL process (backends that other work on the machine uses included).
@@ -125,6 +129,7 @@ async function load(options: autocannon.Options): Promise<Load> {
     serverUs,
     postgresUs,
     backendsUs,
+    benchUs: (bench.user + bench.system) / requests,
   };
 }
 
@@ -319,6 +324,51 @@ try {
     );
     return r;
   };
+  /**
+   * BENCH_PERF=1: one more checkout phase, not counted, with perf recording the service's
+   * PostgreSQL backends (perfShares): the share of their CPU in each stage of a checkout, and what
+   * that is per checkout.
+   */
+  const profileBackends = async () => {
+    const stages: Array<[string, string]> = [
+      ['plpgsql_call_handler', 'PL/pgSQL: checkout_run, its statements and the trigger functions'],
+      ['standard_ExecutorStart', 'executor start-up, once per statement (the call’s, triggers’, FK checks’)'],
+      ['AfterTriggerEndQuery', 'after-row triggers at the end of each statement'],
+      ['SPI_execute_snapshot', 'of which foreign-key checks'],
+      ['ExecInsertIndexTuples', 'index entries'],
+      ['CommitTransactionCommand', 'commit (deferred ledger balance checks, WAL flush)'],
+      ['XLogFlush', 'of which WAL flush'],
+      ['EmitErrorReport', 'NOTICEs to the client (change announcements)'],
+      ['__x64_sys_sendto', 'sending answers (kernel)'],
+    ];
+    await admin.query(`DELETE FROM ${schema}.rate_limits`);
+    const [r, shares] = await Promise.all([
+      load(checkoutOptions),
+      new Promise<void>((resolve) => setTimeout(resolve, 500)).then(async () =>
+        perfShares(
+          await serviceBackends(),
+          Math.max(1, SECONDS - 1),
+          stages.map(([symbol]) => symbol),
+        ),
+      ),
+    ]);
+    if (!shares) {
+      console.log('BENCH_PERF: perf record failed (is Linux perf installed, and allowed to sample?)');
+      return;
+    }
+    console.log(
+      `where the service’s PostgreSQL backends spend their CPU in a checkout (perf, ${r.okPerSecond.toFixed(0)} approved/s, ` +
+        `${r.backendsUs.toFixed(0)} µs per checkout; shares are inclusive, so they overlap):`,
+    );
+    console.table(
+      stages.map(([symbol, stage]) => ({
+        stage,
+        share: `${(100 * (shares.get(symbol) ?? 0)).toFixed(1)} %`,
+        'µs per checkout': Math.round((shares.get(symbol) ?? 0) * r.backendsUs),
+      })),
+    );
+  };
+
   // 3. Writes per operation (deterministic; before the load phases, so nothing else writes).
   // Steady state: each bot's counters and rate-limit row exist before the sample (a bot's first
   // purchase of a day or month creates its counter rows).
@@ -374,11 +424,32 @@ try {
     minimalRuns.push(m);
     emptyRuns.push(await checkoutLoad('no history'));
   }
-  const minimal = { okPerSecond: median(minimalRuns.map((r) => r.okPerSecond)) };
+  // CPU per request of every process on the machine that works on it: the service, PostgreSQL and
+  // the load generator. Both phases keep both cores busy, so the throughput ratio follows the ratio
+  // of these sums, and the goal's rate bounds the checkout's sum (cpuBudgetRow).
+  const allUs = (r: Load) => r.serverUs + r.postgresUs + r.benchUs;
+  const minimal = {
+    okPerSecond: median(minimalRuns.map((r) => r.okPerSecond)),
+    cpuUs: median(minimalRuns.map(allUs)),
+  };
   const empty = {
     okPerSecond: median(emptyRuns.map((r) => r.okPerSecond)),
     p50: median(emptyRuns.map((r) => r.p50)),
+    cpuUs: median(emptyRuns.map(allUs)),
+    postgresUs: median(emptyRuns.map((r) => r.postgresUs)),
   };
+  const budget = cpuBudgetRow(
+    { benchmark: 'checkout', database: 'postgres', metric: 'CPU budget' },
+    empty.cpuUs,
+    0.5,
+    minimal.okPerSecond,
+  );
+  console.log(
+    `CPU per request, service + PostgreSQL + load generator (medians): minimal transaction ${minimal.cpuUs.toFixed(0)} µs, ` +
+      `checkout ${empty.cpuUs.toFixed(0)} µs, of which PostgreSQL ${empty.postgresUs.toFixed(0)} µs; ` +
+      `0.5 × ${minimal.okPerSecond.toFixed(0)}/s leaves ${budget.baselineValue.toFixed(0)} µs per checkout`,
+  );
+  if (process.env.BENCH_PERF === '1') await profileBackends();
 
   // 1,000,000 past ledger entries (and a confirmation per purchase), bulk-inserted. Triggers are
   // skipped for the load (session_replication_role = replica): each pair of rows balances, and the
@@ -431,6 +502,28 @@ try {
   const full = { p50: median(fullRuns.map((r) => r.p50)) };
 
   const throughputRatio = empty.okPerSecond / minimal.okPerSecond;
+  const budgetRows = [
+    cpuBudgetRow(
+      {
+        benchmark: 'checkout',
+        database: 'postgres',
+        metric: `CPU µs per approved checkout: service + PostgreSQL + load generator (median of ${ROUNDS})`,
+      },
+      empty.cpuUs,
+      0.5,
+      minimal.okPerSecond,
+    ),
+    cpuBudgetRow(
+      {
+        benchmark: 'checkout',
+        database: 'postgres',
+        metric: `CPU µs per approved checkout in PostgreSQL alone (median of ${ROUNDS})`,
+      },
+      empty.postgresUs,
+      0.5,
+      minimal.okPerSecond,
+    ),
+  ];
   const latencyRatio = full.p50 / Math.max(empty.p50, 0.001);
   const rows = [
     {
@@ -463,6 +556,7 @@ try {
       ratio: latencyRatio,
       goal: '≤ 1.2',
     },
+    ...budgetRows,
   ];
   console.table(
     rows.map((r) => ({

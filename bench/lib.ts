@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { cpus, totalmem } from 'node:os';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
@@ -284,4 +284,93 @@ export function goalMet(row: Pick<BenchRow, 'goal' | 'value' | 'ratio'>): boolea
 
 export function metLabel(met: boolean | undefined): string {
   return met === undefined ? '-' : met ? 'yes' : 'NO';
+}
+
+/** Logical CPUs of this machine: every process of a benchmark (service, database, load) shares them. */
+export const CORES = cpus().length;
+
+/**
+ * The CPU a rate leaves per operation, in µs summed over every process that works on it: with
+ * every core busy all the time, `rate` operations per second can use at most CORES × 10⁶ ÷ rate.
+ * A goal's rate (goal ratio × the baseline's rate measured in the same run) thus bounds the CPU
+ * per operation from above: a path that needs more cannot reach the goal on this machine, however
+ * well its work overlaps, and only doing less work per operation can.
+ */
+export function cpuBudgetUs(rate: number): number {
+  return (CORES * 1e6) / rate;
+}
+
+/**
+ * A row comparing the CPU one operation takes (µs, summed over the processes named in `metric`)
+ * with the budget a throughput goal leaves (`cpuBudgetUs`). Informational (its goal column is not
+ * checked): a ratio above 1 shows the goal out of reach at this CPU cost.
+ */
+export function cpuBudgetRow(
+  row: Pick<BenchRow, 'benchmark' | 'database' | 'metric'>,
+  usedUs: number,
+  goalRatio: number,
+  baselineRate: number,
+): BenchRow {
+  return {
+    ...row,
+    value: usedUs,
+    baseline: `CPU µs the goal leaves (${CORES} cores ÷ (${goalRatio} × ${Math.round(baselineRate)}/s))`,
+    baselineValue: cpuBudgetUs(goalRatio * baselineRate),
+    ratio: usedUs / cpuBudgetUs(goalRatio * baselineRate),
+    goal: '(above 1: out of reach at this cost)',
+  };
+}
+
+/**
+ * BENCH_PERF=1: where the CPU of some processes goes, by `perf record` (Linux perf, software clock
+ * events, call graphs) over `seconds`. Returns the inclusive share (0..1) of their samples in each
+ * named function, or undefined when perf is missing or not allowed. PostgreSQL's Debian build is
+ * stripped but keeps its exported symbols, which name every stage used here.
+ */
+export async function perfShares(
+  pids: number[],
+  seconds: number,
+  symbols: readonly string[],
+): Promise<Map<string, number> | undefined> {
+  const file = join(tmpdir(), `bench-perf-${process.pid}-${Date.now()}.data`);
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn('perf', args, { stdio: ['ignore', 'pipe', 'ignore'] });
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += String(d);
+      });
+      child.once('error', () => resolve({ code: 1, out: '' }));
+      child.once('exit', (code) => resolve({ code, out }));
+    });
+  try {
+    const recorded = await run([
+      'record',
+      '-q',
+      '-e',
+      'cpu-clock',
+      '-F',
+      '999',
+      '-g',
+      '-p',
+      pids.join(','),
+      '-o',
+      file,
+      '--',
+      'sleep',
+      String(seconds),
+    ]);
+    if (recorded.code !== 0) return undefined;
+    const report = await run(['report', '-i', file, '--children', '--sort', 'sym', '--stdio', '-g', 'none']);
+    if (report.code !== 0) return undefined;
+    const wanted = new Set(symbols);
+    const shares = new Map<string, number>();
+    for (const line of report.out.split('\n')) {
+      const m = /^\s*([\d.]+)%\s+[\d.]+%\s+\[[.k]\]\s+(\S+)/.exec(line);
+      if (m?.[2] && wanted.has(m[2]) && !shares.has(m[2])) shares.set(m[2], Number(m[1]) / 100);
+    }
+    return shares;
+  } finally {
+    await rm(file, { force: true });
+  }
 }

@@ -7,7 +7,16 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { request as undiciRequest } from 'undici';
 import { freePort } from '../test/support/process.ts';
-import { benchSchema, cpuOf, measure, readResults, saveResults, stopWithBench } from './lib.ts';
+import {
+  benchSchema,
+  CORES,
+  cpuBudgetRow,
+  cpuOf,
+  measure,
+  readResults,
+  saveResults,
+  stopWithBench,
+} from './lib.ts';
 
 // Requests per second and p99 through the managed tunnel (autocannon → relay in the service →
 // WebSocket → `botpay tunnel` → local receiver) as a ratio to the same requests sent straight to
@@ -130,6 +139,15 @@ async function main(): Promise<void> {
       `throughput ratio   : ${ratio.toFixed(2)} (goal ≥ 0.35); p99 ratio ${p99Ratio.toFixed(1)} (goal ≤ 3) ${met ? 'OK' : 'BELOW GOAL'}`,
     );
     console.log(`client log lines : ${logged}`);
+    // Every process on the path (load generator, receiver, service, client), summed: the goal's
+    // rate leaves at most CORES × 10⁶ ÷ (0.35 × direct req/s) µs per request among them.
+    const sumUs = (r: Result) => Object.values(r.cpuPerRequestUs).reduce((a, b) => a + b, 0);
+    console.log(
+      `CPU per request, all processes: direct ${sumUs(direct)} µs, through the tunnel ${sumUs(tunnel)} µs; ` +
+        `in use: direct ${((100 * direct.rps * sumUs(direct)) / (CORES * 1e6)).toFixed(0)} %, ` +
+        `tunnel ${((100 * tunnel.rps * sumUs(tunnel)) / (CORES * 1e6)).toFixed(0)} % of ${CORES} cores; ` +
+        `0.35 × direct leaves ${((CORES * 1e6) / (0.35 * direct.rps)).toFixed(0)} µs`,
+    );
     await saveResults('tunnel', [
       {
         benchmark: 'tunnel',
@@ -151,6 +169,16 @@ async function main(): Promise<void> {
         ratio: p99Ratio,
         goal: '≤ 3',
       },
+      cpuBudgetRow(
+        {
+          benchmark: 'tunnel',
+          database: '-',
+          metric: 'CPU µs per request through the tunnel: load generator + service + client + receiver',
+        },
+        sumUs(tunnel),
+        0.35,
+        direct.rps,
+      ),
     ]);
     if (tunnel.errors > 0 || tunnel.non2xx > 0) process.exitCode = 1;
   } finally {
