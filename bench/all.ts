@@ -6,6 +6,8 @@ import { type BenchRow, goalMet, machine, metLabel, readResults, round, stopWith
 // `npm run bench`: runs every benchmark one after the other (they must not share the machine)
 // and writes bench/RESULTS.md from their result files. Every figure is a ratio to a baseline
 // measured in the same run; absolute numbers on a shared 2-core machine mean little.
+// `npm run bench -- checkout tunnel` runs only those; `npm run bench -- none` runs none and rewrites
+// RESULTS.md from the results the benchmarks saved last (bench/results/).
 
 const BENCHMARKS = ['status', 'checkout', 'webhooks', 'tunnel', 'embedded', 'capacity', 'retention'] as const;
 
@@ -138,7 +140,7 @@ sections.push(
   '  each a change to where an invariant is enforced (ARCHITECTURE.md), so each needs its own tests',
   '  under the 150-way concurrency checks.',
   '- **webhooks**: at the edge of its CPU budget (budget row 1.0–1.1: worker 39–50 µs, receiver',
-  '  19–27, PostgreSQL 44–51 per delivery against 96–106 left), and the pipeline keeps only 57–75 %',
+  '  19–27, PostgreSQL 44–51 per delivery against 96–111 left), and the pipeline keeps only 57–75 %',
   '  of the two cores busy, so both must improve. The serial stage is the recording call: one at a',
   '  time, each records the finished batch and claims the next (about 110–140 rows per call, 5.5–7 ms',
   '  each; measured with track_functions on 2026-11-27: webhook_claim is 58 % of the call’s time,',
@@ -160,13 +162,13 @@ sections.push(
   '  load on first use), ~0.35 s PGlite opening the directory, ~0.1 s the migration check, ~0.6 s',
   '  building the app, mostly Fastify compiling every route’s validators and serializers (the next',
   '  cut: compiling each on its first request).',
-  '- **tunnel**: at the edge of its CPU budget (budget row 0.85–1.03 on 2026-11-27: 73–74 µs per',
-  '  request summed — load generator 12, receiver 15, service 24, client 23 — against 72–87 left),',
-  '  and the tunnel path keeps 75 % of the two cores busy where the direct one keeps 91 %: with 20',
-  '  connections its rate is its latency’s (p50 0.85–0.89 ms through two more processes and two',
+  '- **tunnel**: at the edge of its CPU budget (budget row 0.85–1.03 on 2026-11-27: 73–77 µs per',
+  '  request summed — load generator 12–13, receiver 15–16, service 24–25, client 23–24 — against',
+  '  72–87 left), and the tunnel path keeps 74–76 % of the two cores busy where the direct one keeps 91 %: with 20',
+  '  connections its rate is its latency’s (p50 0.85–0.91 ms through two more processes and two',
   '  more loopback hops: caller → service, WebSocket frame, client → receiver). Reaching 0.35 needs',
-  '  both less CPU and less waiting. The direct phase is the noisier one (65–79k requests/s in three',
-  '  runs of the same hour, the tunnel 20.2–20.9k), so single-run ratios move with it (0.26–0.31',
+  '  both less CPU and less waiting. The direct phase is the noisier one (65–79k requests/s in four',
+  '  runs of the same hour, the tunnel 19.2–20.9k), so single-run ratios move with it (0.26–0.31',
   '  that hour; 0.19–0.42 on earlier, busier days). Done before: binary version 2 frames with a',
   '  13-byte header, frames batched per event-loop iteration, no promises, timers or header arrays',
   '  per request, requests in flight in an id-indexed table, the client’s local requests on undici’s',
