@@ -323,6 +323,10 @@ async function main(): Promise<void> {
         }
       });
     }
+    // Statistics, as autovacuum keeps them in a running database: the worker's functions get their
+    // generic plans from them (a fresh schema without any planned differently; see
+    // test/webhooks/claimPlan.test.ts).
+    await db.query('ANALYZE');
     worker = await startWorker(url.toString());
     const workerCpu0 = cpuMsOf(worker.child.pid);
     const receiverCpu0 = cpuMsOf(receiver.child.pid);

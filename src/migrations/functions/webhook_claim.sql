@@ -52,10 +52,13 @@ BEGIN
     SELECT c.id, c.rn + max(c.busy) OVER (PARTITION BY c.bot_id) AS slot
       FROM counted c
   ), picked AS (
-    -- Joined by primary key (not IN): a plan that stays cheap even before statistics exist.
+    -- The ranked rows with a free slot, fetched by primary key as one array (`= ANY`): a plan that
+    -- stays cheap with or without statistics. A join with the ranked rows was planned, from the
+    -- generic plan's estimates, as a nested loop that compared every due row with every ranked one
+    -- (37,000 comparisons for a claim of 128 rows, half the claim's time; EXPLAIN of 2026-11-27).
     SELECT d.id
-      FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
-     WHERE r.slot <= p_per_bot
+      FROM webhook_deliveries d
+     WHERE d.id = ANY (ARRAY(SELECT r.id FROM ranked r WHERE r.slot <= p_per_bot))
        -- Re-checked on the locked row version: another worker may have claimed it meanwhile.
        AND d.status = 'pending' AND d.next_attempt_at <= p_now
        AND (d.locked_until IS NULL OR d.locked_until <= p_now)

@@ -1,0 +1,78 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, isPostgres, POSTGRES_URL, type TestDatabase } from '../support/db.ts';
+
+// The delivery worker's claim (src/migrations/functions/webhook_claim.sql) runs with a generic plan,
+// made once per connection from the statistics of the moment. Once a database has statistics (any
+// database autovacuum has analysed), the join of the ranked due rows with webhook_deliveries was
+// planned as a nested loop comparing every due row with every ranked row: for a claim of 128 rows
+// out of 512 candidates about 37,000 comparisons, half the claim's time, in the one call the worker
+// makes at a time. The claim reads the ranked rows by primary key (`= ANY` of their ids) instead.
+// This test looks at the plan PostgreSQL really uses inside the function (auto_explain, nested
+// statements) after ANALYZE, with rows under lease at the head of the queue as in a busy worker.
+describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', () => {
+  let database: TestDatabase;
+  let client: pg.Client;
+  const notices: string[] = [];
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ poolSize: 2 });
+    const db = database.db;
+    await db.query(
+      `INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash, api_key_prefix,
+                         webhook_secret_enc, callback_url, webhook_status, created_at)
+       SELECT 'bot_plan' || g, 'plan-' || g, 'plan@example.com', 'plan@example.com', 'helper', md5('k' || g),
+              'svc_live_', 'x', 'http://127.0.0.1:9/hook', 'active', now()
+         FROM generate_series(1, 50) g`,
+    );
+    // 5,000 events (and, by trigger, their deliveries), due a minute ago, round the 50 bots.
+    await db.query(
+      `INSERT INTO events (id, bot_id, type, body, created_at)
+       SELECT 'evt_plan' || lpad(g::text, 8, '0'), 'bot_plan' || (g % 50 + 1), 'wallet.funded', '{}',
+              now() - interval '1 minute' + g * interval '1 microsecond'
+         FROM generate_series(1, 5000) g`,
+    );
+    await db.query('ANALYZE');
+    client = new pg.Client({
+      connectionString: POSTGRES_URL,
+      options: `-c search_path=${database.schema}`,
+    });
+    await client.connect();
+    client.on('notice', (n) => notices.push(n.message ?? ''));
+    // Two batches under lease, as while a worker's sends are out.
+    for (const token of ['lease-a', 'lease-b']) {
+      await client.query(
+        `SELECT * FROM webhook_claim(now(), now() + interval '1 minute', $1, 8, 128, '{}', 512)`,
+        [token],
+      );
+    }
+  });
+  afterAll(async () => {
+    await client?.end();
+    await database?.drop();
+  });
+
+  it('reads the ranked rows by primary key, not by comparing every due row with each of them', async () => {
+    await client.query("LOAD 'auto_explain'");
+    await client.query('SET auto_explain.log_min_duration = 0');
+    await client.query('SET auto_explain.log_analyze = on');
+    await client.query('SET auto_explain.log_timing = off');
+    await client.query('SET auto_explain.log_nested_statements = on');
+    await client.query('SET client_min_messages = log');
+    notices.length = 0;
+    const claimed = await client.query(
+      `SELECT * FROM webhook_claim(now(), now() + interval '1 minute', 'lease-c', 8, 128, '{}', 512)`,
+    );
+    await client.query('SET client_min_messages = notice');
+    expect(claimed.rows.length).toBe(128);
+    const plan = notices.find((n) => n.includes('CTE picked'));
+    expect(plan, 'auto_explain logged the claim statement').toBeDefined();
+    const picked = (plan ?? '').slice(
+      (plan ?? '').indexOf('CTE picked'),
+      (plan ?? '').indexOf('CTE claimed'),
+    );
+    expect(picked).toMatch(/Index Scan using webhook_deliveries_pkey/);
+    expect(picked).toMatch(/Index Cond: \(id = ANY/);
+    expect(picked).not.toMatch(/Join Filter/);
+  });
+});
