@@ -263,6 +263,10 @@ try {
     }
   }
   await db.query('INSERT INTO bench_rows (bot_id) SELECT id FROM bots');
+  // BENCH_ANALYZE=1: statistics taken now, while the tables are small, as in a young database after
+  // its first analyse; the plans the service's connections then make and keep describe small tables
+  // that the load phases grow many times over (src/platform/db/migrate.ts, "Index plans").
+  if (process.env.BENCH_ANALYZE === '1') await db.query('ANALYZE');
 
   /** The i-th bot, round the list (never empty: OWNERS × BOTS_PER_OWNER were seeded). */
   const nth = (list: typeof bots, i: number) => {

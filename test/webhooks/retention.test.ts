@@ -329,4 +329,16 @@ describe('data retention (src/jobs/retention.ts)', () => {
     // …and never JIT-compiled: a generic plan's estimate can pass jit_above_cost (26 ms per call).
     for (const r of rows) expect(r.config).toContain('jit=off');
   });
+
+  // Plans a connection made while the tables were small read them whole as they grow, until the next
+  // analyse (src/platform/db/migrate.ts, "Index plans"; test/foundation/ledgerPlan.test.ts).
+  it('the checkout call and the ledger balance check never plan a scan of a whole table', async () => {
+    const rows = await svc.ctx.db.query<{ proname: string; config: string[] | null }>(
+      `SELECT proname, proconfig AS config FROM pg_proc
+        WHERE proname IN ('checkout_run', 'ledger_check_balanced')
+          AND pronamespace = current_schema()::regnamespace`,
+    );
+    expect(new Set(rows.map((r) => r.proname))).toEqual(new Set(['checkout_run', 'ledger_check_balanced']));
+    for (const r of rows) expect(r.config).toContain('enable_seqscan=off');
+  });
 });

@@ -48,8 +48,10 @@ CREATE OR REPLACE FUNCTION checkout_run(
   p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text,
   p_low_balance_cents bigint
 ) RETURNS jsonb LANGUAGE plpgsql
--- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
-SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+-- Planned once per connection, not at every call, and always through indexes, whatever the
+-- statistics said when the plans were made (why: "Generic plans" and "Index plans" in
+-- src/platform/db/migrate.ts).
+SET plan_cache_mode = force_generic_plan SET jit = off SET enable_seqscan = off AS $$
 DECLARE
   st record;
   card cards%ROWTYPE;
