@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, isPostgres, POSTGRES_URL, type TestDatabase } from '../support/db.ts';
+import { nestedPlans } from '../support/plans.ts';
 
 // The double-entry check (ledger_check_balanced, src/migrations/functions/) sums a ledger
 // transaction's entries at commit, once per entry. Its plan is cached per connection: one made
@@ -16,7 +17,6 @@ describe.skipIf(!isPostgres)(
   () => {
     let database: TestDatabase;
     let client: pg.Client;
-    const notices: string[] = [];
     let seq = 0;
 
     /** One balanced ledger transaction (two entries) on `c`, committed: the check runs at COMMIT. */
@@ -51,7 +51,6 @@ describe.skipIf(!isPostgres)(
         options: `-c search_path=${database.schema}`,
       });
       await client.connect();
-      client.on('notice', (n) => notices.push(n.message ?? ''));
       // A small ledger, analysed; then the check runs often enough on this connection for its plan
       // to be cached (PostgreSQL plans the first five runs anew, then may keep one plan).
       for (let i = 0; i < 20; i++) await balancedPair(client);
@@ -79,14 +78,8 @@ describe.skipIf(!isPostgres)(
     });
 
     it('uses ledger_entries_transaction_idx, not a scan of the whole table', async () => {
-      await client.query("LOAD 'auto_explain'");
-      await client.query('SET auto_explain.log_min_duration = 0');
-      await client.query('SET auto_explain.log_nested_statements = on');
-      await client.query('SET client_min_messages = log');
-      notices.length = 0;
-      await balancedPair(client);
-      await client.query('SET client_min_messages = notice');
-      const plan = notices.find((n) => n.includes('FROM ledger_entries WHERE transaction_id'));
+      const plans = await nestedPlans(client, () => balancedPair(client));
+      const plan = plans.find((n) => n.includes('FROM ledger_entries WHERE transaction_id'));
       expect(plan, 'auto_explain logged the balance check').toBeDefined();
       expect(plan).toMatch(/ledger_entries_transaction_idx/);
       expect(plan).not.toMatch(/Seq Scan on ledger_entries/);

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, isPostgres, POSTGRES_URL, type TestDatabase } from '../support/db.ts';
+import { nestedPlans } from '../support/plans.ts';
 
 // The delivery worker's claim (src/migrations/functions/webhook_claim.sql) runs with a generic plan,
 // made once per connection from the statistics of the moment. Once a database has statistics (any
@@ -13,7 +14,6 @@ import { createTestDatabase, isPostgres, POSTGRES_URL, type TestDatabase } from 
 describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', () => {
   let database: TestDatabase;
   let client: pg.Client;
-  const notices: string[] = [];
 
   beforeAll(async () => {
     database = await createTestDatabase({ poolSize: 2 });
@@ -38,7 +38,6 @@ describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', 
       options: `-c search_path=${database.schema}`,
     });
     await client.connect();
-    client.on('notice', (n) => notices.push(n.message ?? ''));
     // Two batches under lease, as while a worker's sends are out.
     for (const token of ['lease-a', 'lease-b']) {
       await client.query(
@@ -53,19 +52,19 @@ describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', 
   });
 
   it('reads the ranked rows by primary key, not by comparing every due row with each of them', async () => {
-    await client.query("LOAD 'auto_explain'");
-    await client.query('SET auto_explain.log_min_duration = 0');
-    await client.query('SET auto_explain.log_analyze = on');
-    await client.query('SET auto_explain.log_timing = off');
-    await client.query('SET auto_explain.log_nested_statements = on');
-    await client.query('SET client_min_messages = log');
-    notices.length = 0;
-    const claimed = await client.query(
-      `SELECT * FROM webhook_claim(now(), now() + interval '1 minute', 'lease-c', 8, 128, '{}', 512)`,
+    let claimed = 0;
+    const plans = await nestedPlans(
+      client,
+      async () => {
+        const r = await client.query(
+          `SELECT * FROM webhook_claim(now(), now() + interval '1 minute', 'lease-c', 8, 128, '{}', 512)`,
+        );
+        claimed = r.rows.length;
+      },
+      { analyze: true },
     );
-    await client.query('SET client_min_messages = notice');
-    expect(claimed.rows.length).toBe(128);
-    const plan = notices.find((n) => n.includes('CTE picked'));
+    expect(claimed).toBe(128);
+    const plan = plans.find((n) => n.includes('CTE picked'));
     expect(plan, 'auto_explain logged the claim statement').toBeDefined();
     const picked = (plan ?? '').slice(
       (plan ?? '').indexOf('CTE picked'),
