@@ -135,7 +135,7 @@ sections.push(
   '  (perf-guided): one round trip instead of three (ratio 0.240 → 0.274), one counter row per scope',
   '  instead of six, one wallet write per purchase, the rate limiter’s helper no longer re-planned',
   '  (~9 %), the call prepared. Tried and not kept: the status key announced once per transaction.',
-  '  Found after the run below: plans a connection made from a young database’s statistics read',
+  '  Found after this page’s run: plans a connection made from a young database’s statistics read',
   '  the growing ledger tables whole (the balance check, the foreign-key check of each entry); with',
   '  statistics taken at seeding (`BENCH_ANALYZE=1`) that cost 40 % of the throughput (1,083–1,130',
   '  → 1,520–1,548 approved/s once checkout_run and the balance check plan through indexes only),',
