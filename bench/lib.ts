@@ -300,6 +300,11 @@ export function cpuBudgetUs(rate: number): number {
   return (CORES * 1e6) / rate;
 }
 
+/** How much of the machine (percent of all cores) `rate` operations/s at `usPerOp` µs of CPU each keep busy. */
+export function coresBusyPercent(rate: number, usPerOp: number): number {
+  return (100 * rate * usPerOp) / (CORES * 1e6);
+}
+
 /**
  * A row comparing the CPU one operation takes (µs, summed over the processes named in `metric`)
  * with the budget a throughput goal leaves (`cpuBudgetUs`). Informational (its goal column is not

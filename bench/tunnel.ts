@@ -10,7 +10,9 @@ import { freePort } from '../test/support/process.ts';
 import {
   benchSchema,
   CORES,
+  coresBusyPercent,
   cpuBudgetRow,
+  cpuBudgetUs,
   cpuOf,
   measure,
   readResults,
@@ -144,9 +146,9 @@ async function main(): Promise<void> {
     const sumUs = (r: Result) => Object.values(r.cpuPerRequestUs).reduce((a, b) => a + b, 0);
     console.log(
       `CPU per request, all processes: direct ${sumUs(direct)} µs, through the tunnel ${sumUs(tunnel)} µs; ` +
-        `in use: direct ${((100 * direct.rps * sumUs(direct)) / (CORES * 1e6)).toFixed(0)} %, ` +
-        `tunnel ${((100 * tunnel.rps * sumUs(tunnel)) / (CORES * 1e6)).toFixed(0)} % of ${CORES} cores; ` +
-        `0.35 × direct leaves ${((CORES * 1e6) / (0.35 * direct.rps)).toFixed(0)} µs`,
+        `in use: direct ${coresBusyPercent(direct.rps, sumUs(direct)).toFixed(0)} %, ` +
+        `tunnel ${coresBusyPercent(tunnel.rps, sumUs(tunnel)).toFixed(0)} % of ${CORES} cores; ` +
+        `0.35 × direct leaves ${cpuBudgetUs(0.35 * direct.rps).toFixed(0)} µs`,
     );
     await saveResults('tunnel', [
       {

@@ -11,7 +11,9 @@ import { openPostgres } from '../src/platform/db/postgres.ts';
 import { newId, randomBase32 } from '../src/platform/ids.ts';
 import {
   CORES,
+  coresBusyPercent,
   cpuBudgetRow,
+  cpuBudgetUs,
   cpuMsOf,
   cpuMsOfAll,
   POSTGRES_PROCESS,
@@ -315,18 +317,17 @@ async function main(): Promise<void> {
     // connections and the generic plans each connection makes at its first call, which a running
     // service has long had), then BACKLOG events committed in one transaction while the worker
     // waits, measured from their first arrival to their last.
-    const emitMany = (tx: Queryable, n: number, ids: string[]) =>
-      (async () => {
-        for (let j = 0; j < n; j++) {
-          const e = await emitEvent(tx, {
-            botId: bots[j % BOTS]!,
-            type: 'purchase.approved',
-            data,
-            at: Date.now(),
-          });
-          ids.push(e.id);
-        }
-      })();
+    const emitMany = async (tx: Queryable, n: number, ids: string[]) => {
+      for (let j = 0; j < n; j++) {
+        const e = await emitEvent(tx, {
+          botId: bots[j % BOTS]!,
+          type: 'purchase.approved',
+          data,
+          at: Date.now(),
+        });
+        ids.push(e.id);
+      }
+    };
     const warm: string[] = [];
     const keptBeforeWarm = await receiverKept(receiver.port);
     await db.transaction((tx) => emitMany(tx, WARMUP, warm));
@@ -370,8 +371,8 @@ async function main(): Promise<void> {
     console.log(
       `CPU per delivery, worker + receiver + PostgreSQL: ${deliveryCpuUs.toFixed(0)} µs (bare loop + receiver: ` +
         `${baselineCpuUs.toFixed(0)} µs per request); in use during the drain: ` +
-        `${((100 * deliveryRate * deliveryCpuUs) / (CORES * 1e6)).toFixed(0)} % of ${CORES} cores; ` +
-        `0.5 × the bare loop's rate leaves ${((CORES * 1e6) / (0.5 * baselineRate)).toFixed(0)} µs per delivery`,
+        `${coresBusyPercent(deliveryRate, deliveryCpuUs).toFixed(0)} % of ${CORES} cores; ` +
+        `0.5 × the bare loop's rate leaves ${cpuBudgetUs(0.5 * baselineRate).toFixed(0)} µs per delivery`,
     );
     const counters = await workerCounters(worker.port);
     const tripsPerDelivery = (counters.claim + counters.record) / Math.max(1, counters.attempts);

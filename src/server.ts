@@ -7,7 +7,7 @@ import { type Clock, systemClock } from './platform/clock.ts';
 import type { AppContext } from './platform/context.ts';
 import { createSecretBox, type SecretBox } from './platform/crypto.ts';
 import { migrate } from './platform/db/migrate.ts';
-import { openDatabase, resolveSecretKey } from './platform/db/open.ts';
+import { openDatabase, resolveSecretKey, sampleStoredSecrets } from './platform/db/open.ts';
 import type { Db, Queryable } from './platform/db/port.ts';
 import type { App } from './platform/http.ts';
 import { createLogger } from './platform/logger.ts';
@@ -89,18 +89,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
  * damaged row does not stop it (`botpay doctor` reports it).
  */
 export async function checkSecretKey(db: Queryable, secrets: SecretBox): Promise<void> {
-  const sample = await db.query<{ webhook_secret_enc: string }>(
-    'SELECT webhook_secret_enc FROM bots ORDER BY created_at DESC LIMIT 5',
-  );
-  if (sample.length === 0) return;
-  for (const row of sample) {
-    try {
-      secrets.decrypt(row.webhook_secret_enc);
-      return;
-    } catch {}
-  }
+  const { checked, failures } = await sampleStoredSecrets(db, secrets);
+  if (checked === 0 || failures < checked) return;
   throw new ConfigError(
     'SECRET_KEY',
-    `does not decrypt the secrets stored in this database (none of the ${sample.length} newest bots' webhook secrets): start with the key they were written with.`,
+    `does not decrypt the secrets stored in this database (none of the ${checked} newest bots' webhook secrets): start with the key they were written with.`,
   );
 }

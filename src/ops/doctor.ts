@@ -1,7 +1,7 @@
 import { type Config, parseConfig } from '../config.ts';
 import { createSecretBox } from '../platform/crypto.ts';
 import { loadFunctions, loadMigrations } from '../platform/db/migrate.ts';
-import { openDatabase, resolveSecretKey } from '../platform/db/open.ts';
+import { openDatabase, resolveSecretKey, sampleStoredSecrets } from '../platform/db/open.ts';
 import type { Db } from '../platform/db/port.ts';
 
 // `botpay doctor`: checks what an operator needs to trust a deployment — configuration, database,
@@ -74,26 +74,17 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<C
 
     try {
       const box = createSecretBox(await resolveSecretKey(config));
-      const sample = await db
-        .query<{ webhook_secret_enc: string }>(
-          'SELECT webhook_secret_enc FROM bots ORDER BY created_at DESC LIMIT 5',
-        )
-        .catch(() => []);
-      let failures = 0;
-      for (const row of sample) {
-        try {
-          box.decrypt(row.webhook_secret_enc);
-        } catch {
-          failures++;
-        }
-      }
+      const { checked, failures } = await sampleStoredSecrets(db, box).catch(() => ({
+        checked: 0,
+        failures: 0,
+      }));
       checks.push({
         name: 'secret key',
         ok: failures === 0,
         detail:
           failures === 0
-            ? `decrypts stored secrets (${sample.length} checked)`
-            : `cannot decrypt ${failures} of ${sample.length} stored secrets: wrong SECRET_KEY?`,
+            ? `decrypts stored secrets (${checked} checked)`
+            : `cannot decrypt ${failures} of ${checked} stored secrets: wrong SECRET_KEY?`,
       });
     } catch (error) {
       checks.push({ name: 'secret key', ok: false, detail: (error as Error).message });

@@ -1,9 +1,9 @@
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Config } from '../../config.ts';
-import { randomHex } from '../crypto.ts';
+import { randomHex, type SecretBox } from '../crypto.ts';
 import { openPglite } from './pglite.ts';
-import type { Db } from './port.ts';
+import type { Db, Queryable } from './port.ts';
 import { copyTemplate, isDataDir } from './template.ts';
 
 /** Opens the database the configuration names: PostgreSQL with DATABASE_URL, else PGlite in DATA_DIR. */
@@ -92,4 +92,27 @@ export async function resolveSecretKey(config: Config): Promise<string> {
   });
   await chmod(file, 0o600);
   return (await readFile(file, 'utf8')).trim();
+}
+
+/**
+ * Tries SECRET_KEY on the newest bots' webhook secrets (at most five): how many were tried and how
+ * many did not decrypt. Start-up refuses a key that decrypts none (src/server.ts, checkSecretKey);
+ * `botpay doctor` reports any failure.
+ */
+export async function sampleStoredSecrets(
+  db: Queryable,
+  secrets: SecretBox,
+): Promise<{ checked: number; failures: number }> {
+  const sample = await db.query<{ webhook_secret_enc: string }>(
+    'SELECT webhook_secret_enc FROM bots ORDER BY created_at DESC LIMIT 5',
+  );
+  let failures = 0;
+  for (const row of sample) {
+    try {
+      secrets.decrypt(row.webhook_secret_enc);
+    } catch {
+      failures++;
+    }
+  }
+  return { checked: sample.length, failures };
 }
