@@ -29,6 +29,7 @@ export const ERROR_STATUS = {
   already_claimed: 409,
   not_pending: 409,
   idempotency_conflict: 409,
+  possible_same_card: 409,
   request_timeout: 408,
   rail_not_configured: 409,
   payload_too_large: 413,
