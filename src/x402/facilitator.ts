@@ -2,7 +2,7 @@ import type { FacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
-import type { Hex } from 'viem';
+import { type Address, type Hex, parseAbi } from 'viem';
 import type { X402Config } from '../config.ts';
 import { chainClient } from './chain.ts';
 import type { PaymentPayloadV1, StoredRequirement } from './sign.ts';
@@ -29,6 +29,11 @@ export const LASTING_REASONS: ReadonlySet<string> = new Set([
   'invalid_exact_evm_authorization_value',
   'invalid_exact_evm_payload_authorization_value_mismatch',
   'invalid_exact_evm_failed_to_parse_signature',
+]);
+
+const DOMAIN_ABI = parseAbi([
+  'function name() view returns (string)',
+  'function version() view returns (string)',
 ]);
 
 export interface Verdict {
@@ -71,6 +76,24 @@ export async function verifyAuthorization(
   } else {
     result = await new ExactEvmScheme(signer).verify(payload as PaymentPayload, stored.requirements);
   }
-  const reason = result.isValid ? null : (result.invalidReason ?? 'invalid');
+  let reason = result.isValid ? null : (result.invalidReason ?? 'invalid');
+  if (reason !== null && !LASTING_REASONS.has(reason)) {
+    // The reference diagnosis reads the token through Multicall3, which not every chain has: the
+    // token's EIP-712 name and version are read here one by one, as the signature was made for them.
+    reason = (await domainMismatch(cfg, stored)) ?? reason;
+  }
   return { valid: result.isValid, reason, neverUsable: reason !== null && LASTING_REASONS.has(reason) };
+}
+
+async function domainMismatch(cfg: X402Config, stored: StoredRequirement): Promise<string | null> {
+  const client = chainClient(cfg);
+  const extra = (stored.requirements.extra ?? {}) as { name?: unknown; version?: unknown };
+  const read = (functionName: 'name' | 'version') =>
+    client
+      .readContract({ address: stored.requirements.asset as Address, abi: DOMAIN_ABI, functionName })
+      .catch(() => null);
+  const [name, version] = await Promise.all([read('name'), read('version')]);
+  if (name !== null && name !== extra.name) return 'invalid_exact_evm_token_name_mismatch';
+  if (version !== null && version !== extra.version) return 'invalid_exact_evm_token_version_mismatch';
+  return null;
 }

@@ -68,6 +68,12 @@ export interface BotPaySchemeOptions {
   maxWaitMs?: number;
   /** Called with the service's answer for each payment (for logging). */
   onPayment?: (payment: X402PayResult | X402PaymentStatus) => void;
+  /**
+   * Keep the x402 client's own spend controls (@x402/core 2.2x: $1 a payment, known USDC contracts
+   * only). Default false: registerBotPay turns them off, because the owner's guardrails on the
+   * service decide what is paid.
+   */
+  keepSpendControls?: boolean;
 }
 
 /** The part of a 402 answer the scheme reads (x402 `PaymentRequired`). */
@@ -93,6 +99,7 @@ export interface X402ClientLike {
   onBeforePaymentCreation(hook: (context: any) => Promise<unknown>): unknown;
   // biome-ignore lint/suspicious/noExplicitAny: as above.
   onPaymentResponse?(hook: (context: any) => Promise<unknown>): unknown;
+  setSpendControls?(controls: false): unknown;
 }
 
 // Refusals wrapped by a reference client, by the message it carries: botPayErrorOf finds them.
@@ -258,7 +265,8 @@ export class BotPaySchemeClient {
  * Registers the service as the wallet of a reference x402 client: the BotPay scheme for every EVM
  * network of x402 v2 (`eip155:*`) and, where the client has registerV1, the v1 network names; a hook
  * that reads each 402's resource URL; and, where the client has onPaymentResponse, the report of a
- * seller's refusal. Returns the client.
+ * seller's refusal. The client's own spend controls are turned off (the owner's guardrails on the
+ * service decide; `keepSpendControls` keeps them). Returns the client.
  */
 export function registerBotPay<C extends X402ClientLike>(
   client: C,
@@ -266,6 +274,8 @@ export function registerBotPay<C extends X402ClientLike>(
   options: BotPaySchemeOptions = {},
 ): C {
   const scheme = new BotPaySchemeClient(payer, options);
+  if (!options.keepSpendControls && typeof client.setSpendControls === 'function')
+    client.setSpendControls(false);
   client.register('eip155:*', scheme);
   if (typeof client.registerV1 === 'function') {
     for (const network of X402_V1_EVM_NETWORKS) client.registerV1(network, scheme);
