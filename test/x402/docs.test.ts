@@ -29,7 +29,8 @@ if (!jq) console.warn('x402 docs tests skipped: jq is not installed');
 const DOC = readFileSync(join(process.cwd(), 'docs/x402.md'), 'utf8');
 
 function block(info: string): string {
-  const m = new RegExp('```sh ' + info + '\\n([\\s\\S]*?)```').exec(DOC);
+  const fence = '```';
+  const m = new RegExp(`${fence}sh ${info}\\n([\\s\\S]*?)${fence}`).exec(DOC);
   if (!m) throw new Error(`docs/x402.md has no \`\`\`sh ${info} block`);
   return m[1]!;
 }

@@ -16,6 +16,7 @@ import { BotPayClient } from '../../packages/client/src/index.ts';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
 import { reconcileWallet } from '../../src/x402/reconcile.ts';
 import { activeBot, type TestOwner, type TestService } from '../support/service.ts';
+import { enableWallet } from './helpers.ts';
 import {
   ANVIL_KEYS,
   compileToken,
@@ -50,6 +51,38 @@ export async function startWorld(binary: string): Promise<World> {
   const compiled = await compileToken();
   const chain = await startAnvil(binary, CHAIN_ID);
   const token = await deployToken(chain, compiled);
+  const facilitator = await startFacilitator(chain, (f, signer) =>
+    f
+      .register(NETWORK, new FacilitatorScheme(signer))
+      .registerV1(V1_NETWORK as never, new FacilitatorSchemeV1(signer)),
+  );
+  return {
+    chain,
+    token,
+    facilitatorUrl: facilitator.url,
+    env: {
+      X402_NETWORK: V1_NETWORK,
+      X402_RPC_URL: chain.rpcUrl,
+      X402_USDC_ADDRESS: token.address,
+      X402_MAX_VALIDITY_SECONDS: '60',
+      CHECKOUT_RATE_LIMIT_PER_HOUR: '1000',
+    },
+    async close() {
+      await facilitator.close();
+      await chain.stop();
+    },
+  };
+}
+
+/**
+ * A facilitator built from the reference packages (@x402/core's x402Facilitator with the schemes
+ * `register` adds), verifying and settling on chain with its own account (anvil's second key),
+ * served over HTTP as sellers' middleware expects (/supported, /verify, /settle).
+ */
+export async function startFacilitator(
+  chain: LocalChain,
+  register: (f: x402Facilitator, signer: ReturnType<typeof toFacilitatorEvmSigner>) => x402Facilitator,
+): Promise<{ url: string; close(): Promise<void> }> {
   const account = privateKeyToAccount(ANVIL_KEYS[1]);
   const wallet = createWalletClient({ account, chain: chain.chain, transport: http(chain.rpcUrl) }).extend(
     publicActions,
@@ -63,9 +96,7 @@ export async function startWorld(binary: string): Promise<World> {
     waitForTransactionReceipt: (args) => wallet.waitForTransactionReceipt(args as never),
     getCode: (args) => wallet.getCode(args),
   });
-  const facilitator = new x402Facilitator()
-    .register(NETWORK, new FacilitatorScheme(signer))
-    .registerV1(V1_NETWORK as never, new FacilitatorSchemeV1(signer));
+  const facilitator = register(new x402Facilitator(), signer);
   const app = express();
   app.use(express.json());
   app.get('/supported', (_req, res) => {
@@ -78,22 +109,7 @@ export async function startWorld(binary: string): Promise<World> {
     res.json(await facilitator.settle(req.body.paymentPayload, req.body.paymentRequirements));
   });
   const server = await listen(app);
-  return {
-    chain,
-    token,
-    facilitatorUrl: `http://127.0.0.1:${port(server)}`,
-    env: {
-      X402_NETWORK: V1_NETWORK,
-      X402_RPC_URL: chain.rpcUrl,
-      X402_USDC_ADDRESS: token.address,
-      X402_MAX_VALIDITY_SECONDS: '60',
-      CHECKOUT_RATE_LIMIT_PER_HOUR: '1000',
-    },
-    async close() {
-      await close(server);
-      await chain.stop();
-    },
-  };
+  return { url: `http://127.0.0.1:${port(server)}`, close: () => close(server) };
 }
 
 export interface Seller {
@@ -195,23 +211,7 @@ export async function fundedBot(
   settings: Record<string, unknown> = {},
 ) {
   const bot = await activeBot(svc, owner);
-  const on = await svc.app.inject({
-    method: 'PUT',
-    url: `/api/v1/owner/bots/${bot.bot_id}/rails/partner_wallet`,
-    headers: owner.auth,
-    payload: { status: 'active' },
-  });
-  expect(on.statusCode, on.body).toBe(200);
-  const address = on.json().address as string;
-  if (Object.keys(settings).length > 0) {
-    const patch = await svc.app.inject({
-      method: 'PATCH',
-      url: `/api/v1/owner/bots/${bot.bot_id}/x402`,
-      headers: owner.auth,
-      payload: settings,
-    });
-    expect(patch.statusCode, patch.body).toBe(200);
-  }
+  const { address } = await enableWallet(svc, owner, bot.bot_id, settings);
   await world.token.mint(address, BigInt(cents) * 10_000n);
   const r = await reconcileWallet(svc.ctx, bot.bot_id);
   expect(r?.depositedCents).toBe(cents);
