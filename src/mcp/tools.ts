@@ -6,7 +6,7 @@ import { CheckoutBody, StatusQuery } from '../checkout/routes.ts';
 import { TopupRequestBody } from '../topups/schemas.ts';
 import { IdParam } from '../platform/schemas.ts';
 import { AckBody } from '../webhooks/routes.ts';
-import { PayBody } from '../x402/schemas.ts';
+import { FetchBody, PayBody } from '../x402/schemas.ts';
 
 // The bot's tools for agents that speak MCP (docs/bots.md, "Agents over MCP"). Each tool's input
 // schema is built from the TypeBox schema of the route it calls — TypeBox schemas are JSON Schema,
@@ -96,6 +96,21 @@ const X402PayInput = Type.Object(
 );
 
 const X402StatusInput = Type.Object({ payment_id: IdParam('chk') }, { additionalProperties: false });
+
+const X402FetchInput = Type.Object(
+  {
+    ...FetchBody.properties,
+    idempotency_key: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        description:
+          'One key per resource request; reuse it to retry (the first answer is returned again, nothing is paid twice). Omitted: made and returned.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 function tool<S extends TObject>(definition: BotTool<S>): BotTool {
   return definition as unknown as BotTool;
@@ -230,6 +245,20 @@ export const BOT_TOOLS: readonly BotTool[] = [
         idempotencyKey: key,
         ...(signal ? { signal } : {}),
       });
+      return { ...result, idempotency_key: key };
+    },
+  }),
+  tool({
+    name: 'x402_fetch',
+    title: 'Fetch a paid (HTTP 402) resource',
+    description:
+      'Requests url through the service (method, headers, body as you give them): when it answers 402 Payment Required (x402), the service pays from the partner wallet under your owner’s limits and lists, repeats the request with the payment and answers the resource: response.status, response.headers and response.body_text (or body_base64), with paid and payment. Held for the owner (status pending_confirmation): once x402_payment_status says approved, call x402_fetch again with the same arguments plus payment_id. Refusals are tool errors (destination_not_allowed, rail_guardrail_violation, insufficient_funds, resource_unreachable, …).',
+    input: X402FetchInput,
+    annotations: { destructiveHint: false, idempotentHint: true },
+    async run(args, { client, signal }) {
+      const { idempotency_key, ...request } = args;
+      const key = idempotency_key ?? globalThis.crypto.randomUUID();
+      const result = await client.fetchX402(request, { idempotencyKey: key, ...(signal ? { signal } : {}) });
       return { ...result, idempotency_key: key };
     },
   }),

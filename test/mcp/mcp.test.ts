@@ -90,6 +90,7 @@ describe('botpay mcp over stdio against a real service', () => {
         'status',
         'topup_requests',
         'x402_pay',
+        'x402_fetch',
         'x402_payment_status',
         'wait_for_decision',
         'wallet_check',
