@@ -80,7 +80,11 @@ describe('migration 0028: one path for every profile', () => {
       );
       expect(shadowsAfter.map((r) => r.p)).toEqual([1, 2, 3, 4, 5, 6].filter((p) => p !== real));
       for (const s of shadowsAfter) expect(s.id).toMatch(/^schedule_[a-z2-7]{16}$/);
-      const fns = await db.query('SELECT 1 FROM pg_proc WHERE proname = $1', ['decoy_decision_sample']);
+      const fns = await db.query(
+        `SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE p.proname = $1 AND n.nspname = current_schema()`,
+        ['decoy_decision_sample'],
+      );
       expect(fns).toHaveLength(0);
     } finally {
       await svc.close();

@@ -19,6 +19,7 @@ const NOT_FOR_BOTS: Partial<Record<ErrorCode, string>> = {
   not_pending: 'owner decisions on approvals and top-ups',
   conflict: 'owner settings (tunnels, schedules, partner wallet keys)',
   rail_not_configured: 'owner turning on the partner wallet',
+  possible_same_card: 'owner activating a card',
   method_not_allowed: 'tunnel hostnames (answered to the webhook sender, not to bot API calls)',
   upgrade_required: 'the tunnel client’s WebSocket connect',
   not_implemented: 'not answered by any bot route',
