@@ -71,9 +71,13 @@ function start(form: HTMLFormElement): void {
         error?: string;
         message?: string;
         card_id?: string;
+        bot_name?: string;
+        label?: string | null;
       };
       if (res.status === 409 && body.error === 'possible_same_card' && body.card_id) {
-        askSameCard(body.message ?? '', body.card_id, async () => {
+        const name = body.label ? `"${body.label}" (${body.card_id})` : body.card_id;
+        const question = `This looks like card ${name} on bot ${body.bot_name ?? ''}: the same length and expiry. Is it the same card number? Then this card takes its six profiles and your bot gets the same file; two different files of one card would show which profile is real. Nothing was activated yet.`;
+        askSameCard(question, body.card_id, async () => {
           const again = await post(`/api/v1/owner/bots/${card.bot_id}/cards/${card.card_id}/activate`, {
             ...activation,
             different_card: true,

@@ -120,7 +120,7 @@ ${list}
     <div class="field"><label for="same_card_as">Same card as</label><select id="same_card_as" name="same_card_as" required><option value="">Choose a card</option>${data.ownerCards.map(
       (c) => html`<option value="${c.card_id}">${cardName(c)}</option>`,
     )}</select></div>
-    <div class="field"><label for="same_label">Name for this card <span class="hint">Optional</span></label><input id="same_label" name="label" maxlength="100"></div>
+    <div class="field"><label for="same_label">Its name on this bot <span class="hint">Optional</span></label><input id="same_label" name="label" maxlength="100"></div>
     <button type="submit" class="secondary">Add with the same profiles</button></form>`
       : ''
   }</section>`;
