@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../../../test/support/service.ts';
-import { GENERATED_FILE, generatedSource, operationSchemas } from '../scripts/generate-schemas.ts';
+import { GENERATED_FILE, generatedSource, type operationSchemas } from '../scripts/generate-schemas.ts';
 import { OPERATIONS } from '../src/generated.ts';
 import { BOT_TOOLS } from '../src/tools.ts';
 
