@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
+import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 
 // POST /mcp: the bot's MCP tools (packages/mcp, the same table `npx @botpay/mcp` and `botpay mcp`
@@ -70,6 +71,9 @@ const NOT_ALLOWED = JSON.stringify({
 
 export async function registerMcpRoutes(app: App, ctx: AppContext): Promise<void> {
   let loading: Promise<Loaded> | undefined;
+  // MCP's transport rules: a server validates Origin (DNS rebinding). Agents are not browsers and
+  // send none; a page may reach us only from the service's own origin.
+  const ownOrigin = new URL(ctx.config.baseUrl).origin;
 
   app.route({
     method: ['GET', 'DELETE'],
@@ -80,6 +84,10 @@ export async function registerMcpRoutes(app: App, ctx: AppContext): Promise<void
   });
 
   app.post('/mcp', { schema: { hide: true } }, async (request, reply) => {
+    const origin = request.headers.origin;
+    if (origin !== undefined && origin !== ownOrigin) {
+      throw new ApiError('forbidden', `Requests from the origin ${origin} are refused here.`);
+    }
     try {
       await app.botAuthenticator.authenticate(request);
     } catch (error) {

@@ -319,6 +319,15 @@ describe('Streamable HTTP: /mcp as a passer-by or another bot meets it', () => {
       expect(res.headers.get('www-authenticate')).toBe('Bearer realm="botpay"');
       expect(await res.json()).toMatchObject({ error: 'Authentication required' });
     }
+    // A web page elsewhere (DNS rebinding, a page the owner opened) is refused even with a key.
+    const bot = await activeBot(svc, owner);
+    const page = await fetch(`${baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, authorization: `Bearer ${bot.api_key}`, origin: 'https://evil.example' },
+      body: initialize,
+    });
+    expect(page.status).toBe(403);
+    expect(await page.json()).toMatchObject({ error: 'forbidden' });
     // The official client with a wrong key cannot even initialise.
     await expect(httpClient(`svc_live_${'0'.repeat(48)}`)).rejects.toThrow();
   });
