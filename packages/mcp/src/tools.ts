@@ -81,6 +81,16 @@ const KEY_ANSWER: Properties = {
 
 const optionalOf = (signal: AbortSignal | undefined) => (signal ? { signal } : {});
 
+/**
+ * A call made with the Idempotency-Key the agent passed as `idempotency_key` (a fresh one when it
+ * passed none), answered with that key so the agent can retry the same purchase or payment.
+ */
+async function keyed(args: Args, call: (request: Args, key: string) => Promise<object>) {
+  const { idempotency_key, ...request } = args;
+  const key: string = idempotency_key ?? globalThis.crypto.randomUUID();
+  return { ...(await call(request, key)), idempotency_key: key };
+}
+
 export const BOT_TOOLS: readonly BotTool[] = [
   {
     name: 'status',
@@ -117,15 +127,13 @@ export const BOT_TOOLS: readonly BotTool[] = [
     }),
     output: outputOf('POST /api/v1/bot/merchant/checkout', KEY_ANSWER),
     annotations: { destructiveHint: false, idempotentHint: true },
-    async run(args, { client, signal }) {
-      const { idempotency_key, ...request } = args;
-      const key: string = idempotency_key ?? globalThis.crypto.randomUUID();
-      const result = await client.checkout(request as Parameters<BotPayClient['checkout']>[0], {
-        idempotencyKey: key,
-        ...optionalOf(signal),
-      });
-      return { ...result, idempotency_key: key };
-    },
+    run: (args, { client, signal }) =>
+      keyed(args, (request, key) =>
+        client.checkout(request as Parameters<BotPayClient['checkout']>[0], {
+          idempotencyKey: key,
+          ...optionalOf(signal),
+        }),
+      ),
   },
   {
     name: 'checkout_status',
@@ -248,15 +256,13 @@ export const BOT_TOOLS: readonly BotTool[] = [
     }),
     output: outputOf('POST /api/v1/bot/x402/pay', KEY_ANSWER),
     annotations: { destructiveHint: false, idempotentHint: true },
-    async run(args, { client, signal }) {
-      const { idempotency_key, ...request } = args;
-      const key: string = idempotency_key ?? globalThis.crypto.randomUUID();
-      const result = await client.payX402(request as Parameters<BotPayClient['payX402']>[0], {
-        idempotencyKey: key,
-        ...optionalOf(signal),
-      });
-      return { ...result, idempotency_key: key };
-    },
+    run: (args, { client, signal }) =>
+      keyed(args, (request, key) =>
+        client.payX402(request as Parameters<BotPayClient['payX402']>[0], {
+          idempotencyKey: key,
+          ...optionalOf(signal),
+        }),
+      ),
   },
   {
     name: 'x402_payment_status',
