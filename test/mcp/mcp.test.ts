@@ -3,8 +3,10 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckoutBody } from '../../src/checkout/routes.ts';
+import { ERROR_STATUS } from '../../src/platform/errors.ts';
 import { checkout, DIGITS, purchase, setupCard, type TestCard } from '../checkout/helpers.ts';
 import {
   activeBot,
@@ -413,4 +415,39 @@ describe('Streamable HTTP: /mcp as a passer-by or another bot meets it', () => {
       await client.close();
     }
   });
+
+  it('a hostile agent’s arguments get tool errors with the spec’s codes, never a protocol fault', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 100 });
+    const client = await httpClient(bot.api_key);
+    try {
+      const { tools } = await client.listTools();
+      const junk = fc.oneof(fc.anything(), fc.string(), fc.integer(), fc.constant('chk_aaaaaaaaaaaaaaaa'));
+      const call = fc.constantFrom(...tools).chain((t) =>
+        fc.record({
+          name: fc.constant(t.name),
+          arguments: fc.oneof(
+            fc.dictionary(fc.constantFrom(...Object.keys(t.inputSchema.properties ?? {}), 'extra'), junk),
+            fc.object(),
+          ),
+        }),
+      );
+      await fc.assert(
+        fc.asyncProperty(call, async ({ name, arguments: args }) => {
+          if (name === 'wait_for_decision') args.max_wait_seconds = 1;
+          // The SDK client rejects on a protocol error, and on an answer its output schema refuses.
+          const answer = (await client.callTool({ name, arguments: args }, undefined, {
+            timeout: 20_000,
+          })) as ToolAnswer;
+          if (answer.isError) {
+            const body = JSON.parse(answer.content[0]?.text ?? '{}') as { error?: string };
+            expect(Object.keys(ERROR_STATUS), JSON.stringify(body)).toContain(body.error);
+            expect(body.error).not.toBe('internal_error');
+          }
+        }),
+        { numRuns: 60, seed: 31 },
+      );
+    } finally {
+      await client.close();
+    }
+  }, 120_000);
 });
