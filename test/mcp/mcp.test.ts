@@ -450,4 +450,36 @@ describe('Streamable HTTP: /mcp as a passer-by or another bot meets it', () => {
       await client.close();
     }
   }, 120_000);
+
+  it('an agent that hangs up stops the wait: no polling goes on for a request nobody reads', async () => {
+    const bot = await activeBot(svc, owner, { fundCents: 1000 });
+    const card = await setupCard(svc, owner, bot.bot_id);
+    const held = await checkout(svc, bot, purchase(card.real_profile_index, 200));
+    const id = held.json().confirmation_id as string;
+    const polls = () => svc.logs().split(`confirmation_id=${id}`).length - 1;
+    const hangUp = new AbortController();
+    const waiting = fetch(`${baseUrl}/mcp`, {
+      method: 'POST',
+      headers: {
+        ...MCP_HEADERS,
+        authorization: `Bearer ${bot.api_key}`,
+        'mcp-protocol-version': '2025-06-18',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'wait_for_decision', arguments: { confirmation_id: id, max_wait_seconds: 900 } },
+      }),
+      signal: hangUp.signal,
+    }).then((res) => res.text());
+    for (let i = 0; i < 100 && polls() === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(polls()).toBeGreaterThan(0);
+    hangUp.abort();
+    await waiting.catch(() => {});
+    const after = polls();
+    // The first poll interval is 5 s: past it, a wait still running would have polled again.
+    await new Promise((r) => setTimeout(r, 6_000));
+    expect(polls()).toBe(after);
+  }, 30_000);
 });
