@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,7 @@ import {
   createTestService,
   type TestService,
 } from '../../../test/support/service.ts';
+import { packPackage } from './pack.ts';
 
 // The SDK as a user gets it: `npm pack` (which builds dist/ through prepack), the tarball installed
 // into fresh projects outside this repository, then used from plain Node ESM, from CommonJS, and
@@ -34,13 +35,7 @@ describe.skipIf(isPostgres)('the packed SDK in fresh projects', () => {
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'botpay-sdk-pack-'));
-    await run('npm', ['pack', '--silent', '--pack-destination', work], {
-      cwd: PACKAGE_DIR,
-      timeout: 120_000,
-    });
-    const [file] = (await readdir(work)).filter((f) => f.endsWith('.tgz'));
-    if (!file) throw new Error('npm pack wrote no tarball');
-    tarball = join(work, file);
+    tarball = await packPackage(PACKAGE_DIR, work);
     svc = await createTestService({ env: { REGISTRATION_RATE_LIMIT_PER_HOUR: '1000' } });
     baseUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
     const owner = await createOwner(svc);
@@ -156,27 +151,29 @@ const { verifySignature, signPayload, createNodeWebhookHandler } = require('@bot
     ['NodeNext', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'module' }],
     ['NodeNext from CommonJS', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'commonjs' }],
     ['Bundler', { module: 'ESNext', moduleResolution: 'Bundler' }, { type: 'module' }],
-  ])('type-checks a TypeScript consumer (%s)', async (name, compilerOptions, pkg) => {
-    const dir = await project(`ts-${name.replace(/\W+/g, '-').toLowerCase()}`, pkg);
-    await mkdir(join(dir, 'node_modules/@types'), { recursive: true });
-    await symlink(join(REPO, 'node_modules/@types/node'), join(dir, 'node_modules/@types/node'), 'dir');
-    await writeFile(
-      join(dir, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          ...compilerOptions,
-          target: 'ES2022',
-          strict: true,
-          noEmit: true,
-          skipLibCheck: false,
-          types: ['node'],
-        },
-        include: ['main.ts'],
-      }),
-    );
-    await writeFile(
-      join(dir, 'main.ts'),
-      `import { BotPayClient, type BotStatusResponse, type CheckoutRequest } from '@botpay/client';
+  ])(
+    'type-checks a TypeScript consumer (%s)',
+    async (name, compilerOptions, pkg) => {
+      const dir = await project(`ts-${name.replace(/\W+/g, '-').toLowerCase()}`, pkg);
+      await mkdir(join(dir, 'node_modules/@types'), { recursive: true });
+      await symlink(join(REPO, 'node_modules/@types/node'), join(dir, 'node_modules/@types/node'), 'dir');
+      await writeFile(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            ...compilerOptions,
+            target: 'ES2022',
+            strict: true,
+            noEmit: true,
+            skipLibCheck: false,
+            types: ['node'],
+          },
+          include: ['main.ts'],
+        }),
+      );
+      await writeFile(
+        join(dir, 'main.ts'),
+        `import { BotPayClient, type BotStatusResponse, type CheckoutRequest } from '@botpay/client';
 import { createWebhookReceiver, type WebhookEvent } from '@botpay/client/webhooks';
 export async function main(): Promise<number> {
   const client = new BotPayClient({ baseUrl: 'http://localhost:8080', apiKey: 'svc_live_x' });
@@ -189,13 +186,15 @@ export async function main(): Promise<number> {
   return status.status.length;
 }
 `,
-    );
-    const checked = await run(process.execPath, [TSC, '-p', dir], { cwd: dir, timeout: 120_000 }).then(
-      () => 'ok',
-      (e: { stdout?: string }) => e.stdout ?? String(e),
-    );
-    expect(checked).toBe('ok');
-  });
+      );
+      const checked = await run(process.execPath, [TSC, '-p', dir], { cwd: dir, timeout: 120_000 }).then(
+        () => 'ok',
+        (e: { stdout?: string }) => e.stdout ?? String(e),
+      );
+      expect(checked).toBe('ok');
+    },
+    120_000,
+  );
 
   it('README links work once published: each is this version’s file on unpkg, shipped in the tarball, or an anchor', async () => {
     const { stdout } = await run('tar', ['-tzf', tarball]);
@@ -289,46 +288,52 @@ export async function handle(request: Request): Promise<Response> {
       'a Node project without DOM',
       { lib: ['ES2022'], types: ['node'], module: 'NodeNext', moduleResolution: 'NodeNext' },
     ],
-  ])('the main entry type-checks in %s', async (name, options) => {
-    const types = (options.types as string[]).length ? ['node'] : [];
-    expect(await typeCheck(`main-${name.replace(/\W+/g, '-')}`, options, EVERYWHERE, types)).toBe('ok');
-  });
+  ])(
+    'the main entry type-checks in %s',
+    async (name, options) => {
+      const types = (options.types as string[]).length ? ['node'] : [];
+      expect(await typeCheck(`main-${name.replace(/\W+/g, '-')}`, options, EVERYWHERE, types)).toBe('ok');
+    },
+    120_000,
+  );
 
   it('the Express middleware type-checks without @types/express, and fits Express’s own types', async () => {
-    const withoutExpress = await typeCheck(
-      'express-untyped',
-      { module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
-      `import { expressWebhook } from '@botpay/client/webhooks/express';
+    const [withoutExpress, withExpress] = await Promise.all([
+      typeCheck(
+        'express-untyped',
+        { module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
+        `import { expressWebhook } from '@botpay/client/webhooks/express';
 import { createServer } from 'node:http';
 const handler = expressWebhook({ secret: 'whsec_x', onEvent: (e) => void e.event });
 createServer((req, res) => handler(req, res, (error) => { res.statusCode = error ? 500 : 404; res.end(); }));
 `,
-      ['node'],
-    );
-    expect(withoutExpress).toBe('ok');
-    const withExpress = await typeCheck(
-      'express-typed',
-      { module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
-      `import express from 'express';
+        ['node'],
+      ),
+      typeCheck(
+        'express-typed',
+        { module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
+        `import express from 'express';
 import { expressWebhook } from '@botpay/client/webhooks/express';
 const app = express();
 app.post('/webhook', expressWebhook({ secret: 'whsec_x', onEvent: (e) => void e.event }));
 app.use(express.json());
 `,
-      [
-        'node',
-        'express',
-        'express-serve-static-core',
-        'serve-static',
-        'body-parser',
-        'qs',
-        'range-parser',
-        'send',
-        'mime',
-        'http-errors',
-        'connect',
-      ],
-    );
+        [
+          'node',
+          'express',
+          'express-serve-static-core',
+          'serve-static',
+          'body-parser',
+          'qs',
+          'range-parser',
+          'send',
+          'mime',
+          'http-errors',
+          'connect',
+        ],
+      ),
+    ]);
+    expect(withoutExpress).toBe('ok');
     expect(withExpress).toBe('ok');
-  });
+  }, 120_000);
 });

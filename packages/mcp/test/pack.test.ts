@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +14,7 @@ import {
   createTestService,
   type TestService,
 } from '../../../test/support/service.ts';
+import { packPackage } from '../../client/test/pack.ts';
 
 // @botpay/mcp as a user gets it: `npm pack` of it and of @botpay/client (each builds through
 // prepack), installed into a fresh project outside this repository, its bin run by the official
@@ -29,18 +30,11 @@ const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const REPO = resolve(PACKAGE_DIR, '../..');
 const INSPECTOR = join(REPO, 'node_modules/@modelcontextprotocol/inspector-cli/build/cli.js');
 
-async function pack(dir: string, into: string): Promise<string> {
-  const before = new Set(await readdir(into));
-  await run('npm', ['pack', '--silent', '--pack-destination', into], { cwd: dir, timeout: 180_000 });
-  const file = (await readdir(into)).find((f) => f.endsWith('.tgz') && !before.has(f));
-  if (!file) throw new Error(`npm pack wrote no tarball in ${dir}`);
-  return join(into, file);
-}
-
 describe.skipIf(isPostgres)('the packed MCP server in a fresh project', () => {
   let work: string;
   let project: string;
   let bin: string;
+  let mcpTarball: string;
   let svc: TestService;
   let baseUrl: string;
   let apiKey: string;
@@ -48,8 +42,9 @@ describe.skipIf(isPostgres)('the packed MCP server in a fresh project', () => {
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'botpay-mcp-pack-'));
-    const client = await pack(join(REPO, 'packages/client'), work);
-    const mcp = await pack(PACKAGE_DIR, work);
+    const client = await packPackage(join(REPO, 'packages/client'), work);
+    const mcp = await packPackage(PACKAGE_DIR, work);
+    mcpTarball = mcp;
     project = join(work, 'agent');
     await mkdir(project);
     await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'agent', private: true }));
@@ -80,10 +75,7 @@ describe.skipIf(isPostgres)('the packed MCP server in a fresh project', () => {
   });
 
   it('ships the bundled bin and its map, no sources, tests or scripts', async () => {
-    const { stdout } = await run('tar', [
-      '-tzf',
-      join(work, (await readdir(work)).find((f) => f.startsWith('botpay-mcp'))!),
-    ]);
+    const { stdout } = await run('tar', ['-tzf', mcpTarball]);
     const files = stdout.split('\n').filter(Boolean).sort();
     expect(files).toEqual([
       'package/README.md',
