@@ -5,7 +5,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckoutBody } from '../../src/checkout/routes.ts';
+import { CheckoutBody } from '../../src/checkout/schemas.ts';
 import { ERROR_STATUS } from '../../src/platform/errors.ts';
 import { checkout, DIGITS, purchase, setupCard, type TestCard } from '../checkout/helpers.ts';
 import {
