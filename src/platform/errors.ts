@@ -39,6 +39,7 @@ export const ERROR_STATUS = {
   headers_too_large: 431,
   internal_error: 500,
   not_implemented: 501,
+  resource_unreachable: 502,
   tunnel_not_connected: 502,
   tunnel_upstream_error: 502,
   service_unavailable: 503,

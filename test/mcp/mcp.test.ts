@@ -40,6 +40,7 @@ const TOOL_NAMES = [
   'status',
   'topup_requests',
   'x402_pay',
+  'x402_fetch',
   'x402_payment_status',
   'wait_for_decision',
   'wallet_check',

@@ -43,3 +43,18 @@ export {
   type X402PayRequest,
   type X402PayResult,
 } from './x402.ts';
+export {
+  isX402FetchAnswer,
+  type X402FetchAnswer,
+  type X402FetchPending,
+  type X402FetchRequest,
+  type X402FetchResult,
+  x402FetchResponse,
+} from './x402Fetch.ts';
+export {
+  type BotPaySchemeOptions,
+  BotPaySchemeClient,
+  botPayErrorOf,
+  registerBotPay,
+  X402_V1_EVM_NETWORKS,
+} from './x402Scheme.ts';

@@ -17,7 +17,9 @@ export type OperationKey =
   | 'POST /api/v1/bot/messages/ack'
   | 'POST /api/v1/bot/tasks/next'
   | 'POST /api/v1/bot/wallet/topup-requests'
-  | 'POST /api/v1/bot/x402/pay';
+  | 'POST /api/v1/bot/x402/fetch'
+  | 'POST /api/v1/bot/x402/pay'
+  | 'POST /api/v1/bot/x402/payments/{payment_id}/refusal';
 
 /** Input (body, or query and path parameters) and success output of every bot operation, as JSON Schema. */
 export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonSchema }> = {
@@ -438,6 +440,7 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
         'pay_to',
         'resource_url',
         'tx_hash',
+        'x402_version',
         'message',
       ],
       properties: {
@@ -493,6 +496,10 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
               type: 'string',
               enum: ['expired'],
             },
+            {
+              type: 'string',
+              enum: ['refused'],
+            },
           ],
         },
         amount_usd: {
@@ -517,7 +524,22 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
             },
           ],
         },
+        x402_version: {
+          anyOf: [
+            {
+              type: 'number',
+              enum: [1],
+            },
+            {
+              type: 'number',
+              enum: [2],
+            },
+          ],
+        },
         message: {
+          type: 'string',
+        },
+        refusal_reason: {
           type: 'string',
         },
         expires_at: {
@@ -527,8 +549,18 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
           type: 'string',
         },
         payment_header_name: {
-          type: 'string',
-          enum: ['PAYMENT-SIGNATURE'],
+          description:
+            'The request header that carries the payment: PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1).',
+          anyOf: [
+            {
+              type: 'string',
+              enum: ['PAYMENT-SIGNATURE'],
+            },
+            {
+              type: 'string',
+              enum: ['X-PAYMENT'],
+            },
+          ],
         },
         payment_header: {
           type: 'string',
@@ -938,6 +970,309 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
       ],
     },
   },
+  'POST /api/v1/bot/x402/fetch': {
+    input: {
+      additionalProperties: false,
+      type: 'object',
+      required: ['url'],
+      properties: {
+        url: {
+          minLength: 1,
+          maxLength: 2000,
+          description: 'The resource (absolute https URL).',
+          type: 'string',
+        },
+        method: {
+          description: 'Default GET.',
+          anyOf: [
+            {
+              type: 'string',
+              enum: ['GET'],
+            },
+            {
+              type: 'string',
+              enum: ['POST'],
+            },
+            {
+              type: 'string',
+              enum: ['PUT'],
+            },
+            {
+              type: 'string',
+              enum: ['PATCH'],
+            },
+            {
+              type: 'string',
+              enum: ['DELETE'],
+            },
+          ],
+        },
+        headers: {
+          maxProperties: 50,
+          description:
+            'Request headers for the resource (not Host, Content-Length, hop-by-hop or payment headers: the service sets those).',
+          type: 'object',
+          additionalProperties: {
+            maxLength: 8192,
+            type: 'string',
+          },
+        },
+        body: {
+          maxLength: 524288,
+          description: 'Request body as text (UTF-8).',
+          type: 'string',
+        },
+        body_base64: {
+          maxLength: 700000,
+          description: 'Request body as base64.',
+          type: 'string',
+        },
+        description: {
+          maxLength: 500,
+          type: 'string',
+        },
+        payment_id: {
+          pattern: '^chk_[a-z2-7]{1,64}$',
+          maxLength: 80,
+          type: 'string',
+          description:
+            'A payment this endpoint held for the owner (202), once approved: sends the request with it.',
+        },
+      },
+    },
+    output: {
+      type: 'object',
+      anyOf: [
+        {
+          type: 'object',
+          required: ['paid', 'payment', 'response', 'message'],
+          properties: {
+            paid: {
+              description: 'True when the seller took the payment this request made.',
+              type: 'boolean',
+            },
+            payment: {
+              anyOf: [
+                {
+                  type: 'object',
+                  required: [
+                    'payment_id',
+                    'payment_status',
+                    'amount_usd',
+                    'amount_atomic',
+                    'pay_to',
+                    'network',
+                    'x402_version',
+                    'tx_hash',
+                    'refusal_reason',
+                    'valid_before',
+                  ],
+                  properties: {
+                    payment_id: {
+                      type: 'string',
+                    },
+                    payment_status: {
+                      anyOf: [
+                        {
+                          type: 'string',
+                          enum: ['pending'],
+                        },
+                        {
+                          type: 'string',
+                          enum: ['denied'],
+                        },
+                        {
+                          type: 'string',
+                          enum: ['expired'],
+                        },
+                        {
+                          type: 'string',
+                          enum: ['authorized'],
+                        },
+                        {
+                          type: 'string',
+                          enum: ['settled'],
+                        },
+                        {
+                          type: 'string',
+                          enum: ['lapsed'],
+                        },
+                        {
+                          type: 'string',
+                          enum: ['refused'],
+                        },
+                      ],
+                    },
+                    amount_usd: {
+                      type: 'number',
+                    },
+                    amount_atomic: {
+                      type: 'string',
+                    },
+                    pay_to: {
+                      type: 'string',
+                    },
+                    network: {
+                      type: 'string',
+                    },
+                    x402_version: {
+                      anyOf: [
+                        {
+                          type: 'number',
+                          enum: [1],
+                        },
+                        {
+                          type: 'number',
+                          enum: [2],
+                        },
+                      ],
+                    },
+                    tx_hash: {
+                      anyOf: [
+                        {
+                          type: 'string',
+                        },
+                        {
+                          type: 'null',
+                        },
+                      ],
+                    },
+                    refusal_reason: {
+                      anyOf: [
+                        {
+                          type: 'string',
+                        },
+                        {
+                          type: 'null',
+                        },
+                      ],
+                    },
+                    valid_before: {
+                      anyOf: [
+                        {
+                          format: 'date-time',
+                          type: 'string',
+                        },
+                        {
+                          type: 'null',
+                        },
+                      ],
+                    },
+                  },
+                },
+                {
+                  type: 'null',
+                },
+              ],
+            },
+            response: {
+              type: 'object',
+              required: ['status', 'headers', 'truncated'],
+              properties: {
+                status: {
+                  description: "The resource's HTTP status.",
+                  type: 'integer',
+                },
+                headers: {
+                  description: 'Its headers (names in lower case).',
+                  type: 'object',
+                  additionalProperties: {
+                    type: 'string',
+                  },
+                },
+                body_text: {
+                  description: 'The body, when it is text.',
+                  type: 'string',
+                },
+                body_base64: {
+                  description: 'The body as base64, when it is not text.',
+                  type: 'string',
+                },
+                truncated: {
+                  description: 'True when the body was longer than 1 MiB and was cut.',
+                  type: 'boolean',
+                },
+              },
+            },
+            message: {
+              type: 'string',
+            },
+          },
+        },
+        {
+          type: 'object',
+          required: [
+            'approved',
+            'status',
+            'payment_id',
+            'confirmation_id',
+            'amount_usd',
+            'amount_atomic',
+            'network',
+            'asset',
+            'pay_to',
+            'resource_url',
+            'x402_version',
+            'message',
+            'expires_at',
+          ],
+          properties: {
+            approved: {
+              type: 'boolean',
+              enum: [false],
+            },
+            status: {
+              type: 'string',
+              enum: ['pending_confirmation'],
+            },
+            payment_id: {
+              type: 'string',
+            },
+            confirmation_id: {
+              type: 'string',
+            },
+            amount_usd: {
+              type: 'number',
+            },
+            amount_atomic: {
+              type: 'string',
+            },
+            network: {
+              type: 'string',
+            },
+            asset: {
+              type: 'string',
+            },
+            pay_to: {
+              type: 'string',
+            },
+            resource_url: {
+              type: 'string',
+            },
+            x402_version: {
+              description: "The seller's x402 version: 2, or 1 for a seller on x402 v1 (header X-PAYMENT).",
+              anyOf: [
+                {
+                  type: 'number',
+                  enum: [1],
+                },
+                {
+                  type: 'number',
+                  enum: [2],
+                },
+              ],
+            },
+            message: {
+              type: 'string',
+            },
+            expires_at: {
+              type: 'string',
+            },
+          },
+        },
+      ],
+    },
+  },
   'POST /api/v1/bot/x402/pay': {
     input: {
       additionalProperties: false,
@@ -1012,6 +1347,7 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
             'asset',
             'pay_to',
             'resource_url',
+            'x402_version',
             'message',
             'valid_before',
             'payment_header_name',
@@ -1051,6 +1387,19 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
             resource_url: {
               type: 'string',
             },
+            x402_version: {
+              description: "The seller's x402 version: 2, or 1 for a seller on x402 v1 (header X-PAYMENT).",
+              anyOf: [
+                {
+                  type: 'number',
+                  enum: [1],
+                },
+                {
+                  type: 'number',
+                  enum: [2],
+                },
+              ],
+            },
             message: {
               type: 'string',
             },
@@ -1059,16 +1408,26 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
               type: 'string',
             },
             payment_header_name: {
-              type: 'string',
-              enum: ['PAYMENT-SIGNATURE'],
+              description:
+                'The request header that carries the payment: PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1).',
+              anyOf: [
+                {
+                  type: 'string',
+                  enum: ['PAYMENT-SIGNATURE'],
+                },
+                {
+                  type: 'string',
+                  enum: ['X-PAYMENT'],
+                },
+              ],
             },
             payment_header: {
-              description: 'base64 of payment_payload: send it as PAYMENT-SIGNATURE.',
+              description: 'base64 of payment_payload: send it as the header named payment_header_name.',
               type: 'string',
             },
             payment_payload: {
               additionalProperties: true,
-              description: 'The x402 v2 PaymentPayload.',
+              description: 'The x402 PaymentPayload (v2, or v1 for a v1 seller).',
               type: 'object',
               properties: {},
             },
@@ -1087,6 +1446,7 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
             'asset',
             'pay_to',
             'resource_url',
+            'x402_version',
             'message',
             'expires_at',
           ],
@@ -1123,6 +1483,19 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
             resource_url: {
               type: 'string',
             },
+            x402_version: {
+              description: "The seller's x402 version: 2, or 1 for a seller on x402 v1 (header X-PAYMENT).",
+              anyOf: [
+                {
+                  type: 'number',
+                  enum: [1],
+                },
+                {
+                  type: 'number',
+                  enum: [2],
+                },
+              ],
+            },
             message: {
               type: 'string',
             },
@@ -1132,6 +1505,174 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
           },
         },
       ],
+    },
+  },
+  'POST /api/v1/bot/x402/payments/{payment_id}/refusal': {
+    input: {
+      additionalProperties: false,
+      type: 'object',
+      properties: {
+        reason: {
+          maxLength: 200,
+          description: "The seller's reason, as it said.",
+          type: 'string',
+        },
+        seller_status: {
+          minimum: 100,
+          maximum: 599,
+          type: 'integer',
+        },
+      },
+    },
+    output: {
+      type: 'object',
+      required: [
+        'payment_id',
+        'confirmation_id',
+        'status',
+        'payment_status',
+        'amount_usd',
+        'amount_atomic',
+        'pay_to',
+        'resource_url',
+        'tx_hash',
+        'x402_version',
+        'message',
+        'released',
+      ],
+      properties: {
+        payment_id: {
+          type: 'string',
+        },
+        confirmation_id: {
+          type: 'string',
+        },
+        status: {
+          anyOf: [
+            {
+              type: 'string',
+              enum: ['pending'],
+            },
+            {
+              type: 'string',
+              enum: ['approved'],
+            },
+            {
+              type: 'string',
+              enum: ['denied'],
+            },
+            {
+              type: 'string',
+              enum: ['expired'],
+            },
+          ],
+        },
+        payment_status: {
+          anyOf: [
+            {
+              type: 'string',
+              enum: ['pending'],
+            },
+            {
+              type: 'string',
+              enum: ['authorized'],
+            },
+            {
+              type: 'string',
+              enum: ['settled'],
+            },
+            {
+              type: 'string',
+              enum: ['lapsed'],
+            },
+            {
+              type: 'string',
+              enum: ['denied'],
+            },
+            {
+              type: 'string',
+              enum: ['expired'],
+            },
+            {
+              type: 'string',
+              enum: ['refused'],
+            },
+          ],
+        },
+        amount_usd: {
+          type: 'number',
+        },
+        amount_atomic: {
+          type: 'string',
+        },
+        pay_to: {
+          type: 'string',
+        },
+        resource_url: {
+          type: 'string',
+        },
+        tx_hash: {
+          anyOf: [
+            {
+              type: 'string',
+            },
+            {
+              type: 'null',
+            },
+          ],
+        },
+        x402_version: {
+          anyOf: [
+            {
+              type: 'number',
+              enum: [1],
+            },
+            {
+              type: 'number',
+              enum: [2],
+            },
+          ],
+        },
+        message: {
+          type: 'string',
+        },
+        refusal_reason: {
+          type: 'string',
+        },
+        expires_at: {
+          type: 'string',
+        },
+        valid_before: {
+          type: 'string',
+        },
+        payment_header_name: {
+          description:
+            'The request header that carries the payment: PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1).',
+          anyOf: [
+            {
+              type: 'string',
+              enum: ['PAYMENT-SIGNATURE'],
+            },
+            {
+              type: 'string',
+              enum: ['X-PAYMENT'],
+            },
+          ],
+        },
+        payment_header: {
+          type: 'string',
+        },
+        payment_payload: {
+          additionalProperties: true,
+          type: 'object',
+          properties: {},
+        },
+        released: {
+          description:
+            'True when the authorisation can never be used (the facilitator verification found why) and its amount is back.',
+          type: 'boolean',
+        },
+      },
     },
   },
 };

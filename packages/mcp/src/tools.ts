@@ -265,6 +265,28 @@ export const BOT_TOOLS: readonly BotTool[] = [
       ),
   },
   {
+    name: 'x402_fetch',
+    title: 'Fetch a paid (HTTP 402) resource',
+    description:
+      'Requests url through the service (method, headers, body as you give them): when it answers 402 Payment Required (x402), the service pays from the partner wallet under your owner’s limits and lists, repeats the request with the payment and answers the resource: response.status, response.headers and response.body_text (or body_base64), with paid and payment. Held for the owner (status pending_confirmation): once x402_payment_status says approved, call x402_fetch again with the same arguments plus payment_id. Refusals are tool errors (destination_not_allowed, rail_guardrail_violation, insufficient_funds, resource_unreachable, …).',
+    input: inputOf('POST /api/v1/bot/x402/fetch', {
+      idempotency_key: {
+        ...IDEMPOTENCY_KEY,
+        description:
+          'One key per resource request; reuse it to retry (the first answer is returned again, nothing is paid twice). Omitted: made and returned.',
+      },
+    }),
+    output: outputOf('POST /api/v1/bot/x402/fetch', KEY_ANSWER),
+    annotations: { destructiveHint: false, idempotentHint: true },
+    run: (args, { client, signal }) =>
+      keyed(args, (request, key) =>
+        client.fetchX402(request as Parameters<BotPayClient['fetchX402']>[0], {
+          idempotencyKey: key,
+          ...optionalOf(signal),
+        }),
+      ),
+  },
+  {
     name: 'x402_payment_status',
     title: 'x402 payment status',
     description:
