@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BOT_TOOLS } from '../../src/mcp/tools.ts';
+import { BOT_TOOLS } from '../../packages/mcp/src/tools.ts';
 import { renderSkill, SKILL_FILE } from '../../src/mcp/skill.ts';
 import { ERROR_STATUS, type ErrorCode } from '../../src/platform/errors.ts';
 import { createTestService, type TestService } from '../support/service.ts';

@@ -125,7 +125,9 @@ export class BotPayClient {
     if (!Number.isInteger(this.retry.maxAttempts) || this.retry.maxAttempts < 1) {
       throw new TypeError('retry.maxAttempts must be an integer ≥ 1');
     }
-    this.fetchImpl = options.fetch ?? globalThis.fetch;
+    // Called through a wrapper: a browser's fetch called as a method of this client (this.fetchImpl())
+    // throws "Illegal invocation" (test/browser/sdkBundle.test.ts).
+    this.fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.sleep = options.sleep ?? abortableSleep;
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
