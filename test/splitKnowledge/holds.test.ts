@@ -36,7 +36,9 @@ import {
 //   count is chosen so that all of them together fail by chance less than once in 1,000 runs
 //   (chanceOfFalseFailure, Bonferroni over the timing classifiers).
 
-const TRIALS = Number(process.env.SPLIT_KNOWLEDGE_HOLD_TRIALS ?? 800);
+const TRIALS = Number(process.env.SPLIT_KNOWLEDGE_HOLD_TRIALS ?? 1000);
+/** Trials that also read the balance around each decision (its classifier ties; it needs no more). */
+const BALANCE_TRIALS = 200;
 const TRIAL_MS = 20 * 60_000;
 const rand = seeded(29);
 
@@ -159,10 +161,12 @@ beforeAll(async () => {
       svc.clock.advance(30_000);
     }
     const balance = async () =>
-      Math.round(
-        (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json().balance_usd *
-          100,
-      );
+      t < BALANCE_TRIALS
+        ? Math.round(
+            (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json()
+              .balance_usd * 100,
+          )
+        : 0;
     let before = await balance();
     for (const profile of order) {
       const t0 = performance.now();
@@ -213,7 +217,6 @@ describe('split knowledge: a held purchase, in the default mode', () => {
         per((i) => s(o, i).pollAfterHoldMs),
       'slowest hold': (o: Observed) => per((i) => s(o, i).holdMs),
       'slowest first poll showing the decision': (o: Observed) => per((i) => s(o, i).decisionPollMs),
-      'fastest first poll showing the decision': (o: Observed) => per((i) => -s(o, i).decisionPollMs),
     };
     const all = { ...timing, 'all timings combined': combine(Object.values(timing)) };
     // Statistically sound: the chance that any of these (and the combined classifier of the next
@@ -222,7 +225,7 @@ describe('split knowledge: a held purchase, in the default mode', () => {
     console.log(
       `[split-knowledge] holds: ${TRIALS} trials; P(a timing classifier above ${LIMIT.toFixed(3)} by chance) ≤ ${risk.toExponential(1)}`,
     );
-    if (TRIALS >= 800) expect(risk).toBeLessThan(1e-3);
+    if (TRIALS >= 1000) expect(risk).toBeLessThan(2e-4);
     judge('held purchase: timing', trials, all);
     const ms = (real: boolean, f: (x: Seen) => number) =>
       median(trials.flatMap((t) => t.observed.seen.filter((_, i) => (i + 1 === t.real) === real).map(f)));
