@@ -156,7 +156,6 @@ describe('split knowledge: figures, refusals, events and latency under probing',
     };
     const timing = {
       'slowest median checkout': (o: Observed) => per((i) => median(of(o, i).map((s) => s.ms))),
-      'fastest median checkout': (o: Observed) => per((i) => -median(of(o, i).map((s) => s.ms))),
       'slowest approved checkout': (o: Observed) =>
         per((i) => Math.max(0, ...approved(o, i).map((s) => s.ms))),
     };
