@@ -619,7 +619,6 @@ describe('schedules', () => {
     cron: '0 9 * * 1',
     timezone: 'Europe/Berlin',
     card_id: cardId,
-    profile_index: String(realIndex),
     category: 'groceries',
   });
 
@@ -637,7 +636,6 @@ describe('schedules', () => {
       [{ timezone: 'Mars/Olympus' }, 'time'],
       [{ amount_usd: '1.999' }, 'amount'],
       [{ merchant_url: 'ftp://x' }, 'merchant_url'],
-      [{ profile_index: '9' }, 'profile'],
     ] as const) {
       const res = await alice.submit(url, url, { ...form(), ...bad });
       expect(res.statusCode, JSON.stringify(bad)).toBe(400);
