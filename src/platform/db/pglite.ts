@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { type Extension, PGlite } from '@electric-sql/pglite';
+import { WAIT_BUCKETS } from './gate.ts';
 import {
   type Db,
   isRetryableTransactionError,
@@ -89,11 +90,22 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     parsers,
   });
   let closed = false;
+  // In-process (tests, the template build, the embedded thread itself): PGlite's own queue is the
+  // only one; calls under way are counted for load(), none is refused.
+  let calls = 0;
+  const counted = async <R>(work: Promise<R>): Promise<R> => {
+    calls++;
+    try {
+      return await work;
+    } finally {
+      calls--;
+    }
+  };
   return {
     kind: 'pglite',
     raw,
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
-      const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      const result = await counted(raw.query<T>(sql, params as unknown[] | undefined));
       return result.rows;
     },
     async exec(sql: string) {
@@ -138,6 +150,18 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     },
     async ping() {
       await raw.query('SELECT 1');
+    },
+    load() {
+      return {
+        size: 1,
+        inUse: Math.min(calls, 1),
+        waiting: Math.max(0, calls - 1),
+        oldestWaitMs: 0,
+        maxWaitMs: Number.POSITIVE_INFINITY,
+        waitCounts: new Array<number>(WAIT_BUCKETS.length + 1).fill(0),
+        waitSumSeconds: 0,
+        refused: 0,
+      };
     },
     async close() {
       if (closed) return;
