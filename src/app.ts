@@ -253,9 +253,10 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         .status(503)
         .send({ status: 'not_ready', reason: 'database unreachable', database: 'unreachable', load });
     }
-    // The schema check takes a database session: while statements wait for one, the last answer
-    // stands rather than the probe joining the line.
-    if (!load.shedding && load.database_sessions.waiting === 0) {
+    // The schema check takes a database session: while none is free, the last answer stands
+    // rather than the probe joining the line (or being refused in it).
+    const sessions = load.database_sessions;
+    if (sessions.waiting === 0 && sessions.in_use < sessions.size) {
       migrationsKnown = await migrationsApplied(ctx.db).catch(() => migrationsKnown);
     }
     if (!migrationsKnown) {
