@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/platform/db/migrate.ts';
 import { openPgliteThread } from '../../src/platform/db/pgliteThread.ts';
 import type { Db, Queryable } from '../../src/platform/db/port.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
@@ -43,6 +44,7 @@ async function busyDatabase(): Promise<{ database: TestDatabase; sessions: numbe
   const dir = mkdtempSync(join(tmpdir(), 'botpay-overload-'));
   await copyTemplate(join(dir, 'pg'));
   const db = await openPgliteThread({ dataDir: join(dir, 'pg'), sessions: 1, maxWaitMs: WAIT_MS });
+  await migrate(db); // what the template lacks, as a start does
   return {
     sessions: 1,
     database: {
