@@ -22,8 +22,9 @@ export interface Config {
    */
   databasePoolWaitMs: number;
   /**
-   * New requests are answered `503 overloaded` while the event loop's median delay has been at
-   * least this in each of the last two seconds (SHED_EVENT_LOOP_DELAY_MS; 0 turns it off).
+   * New requests are answered `503 overloaded` while the event loop's delay (a mean weighted by
+   * time, platform/overload.ts) has been at least this in each of the last two seconds
+   * (SHED_EVENT_LOOP_DELAY_MS; 0 turns it off).
    */
   shedEventLoopDelayMs: number;
   tunnelDomain: string;

@@ -101,11 +101,11 @@ export function createMetrics(db: Db): Metrics {
     ) as unknown as Metric,
   );
   new Gauge({
-    name: 'botpay_event_loop_delay_p50_seconds',
-    help: 'Median event-loop delay over the last second (SHED_EVENT_LOOP_DELAY_MS is compared with two such seconds in a row)',
+    name: 'botpay_event_loop_lag_seconds',
+    help: 'Event-loop delay over the last second, a mean weighted by time (SHED_EVENT_LOOP_DELAY_MS is compared with two such seconds in a row)',
     registers: [registry],
     collect() {
-      this.set(eventLoop.medianMs / 1000);
+      this.set(eventLoop.delayMs / 1000);
     },
   });
   new Gauge({

@@ -11,9 +11,11 @@ import type { Db } from './db/port.ts';
 // - the database sessions (platform/db/gate.ts): the first statement in line has waited half of
 //   DATABASE_POOL_WAIT_MS. A statement that waits all of it is refused by the gate itself, with the
 //   same answer; a request admitted a moment earlier is not cut off half-way through its work.
-// - the event loop (SHED_EVENT_LOOP_DELAY_MS): its median delay in each of the last two seconds.
-//   The median, and two windows, so that one long task (the start-up's route compilation, a large
-//   garbage collection) is not taken for a loop that keeps falling behind.
+// - the event loop (SHED_EVENT_LOOP_DELAY_MS): its delay in each of the last two seconds, as a mean
+//   weighted by time (how late the loop was at an average moment: a loop stalled 300 ms at a time
+//   reads about 300, one that turns every millisecond about 0, however many turns each has). Two
+//   windows, so that one long task (the start-up's route compilation, a large garbage collection)
+//   is not taken for a loop that keeps falling behind.
 // Health, readiness and metrics are never shed, and /readyz reports these signals apart from the
 // database's reachability: a busy instance stays ready (it answers quickly, if only "overloaded").
 
@@ -28,13 +30,14 @@ export const EVENT_LOOP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 
 /**
  * The event loop's delay (how late a timer due now runs), summed up per window of
- * EVENT_LOOP_WINDOW_MS: the last window's median and maximum, the smaller of the last two medians
- * (`sustainedMs`, what shedding compares), and the maxima of all windows per bucket for /metrics.
+ * EVENT_LOOP_WINDOW_MS: the last window's delay (a mean weighted by time) and maximum, the smaller
+ * of the last two delays (`sustainedMs`, what shedding compares), and the maxima of all windows per
+ * bucket for /metrics.
  */
 export class EventLoopMonitor {
   #histogram: IntervalHistogram | undefined;
   #timer: NodeJS.Timeout | undefined;
-  medianMs = 0;
+  delayMs = 0;
   maxMs = 0;
   sustainedMs = 0;
   readonly windowMaxCounts = new Array<number>(EVENT_LOOP_BUCKETS.length + 1).fill(0);
@@ -58,9 +61,15 @@ export class EventLoopMonitor {
   #close(): void {
     const h = this.#histogram;
     if (!h || h.count === 0) return;
-    const median = Math.max(0, h.percentile(50) / 1e6 - RESOLUTION_MS);
-    this.sustainedMs = Math.min(median, this.medianMs);
-    this.medianMs = median;
+    // The samples are how late each timer ran (plus the period). Weighted by their own length,
+    // their mean is Σd² ÷ Σd = (σ² + μ²) ÷ μ: one long stall counts for its whole duration, not as
+    // one sample among many short ones (a median or plain mean would miss a loop stalled most of
+    // the time but turning briefly between stalls).
+    const mean = h.mean / 1e6;
+    const sd = h.stddev / 1e6;
+    const delay = Math.max(0, (sd * sd + mean * mean) / Math.max(mean, 1e-9) - RESOLUTION_MS);
+    this.sustainedMs = Math.min(delay, this.delayMs);
+    this.delayMs = delay;
     this.maxMs = Math.max(0, h.max / 1e6 - RESOLUTION_MS);
     h.reset();
     const seconds = this.maxMs / 1000;
@@ -76,7 +85,7 @@ export interface LoadReport {
   shedding: boolean;
   reason: ShedReason | null;
   database_sessions: { size: number; in_use: number; waiting: number; oldest_wait_ms: number };
-  event_loop_delay_ms: { median: number; max: number };
+  event_loop_delay_ms: { last_second: number; max: number };
 }
 
 export class LoadShedder {
@@ -116,7 +125,7 @@ export class LoadShedder {
         oldest_wait_ms: Math.round(load.oldestWaitMs),
       },
       event_loop_delay_ms: {
-        median: Math.round(this.eventLoop.medianMs * 10) / 10,
+        last_second: Math.round(this.eventLoop.delayMs * 10) / 10,
         max: Math.round(this.eventLoop.maxMs * 10) / 10,
       },
     };
