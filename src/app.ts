@@ -76,9 +76,15 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
-  // Load shedding (platform/overload.ts): the event loop's delay is measured while the app runs.
+  // Load shedding (platform/overload.ts). The event loop's delay is measured from the moment the
+  // server listens: building the app (compiling every route's validators and serializers) holds
+  // the loop for a second or more, which would read as two late seconds and shed the first
+  // requests of every new instance.
   const shedder = new LoadShedder(ctx.db, ctx.config, ctx.metrics.eventLoop);
-  ctx.metrics.eventLoop.start();
+  app.addHook('onListen', (done) => {
+    ctx.metrics.eventLoop.start();
+    done();
+  });
   app.addHook('onClose', (_instance, done) => {
     ctx.metrics.eventLoop.stop();
     done();

@@ -287,7 +287,7 @@ export function parseConfig(env: Env = process.env): Config {
     dataDir: read(env, 'DATA_DIR') ?? './data',
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 20, 2, 1000),
-    databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 1000, 10, 60_000),
+    databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000),
     shedEventLoopDelayMs: integer(env, 'SHED_EVENT_LOOP_DELAY_MS', 500, 0, 60_000),
     tunnelDomain,
     internalUrl,
