@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import autocannon from 'autocannon';
 import { type BenchRow, DURATION_SECONDS, percentileOf, saveResults, stopWithBench } from './lib.ts';
 import {
   type BenchService,
   type CheckoutBot,
   call,
+  checkoutLoad,
   openOwnerGuardrails,
   seedCheckoutBot,
   startBenchService,
@@ -100,36 +100,6 @@ async function checkoutHistogram(url: string): Promise<{ sum: number; count: num
   return { sum, count };
 }
 
-function checkouts(url: string, bots: CheckoutBot[], seconds: number) {
-  let i = 0;
-  return autocannon({
-    url,
-    connections: CLIENTS,
-    duration: seconds,
-    requests: [
-      {
-        method: 'POST',
-        path: '/api/v1/bot/merchant/checkout',
-        setupRequest: (req) => {
-          const bot = bots[i++ % bots.length]!;
-          return {
-            ...req,
-            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
-            body: JSON.stringify({
-              profile_index: bot.profile,
-              merchant_name: 'Peak Store',
-              merchant_url: 'https://peak.example/item',
-              item_name: 'Widget',
-              amount_cents: 100,
-              category: 'retail',
-            }),
-          };
-        },
-      },
-    ],
-  });
-}
-
 async function healthUnderLoad(svc: BenchService): Promise<BenchRow[]> {
   const url = svc.child.url;
   const ownerAuth = { authorization: `Bearer ${svc.ownerToken}` };
@@ -145,11 +115,11 @@ async function healthUnderLoad(svc: BenchService): Promise<BenchRow[]> {
     );
   }
   const idle = await probe(url, IDLE_PROBE_SECONDS);
-  await checkouts(url, bots, 2); // warm-up, not counted
+  await checkoutLoad(url, CLIENTS, bots, 2); // warm-up, not counted
   const before = await checkoutHistogram(url);
   const [loaded, result] = await Promise.all([
     probe(url, DURATION_SECONDS),
-    checkouts(url, bots, DURATION_SECONDS),
+    checkoutLoad(url, CLIENTS, bots, DURATION_SECONDS),
   ]);
   const after = await checkoutHistogram(url);
   const serviceMeanMs = ((after.sum - before.sum) / Math.max(1, after.count - before.count)) * 1000;

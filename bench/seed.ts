@@ -1,3 +1,4 @@
+import autocannon from 'autocannon';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -173,4 +174,46 @@ export async function seedCheckoutBot(
     allowance_window: 'month',
   });
   return { botId, auth: `Bearer ${reg.api_key}`, profile };
+}
+
+/**
+ * Approved-size checkouts ($1) from `bots` in turn over `connections` connections for `seconds`
+ * (closed loop, or `rate` requests per second in all).
+ */
+export function checkoutLoad(
+  url: string,
+  connections: number,
+  bots: CheckoutBot[],
+  seconds: number,
+  rate?: number,
+) {
+  let i = 0;
+  return autocannon({
+    url,
+    connections,
+    duration: seconds,
+    ...(rate ? { overallRate: rate } : {}),
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/v1/bot/merchant/checkout',
+        setupRequest: (req) => {
+          const bot = bots[i++ % bots.length];
+          if (!bot) throw new Error('no bots to check out with');
+          return {
+            ...req,
+            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
+            body: JSON.stringify({
+              profile_index: bot.profile,
+              merchant_name: 'Capacity Store',
+              merchant_url: 'https://capacity.example/item',
+              item_name: 'Widget',
+              amount_cents: 100,
+              category: 'retail',
+            }),
+          };
+        },
+      },
+    ],
+  });
 }

@@ -194,6 +194,23 @@ async function fundedBots(urls: string[], owner: { email: string; token: string 
   return bots;
 }
 
+/** An owner token made by the CLI (`botpay owner token create`) with the service's environment. */
+async function ownerFromCli(env: Record<string, string>): Promise<{ email: string; token: string }> {
+  const email = 'burst@example.com';
+  const token = await runCli(['owner', 'token', 'create', '--email', email], env);
+  expect(token.code, token.stderr).toBe(0);
+  return { email, token: token.stdout.trim() };
+}
+
+/** Funded bots through the instances, then the burst and the retries; the burst was shed. */
+async function burstOnFundedBots(urls: string[], owner: { email: string; token: string }, hook: string) {
+  const bots = await fundedBots(urls, owner, hook);
+  const result = await burstThenRetry(urls, bots);
+  expectBurstShed(result.first);
+  expect(result.rounds.length).toBeGreaterThan(0);
+  return { bots, ...result };
+}
+
 const ENV = {
   SECRET_KEY: TEST_SECRET_KEY,
   ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
@@ -225,20 +242,11 @@ describe.runIf(isPostgres)('a burst past capacity on two instances (PostgreSQL)'
     timeout: 240_000,
   }, async () => {
     const urls = instances.map((s) => s.url);
-    const token = await runCli(['owner', 'token', 'create', '--email', 'burst@example.com'], {
+    const owner = await ownerFromCli({
       DATABASE_URL: connectionFor(database.schema!),
       SECRET_KEY: TEST_SECRET_KEY,
     });
-    expect(token.code, token.stderr).toBe(0);
-    const bots = await fundedBots(
-      urls,
-      { email: 'burst@example.com', token: token.stdout.trim() },
-      receiver.url(),
-    );
-
-    const { first, rounds, approved } = await burstThenRetry(urls, bots);
-    expectBurstShed(first);
-    expect(rounds.length).toBeGreaterThan(0);
+    const { bots, rounds, approved } = await burstOnFundedBots(urls, owner, receiver.url());
     for (const round of rounds)
       expect(
         round.some((status) => status === 200),
@@ -272,19 +280,9 @@ describe.runIf(!isPostgres)('a burst past capacity on the embedded database', ()
     timeout: 240_000,
   }, async () => {
     // The CLI first: with the embedded database only one process may open the data directory.
-    const token = await runCli(['owner', 'token', 'create', '--email', 'burst@example.com'], env);
-    expect(token.code, token.stderr).toBe(0);
+    const owner = await ownerFromCli(env);
     service = await startServiceProcess(env);
-    const urls = [service.url];
-    const bots = await fundedBots(
-      urls,
-      { email: 'burst@example.com', token: token.stdout.trim() },
-      receiver.url(),
-    );
-
-    const { first, rounds, approved } = await burstThenRetry(urls, bots);
-    expectBurstShed(first);
-    expect(rounds.length).toBeGreaterThan(0);
+    const { bots, rounds, approved } = await burstOnFundedBots([service.url], owner, receiver.url());
     for (const round of rounds) expect(round, JSON.stringify(rounds)).toEqual([200]);
 
     service.child.kill('SIGTERM');
