@@ -18,14 +18,20 @@ import {
 //    a time every PROBE_INTERVAL_MS, first with the service idle, then while 32 connections send
 //    checkouts as fast as they are answered (the service sheds what it cannot take: 503
 //    overloaded). Goal ≤ 10: the event loop stays free (the embedded database on its own thread).
+//    Then the same with BURST_CLIENTS connections, far past capacity: the service sheds, and
+//    /healthz still answers within the same bound.
 //    With it: the mean checkout latency clients saw ÷ the mean the service measured itself
 //    (botpay_http_request_duration_seconds over the same requests): ≈ 1 when requests do not
-//    queue in front of the event loop, unseen by the service's own figures.
+//    queue in front of the event loop, unseen by the service's own figures (goal ≤ 1.5 for the
+//    embedded database, where its queries used to hold the loop).
 // 2. Webhook fairness: healthy bots' delivery lag p99 (receipt − the event's timestamp) while 5
 //    bots' receivers hang (never answer; WEBHOOK_TIMEOUT_MS ends each attempt) and 5 answer 500,
-//    ÷ the same without them, the healthy load identical. Goal ≤ 2.
+//    ÷ the same while those 10 answer like the healthy ones. The events are the same in both phases
+//    (every bot funded at the same pace): only the 10 receivers' behaviour differs. Goal ≤ 2.
 
 const CLIENTS = 32;
+/** Connections of the burst past capacity: the service sheds (503 overloaded). */
+const BURST_CLIENTS = Number(process.env.BENCH_BURST_CLIENTS ?? 400);
 const PROBE_INTERVAL_MS = 20;
 const IDLE_PROBE_SECONDS = Number(process.env.BENCH_IDLE_PROBE_SECONDS ?? 5);
 const LOAD_BOTS = 16;
@@ -124,10 +130,18 @@ async function healthUnderLoad(svc: BenchService): Promise<BenchRow[]> {
   const after = await checkoutHistogram(url);
   const serviceMeanMs = ((after.sum - before.sum) / Math.max(1, after.count - before.count)) * 1000;
   const shed = result.non2xx;
+  const [bursting, burst] = await Promise.all([
+    probe(url, DURATION_SECONDS),
+    checkoutLoad(url, BURST_CLIENTS, bots, DURATION_SECONDS),
+  ]);
   console.log(
     `${svc.database}: /healthz p99 idle ${p99(idle).toFixed(1)} ms, under load ${p99(loaded).toFixed(1)} ms (max ${Math.max(...loaded).toFixed(0)}); ` +
       `checkouts ${Math.round(result['2xx'] / DURATION_SECONDS)}/s answered 2xx, ${shed} not (shed or refused), ${result.errors + result.timeouts} errors; ` +
       `mean latency seen by clients ${result.latency.mean.toFixed(1)} ms, by the service ${serviceMeanMs.toFixed(1)} ms`,
+  );
+  console.log(
+    `${svc.database}: ${BURST_CLIENTS} connections: /healthz p99 ${p99(bursting).toFixed(1)} ms (max ${Math.max(...bursting).toFixed(0)}); ` +
+      `checkouts ${Math.round(burst['2xx'] / DURATION_SECONDS)}/s answered 2xx, ${burst.non2xx} not (shed: 503 overloaded), ${burst.errors + burst.timeouts} errors`,
   );
   return [
     {
@@ -148,7 +162,19 @@ async function healthUnderLoad(svc: BenchService): Promise<BenchRow[]> {
       baseline: 'mean ms the service measured',
       baselineValue: serviceMeanMs,
       ratio: result.latency.mean / Math.max(0.001, serviceMeanMs),
-      goal: '≤ 1.5',
+      // The issue's goal is the embedded default's (its queries used to hold the loop, so requests
+      // waited unseen before the service's clock started); on PostgreSQL it is shown for comparison.
+      goal: svc.database === 'embedded' ? '≤ 1.5' : '-',
+    },
+    {
+      benchmark: 'overload',
+      database: svc.database,
+      metric: `health p99 while shedding ÷ idle (${BURST_CLIENTS} checkout connections; ${burst.non2xx} answered 503)`,
+      value: p99(bursting),
+      baseline: 'health p99 ms idle',
+      baselineValue: p99(idle),
+      ratio: p99(bursting) / Math.max(0.001, p99(idle)),
+      goal: '≤ 10',
     },
   ];
 }
@@ -159,15 +185,23 @@ interface Arrival {
   at: number;
 }
 
-/** The receivers of every bot: /ok answers 200 and records, /hang never answers, /fail answers 500. */
+/**
+ * The receivers of every bot: /ok answers 200 and records; /hang never answers and /fail answers 500
+ * while `misbehave` is set, and answer 200 (unrecorded) otherwise.
+ */
 async function startReceivers() {
   const arrivals: Arrival[] = [];
+  const mode = { misbehave: false };
   const hanging = new Set<ServerResponse>();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = req.url ?? '';
+      if (!path.startsWith('/ok') && !mode.misbehave) {
+        res.writeHead(200).end('ok');
+        return;
+      }
       if (path.startsWith('/hang')) {
         hanging.add(res);
         res.once('close', () => hanging.delete(res));
@@ -194,6 +228,7 @@ async function startReceivers() {
   const port = (server.address() as AddressInfo).port;
   return {
     arrivals,
+    mode,
     url: (path: string) => `http://127.0.0.1:${port}${path}`,
     async close() {
       for (const res of hanging) res.destroy();
@@ -250,9 +285,10 @@ async function fairness(svc: BenchService): Promise<BenchRow> {
       }
       return (await Promise.all(inFlight)).filter(Boolean).length;
     };
-    const phase = async (withBad: boolean) => {
+    const phase = async (misbehave: boolean) => {
+      receivers.mode.misbehave = misbehave;
       const started = Date.now();
-      const expected = await fundAtPace(withBad ? [...healthy, ...bad] : healthy, FAIRNESS_SECONDS);
+      const expected = await fundAtPace([...healthy, ...bad], FAIRNESS_SECONDS);
       const ended = Date.now();
       // The healthy bots' events of the phase, once all arrived (or after a minute).
       const inPhase = () =>
@@ -265,20 +301,20 @@ async function fairness(svc: BenchService): Promise<BenchRow> {
         );
       return inPhase().map((a) => a.lagMs);
     };
-    const alone = await phase(false);
+    const answering = await phase(false);
     const withBad = await phase(true);
     console.log(
-      `${svc.database}: healthy bots' delivery lag p99 ${p99(alone).toFixed(0)} ms alone (${alone.length} deliveries), ` +
-        `${p99(withBad).toFixed(0)} ms beside ${HANGING_BOTS} hanging and ${FAILING_BOTS} failing receivers (${withBad.length})`,
+      `${svc.database}: healthy bots' delivery lag p99 ${p99(answering).toFixed(0)} ms with every receiver answering (${answering.length} deliveries), ` +
+        `${p99(withBad).toFixed(0)} ms while ${HANGING_BOTS} other bots' receivers hang and ${FAILING_BOTS} answer 500 (${withBad.length})`,
     );
     return {
       benchmark: 'overload',
       database: svc.database,
-      metric: `healthy bots' webhook lag p99 beside ${HANGING_BOTS} hanging + ${FAILING_BOTS} failing receivers ÷ without`,
+      metric: `healthy bots' webhook lag p99 beside ${HANGING_BOTS} hanging + ${FAILING_BOTS} failing receivers ÷ the same bots answering`,
       value: p99(withBad),
-      baseline: 'lag p99 ms without them',
-      baselineValue: p99(alone),
-      ratio: p99(withBad) / Math.max(0.001, p99(alone)),
+      baseline: 'lag p99 ms, every receiver answering',
+      baselineValue: p99(answering),
+      ratio: p99(withBad) / Math.max(0.001, p99(answering)),
       goal: '≤ 2',
     };
   } finally {
