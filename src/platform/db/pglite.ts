@@ -113,7 +113,7 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     },
     async write<T extends Row>(sql: string, params?: readonly unknown[]) {
       // A statement on its own is its own transaction here too.
-      const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      const result = await counted(raw.query<T>(sql, params as unknown[] | undefined));
       return result.rows;
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
@@ -121,18 +121,20 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
       for (let attempt = 0; ; attempt++) {
         try {
           // PGlite runs one transaction at a time: the whole callback holds its lock.
-          const value = await raw.transaction(async (t) => {
-            const tx: Queryable = {
-              async query<R extends Row>(sql: string, params?: readonly unknown[]) {
-                const result = await t.query<R>(sql, params as unknown[] | undefined);
-                return result.rows;
-              },
-              async exec(sql: string) {
-                await t.exec(sql);
-              },
-            };
-            return fn(tx);
-          });
+          const value = await counted(
+            raw.transaction(async (t) => {
+              const tx: Queryable = {
+                async query<R extends Row>(sql: string, params?: readonly unknown[]) {
+                  const result = await t.query<R>(sql, params as unknown[] | undefined);
+                  return result.rows;
+                },
+                async exec(sql: string) {
+                  await t.exec(sql);
+                },
+              };
+              return fn(tx);
+            }),
+          );
           return value;
         } catch (error) {
           if (attempt < retries && isRetryableTransactionError(error)) continue;
