@@ -2,6 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   getCard,
+  listOwnerCards,
   type ProfileUpdate,
   profilesFile,
   startCard,
@@ -49,7 +50,11 @@ export function registerCardPages(app: App, ctx: AppContext): void {
   ) => {
     const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
-    return reply.page(cardsView({ csrf: session.csrfToken, bot, top: opts.top ?? '' }), opts.status ?? 200);
+    const ownerCards = await listOwnerCards(ctx.db, session.ownerId);
+    return reply.page(
+      cardsView({ csrf: session.csrfToken, bot, ownerCards, top: opts.top ?? '' }),
+      opts.status ?? 200,
+    );
   };
 
   const cardPage = async (
@@ -68,7 +73,9 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, params.bot_id);
     const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
+    const ownerCards = await listOwnerCards(ctx.db, session.ownerId);
     const view = cardView({
+      ownerCards,
       csrf: session.csrfToken,
       bot,
       card,
@@ -110,8 +117,13 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       const label = request.body.label?.trim() || undefined;
-      const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, label);
-      return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=started`, 303);
+      const sameCardAs = request.body.same_card_as || undefined;
+      const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, {
+        label,
+        sameCardAs,
+      });
+      const notice = started.status === 'active' ? 'shared' : 'started';
+      return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=${notice}`, 303);
     },
   );
 

@@ -37,7 +37,9 @@ export async function setupCard(
     method: 'POST',
     url: `/api/v1/owner/bots/${botId}/cards/${card.card_id}/activate`,
     headers: owner.auth,
-    payload: split.activation,
+    // Tests give an owner's bots the same test number; each is a card of its own here (the
+    // same-card check is tested in test/checkout/sameCard.test.ts).
+    payload: { ...split.activation, different_card: true },
   });
   expect(act.statusCode, act.body).toBe(200);
   if (Object.keys(patch).length > 0) await patchCard(svc, owner, botId, card.card_id, patch);
