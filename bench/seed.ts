@@ -127,9 +127,14 @@ export async function openOwnerGuardrails(base: string, ownerAuth: Record<string
   });
 }
 
+/** Cards seeded so far in this process: each gets an expiry of its own (below). */
+let cardsSeeded = 0;
+
 /**
  * A bot registered, claimed by the owner, funded with $10,000, with a card split like the card
- * wizard does from a made-up Luhn-valid number (never a real card) and wide limits.
+ * wizard does from a made-up Luhn-valid number (never a real card) and wide limits. Each card gets
+ * another expiry month: an owner's cards of one length and expiry are taken for the same card
+ * (`possible_same_card`), and the benches give one owner many bots.
  */
 export async function seedCheckoutBot(
   base: string,
@@ -152,8 +157,8 @@ export async function seedCheckoutBot(
   const { activation } = buildSplit(
     {
       number: '4532015112830366',
-      expiry_month: '12',
-      expiry_year: '2035',
+      expiry_month: String((cardsSeeded % 12) + 1).padStart(2, '0'),
+      expiry_year: String(2030 + Math.floor(cardsSeeded++ / 12)),
       cardholder_name: 'Bench Owner',
       billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
     },

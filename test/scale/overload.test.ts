@@ -178,10 +178,11 @@ async function expectMoneyExact(db: Queryable, bots: ScaleBot[], approved: Map<s
   await expectOneMovementPerConfirmation(db);
 }
 
-async function fundedBots(urls: string[], owner: { email: string; token: string }, hook: string) {
-  await putGuardrails(urls[0]!, owner.token);
+/** One funded bot per owner (an owner's cards of one length and expiry would be taken for one card). */
+async function fundedBots(urls: string[], owners: Array<{ email: string; token: string }>, hook: string) {
   const bots: ScaleBot[] = [];
-  for (let i = 0; i < BOTS; i++) {
+  for (const [i, owner] of owners.entries()) {
+    await putGuardrails(urls[0]!, owner.token);
     const bot = await setupBot(urls, owner, { ip: `10.32.0.${i + 1}`, callbackUrl: hook, card: CARD });
     const res = await fetch(`${urls[0]}/api/v1/owner/bots/${bot.bot_id}/wallet/fund`, {
       method: 'POST',
@@ -194,17 +195,25 @@ async function fundedBots(urls: string[], owner: { email: string; token: string 
   return bots;
 }
 
-/** An owner token made by the CLI (`botpay owner token create`) with the service's environment. */
-async function ownerFromCli(env: Record<string, string>): Promise<{ email: string; token: string }> {
-  const email = 'burst@example.com';
-  const token = await runCli(['owner', 'token', 'create', '--email', email], env);
-  expect(token.code, token.stderr).toBe(0);
-  return { email, token: token.stdout.trim() };
+/** BOTS owners, each with a token made by the CLI (`botpay owner token create`). */
+async function ownersFromCli(env: Record<string, string>): Promise<Array<{ email: string; token: string }>> {
+  const owners: Array<{ email: string; token: string }> = [];
+  for (let i = 0; i < BOTS; i++) {
+    const email = `burst-${i}@example.com`;
+    const token = await runCli(['owner', 'token', 'create', '--email', email], env);
+    expect(token.code, token.stderr).toBe(0);
+    owners.push({ email, token: token.stdout.trim() });
+  }
+  return owners;
 }
 
 /** Funded bots through the instances, then the burst and the retries; the burst was shed. */
-async function burstOnFundedBots(urls: string[], owner: { email: string; token: string }, hook: string) {
-  const bots = await fundedBots(urls, owner, hook);
+async function burstOnFundedBots(
+  urls: string[],
+  owners: Array<{ email: string; token: string }>,
+  hook: string,
+) {
+  const bots = await fundedBots(urls, owners, hook);
   const result = await burstThenRetry(urls, bots);
   expectBurstShed(result.first);
   expect(result.rounds.length).toBeGreaterThan(0);
@@ -242,11 +251,11 @@ describe.runIf(isPostgres)('a burst past capacity on two instances (PostgreSQL)'
     timeout: 240_000,
   }, async () => {
     const urls = instances.map((s) => s.url);
-    const owner = await ownerFromCli({
+    const owners = await ownersFromCli({
       DATABASE_URL: connectionFor(database.schema!),
       SECRET_KEY: TEST_SECRET_KEY,
     });
-    const { bots, rounds, approved } = await burstOnFundedBots(urls, owner, receiver.url());
+    const { bots, rounds, approved } = await burstOnFundedBots(urls, owners, receiver.url());
     for (const round of rounds)
       expect(
         round.some((status) => status === 200),
@@ -280,9 +289,9 @@ describe.runIf(!isPostgres)('a burst past capacity on the embedded database', ()
     timeout: 240_000,
   }, async () => {
     // The CLI first: with the embedded database only one process may open the data directory.
-    const owner = await ownerFromCli(env);
+    const owners = await ownersFromCli(env);
     service = await startServiceProcess(env);
-    const { bots, rounds, approved } = await burstOnFundedBots([service.url], owner, receiver.url());
+    const { bots, rounds, approved } = await burstOnFundedBots([service.url], owners, receiver.url());
     for (const round of rounds) expect(round, JSON.stringify(rounds)).toEqual([200]);
 
     service.child.kill('SIGTERM');
