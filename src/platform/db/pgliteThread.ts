@@ -123,8 +123,8 @@ export async function openPgliteThread(options: PgliteThreadOptions): Promise<Db
     const call = pending.get(m.id);
     if (!call) return;
     pending.delete(m.id);
-    // The worker keeps the process alive only while a call waits for it (a CLI command that
-    // forgot nothing still exits when it is done).
+    // The thread keeps the process alive only while a call waits for its answer: an open but idle
+    // database does not keep a command that has finished from exiting.
     if (pending.size === 0) worker.unref();
     if (m.error) call.reject(fromWire(m.error));
     else call.resolve(m.rows);
