@@ -1,7 +1,12 @@
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { BENCH_DATABASE_URL, type Child, DURATION_SECONDS, saveResults, startChild } from './lib.ts';
-import { type CheckoutBot, openOwnerGuardrails, seedCheckoutBot, startBenchService } from './seed.ts';
+import {
+  type CheckoutBot,
+  checkoutLoad,
+  openOwnerGuardrails,
+  seedCheckoutBot,
+  startBenchService,
+} from './seed.ts';
 
 // npm run bench:capacity — sizing figures for docs/deploy.md ("How many instances and connections").
 //
@@ -36,37 +41,6 @@ async function seedCheckoutBots(base: string, ownerToken: string): Promise<Check
     );
   }
   return bots;
-}
-
-function checkoutLoad(url: string, connections: number, bots: CheckoutBot[], seconds: number, rate?: number) {
-  let i = 0;
-  return autocannon({
-    url,
-    connections,
-    duration: seconds,
-    ...(rate ? { overallRate: rate } : {}),
-    requests: [
-      {
-        method: 'POST',
-        path: '/api/v1/bot/merchant/checkout',
-        setupRequest: (req) => {
-          const bot = bots[i++ % bots.length]!;
-          return {
-            ...req,
-            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
-            body: JSON.stringify({
-              profile_index: bot.profile,
-              merchant_name: 'Capacity Store',
-              merchant_url: 'https://capacity.example/item',
-              item_name: 'Widget',
-              amount_cents: 100,
-              category: 'retail',
-            }),
-          };
-        },
-      },
-    ],
-  });
 }
 
 interface Phase {

@@ -1,3 +1,4 @@
+import autocannon from 'autocannon';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -126,9 +127,14 @@ export async function openOwnerGuardrails(base: string, ownerAuth: Record<string
   });
 }
 
+/** Cards seeded so far in this process: each gets an expiry of its own (below). */
+let cardsSeeded = 0;
+
 /**
  * A bot registered, claimed by the owner, funded with $10,000, with a card split like the card
- * wizard does from a made-up Luhn-valid number (never a real card) and wide limits.
+ * wizard does from a made-up Luhn-valid number (never a real card) and wide limits. Each card gets
+ * another expiry month: an owner's cards of one length and expiry are taken for the same card
+ * (`possible_same_card`), and the benches give one owner many bots.
  */
 export async function seedCheckoutBot(
   base: string,
@@ -151,8 +157,8 @@ export async function seedCheckoutBot(
   const { activation } = buildSplit(
     {
       number: '4532015112830366',
-      expiry_month: '12',
-      expiry_year: '2035',
+      expiry_month: String((cardsSeeded % 12) + 1).padStart(2, '0'),
+      expiry_year: String(2030 + Math.floor(cardsSeeded++ / 12)),
       cardholder_name: 'Bench Owner',
       billing_address: { line1: '1 Main St', city: 'Springfield', postal_code: '12345', country: 'US' },
     },
@@ -173,4 +179,46 @@ export async function seedCheckoutBot(
     allowance_window: 'month',
   });
   return { botId, auth: `Bearer ${reg.api_key}`, profile };
+}
+
+/**
+ * Approved-size checkouts ($1) from `bots` in turn over `connections` connections for `seconds`
+ * (closed loop, or `rate` requests per second in all).
+ */
+export function checkoutLoad(
+  url: string,
+  connections: number,
+  bots: CheckoutBot[],
+  seconds: number,
+  rate?: number,
+) {
+  let i = 0;
+  return autocannon({
+    url,
+    connections,
+    duration: seconds,
+    ...(rate ? { overallRate: rate } : {}),
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/v1/bot/merchant/checkout',
+        setupRequest: (req) => {
+          const bot = bots[i++ % bots.length];
+          if (!bot) throw new Error('no bots to check out with');
+          return {
+            ...req,
+            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
+            body: JSON.stringify({
+              profile_index: bot.profile,
+              merchant_name: 'Capacity Store',
+              merchant_url: 'https://capacity.example/item',
+              item_name: 'Widget',
+              amount_cents: 100,
+              category: 'retail',
+            }),
+          };
+        },
+      },
+    ],
+  });
 }

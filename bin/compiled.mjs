@@ -23,6 +23,11 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /** Bumped whenever the build options below change, so that older builds count as stale. */
 const FORMAT = 1;
 const ENTRY = 'src/cli.ts';
+/**
+ * Worker threads' entries, bundled beside the service (their file names in the build directory):
+ * the embedded database's thread (src/platform/db/pgliteThread.ts finds it next to its own chunk).
+ */
+const WORKERS = { 'pglite-worker': 'src/platform/db/pgliteWorker.ts' };
 /** Build directories older than this that the manifest no longer names are removed. */
 const KEEP_OLD_MS = 10 * 60_000;
 
@@ -88,7 +93,15 @@ export async function build(options = {}) {
     // Statted before bundling: an edit made while esbuild runs then shows as stale next time.
     const result = await esbuild.build({
       absWorkingDir: root,
-      entryPoints: { cli: join(root, ENTRY) },
+      entryPoints: {
+        cli: join(root, ENTRY),
+        // (A project without one, as in test/foundation/compiledStart.test.ts, builds without it.)
+        ...Object.fromEntries(
+          Object.entries(WORKERS)
+            .filter(([, file]) => existsSync(join(root, file)))
+            .map(([name, file]) => [name, join(root, file)]),
+        ),
+      },
       outdir: tmp,
       bundle: true,
       splitting: true,

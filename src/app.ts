@@ -27,6 +27,7 @@ import { pgErrorCode } from './platform/db/port.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import type { App } from './platform/http.ts';
 import { lazyChildLoggerFactory } from './platform/logger.ts';
+import { LoadShedder } from './platform/overload.ts';
 import { ErrorBody } from './platform/schemas.ts';
 import { trustFunction } from './platform/trustProxy.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
@@ -76,6 +77,20 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
+  // Load shedding (platform/overload.ts). The event loop's delay is measured from the moment the
+  // server listens: building the app (compiling every route's validators and serializers) holds
+  // the loop for a second or more, which would read as two late seconds and shed the first
+  // requests of every new instance.
+  const shedder = new LoadShedder(ctx.db, ctx.config, ctx.metrics.eventLoop);
+  app.addHook('onListen', (done) => {
+    ctx.metrics.eventLoop.start();
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    ctx.metrics.eventLoop.stop();
+    done();
+  });
+
   // A request's owner mail may still be on its way to SMTP (sent after the answer): the database
   // the send writes its result to stays open until it ends, for a few seconds at most.
   app.addHook('onClose', () => ownerMailSettled(ctx, OWNER_MAIL_CLOSE_WAIT_MS));
@@ -109,8 +124,12 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) {
-      // Every 429 says when to come back in the header too (RFC 9110), not only in the body.
-      if (error.code === 'rate_limited' && error.details.retry_after_seconds !== undefined) {
+      // Every 429 and every `overloaded` 503 says when to come back in the header too (RFC 9110),
+      // not only in the body.
+      if (
+        (error.code === 'rate_limited' || error.code === 'overloaded') &&
+        error.details.retry_after_seconds !== undefined
+      ) {
         reply.header('retry-after', String(error.details.retry_after_seconds));
       }
       return reply.status(error.status).send(error.toBody());
@@ -148,6 +167,14 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         error: 'validation_error',
         message: 'The request contains a character that cannot be stored (such as NUL, \\u0000).',
       });
+    }
+    // PostgreSQL refused a new connection because it has as many as it allows: the database answers,
+    // it is full. Past capacity, not down.
+    if (code === '53300') {
+      const overloaded = shedder.refuse('database_wait');
+      ctx.metrics.requestsShed.inc({ reason: 'database_wait' });
+      reply.header('retry-after', String(overloaded.details.retry_after_seconds));
+      return reply.status(overloaded.status).send(overloaded.toBody());
     }
     if (isDatabaseUnavailable(error, code)) {
       request.log.warn({ err: error }, 'database unavailable');
@@ -219,20 +246,45 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     return ctx.metrics.registry.metrics();
   });
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  // Readiness is about the database and the schema; the instance's own load is reported beside
+  // them and never makes it unready: every instance of a deployment is busy at the same peak, and
+  // a load balancer that took them all out would turn a burst into an outage. A busy instance sheds
+  // (`503 overloaded` with Retry-After) and recovers by itself.
+  let migrationsKnown = await migrationsApplied(ctx.db).catch(() => false);
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    const load = shedder.report();
     try {
       await ctx.db.ping();
-      if (!(await migrationsApplied(ctx.db))) {
-        return reply.status(503).send({ status: 'not_ready', reason: 'migrations not applied' });
-      }
-      return { status: 'ready' };
     } catch {
-      return reply.status(503).send({ status: 'not_ready', reason: 'database unreachable' });
+      return reply
+        .status(503)
+        .send({ status: 'not_ready', reason: 'database unreachable', database: 'unreachable', load });
     }
+    // The schema check takes a database session: while none is free, the last answer stands
+    // rather than the probe joining the line (or being refused in it).
+    const sessions = load.database_sessions;
+    if (sessions.waiting === 0 && sessions.in_use < sessions.size) {
+      migrationsKnown = await migrationsApplied(ctx.db).catch(() => migrationsKnown);
+    }
+    if (!migrationsKnown) {
+      return reply
+        .status(503)
+        .send({ status: 'not_ready', reason: 'migrations not applied', database: 'reachable', load });
+    }
+    return { status: 'ready', database: 'reachable', load };
   });
 
   // First: requests for bot-<id>.{TUNNEL_DOMAIN} are relayed before any other module's hooks.
   await registerTunnelRoutes(app, ctx);
+  // Then, before any module's work (authentication, body parsing, handlers): past capacity a new
+  // request is refused at once (platform/overload.ts). Probes and metrics are always answered.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (NEVER_SHED.has(request.routeOptions.url ?? '')) return done();
+    const reason = shedder.reason();
+    if (reason === undefined) return done();
+    ctx.metrics.requestsShed.inc({ reason });
+    done(shedder.refuse(reason));
+  });
   await registerBotRoutes(app, ctx);
   await registerOwnerRoutes(app, ctx);
   await registerDashboardRoutes(app, ctx);
@@ -290,6 +342,9 @@ function docsUi(app: App) {
     return reply.status(res.statusCode).send(res.rawPayload);
   };
 }
+
+/** Paths answered however busy the instance is: liveness, readiness and metrics. */
+const NEVER_SHED = new Set(['/healthz', '/readyz', '/metrics']);
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date']);
 

@@ -15,6 +15,18 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Connections each instance's PostgreSQL pool may open (DATABASE_POOL_SIZE), plus one for LISTEN. */
   databasePoolSize: number;
+  /**
+   * How long a statement may wait for a database session (a pool connection; with the embedded
+   * database, a place in its thread's queue) before the request is answered `503 overloaded`
+   * (DATABASE_POOL_WAIT_MS). New requests are shed as soon as the first in line has waited half of it.
+   */
+  databasePoolWaitMs: number;
+  /**
+   * New requests are answered `503 overloaded` while the event loop's delay (a mean weighted by
+   * time, platform/overload.ts) has been at least this in each of the last two seconds
+   * (SHED_EVENT_LOOP_DELAY_MS; 0 turns it off).
+   */
+  shedEventLoopDelayMs: number;
   tunnelDomain: string;
   /**
    * Where the other instances reach this one to hand it a request for a tunnel it holds
@@ -275,6 +287,8 @@ export function parseConfig(env: Env = process.env): Config {
     dataDir: read(env, 'DATA_DIR') ?? './data',
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 20, 2, 1000),
+    databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000),
+    shedEventLoopDelayMs: integer(env, 'SHED_EVENT_LOOP_DELAY_MS', 500, 0, 60_000),
     tunnelDomain,
     internalUrl,
     tunnelLeaseSeconds: integer(env, 'TUNNEL_LEASE_SECONDS', 30, 3, 3600),

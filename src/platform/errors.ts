@@ -44,6 +44,7 @@ export const ERROR_STATUS = {
   tunnel_not_connected: 502,
   tunnel_upstream_error: 502,
   service_unavailable: 503,
+  overloaded: 503,
   tunnel_timeout: 504,
 } as const;
 

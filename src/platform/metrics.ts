@@ -1,5 +1,7 @@
 import { Counter, Gauge, type Metric, type MetricValueWithName, Registry } from 'prom-client';
+import { WAIT_BUCKETS } from './db/gate.ts';
 import type { Db } from './db/port.ts';
+import { EVENT_LOOP_BUCKETS, EventLoopMonitor } from './overload.ts';
 
 // Prometheus metrics at /metrics. Labels never carry ids or secrets: routes are the route
 // patterns (/api/v1/owner/bots/:bot_id), not the URLs.
@@ -10,6 +12,10 @@ export interface Metrics {
   checkoutDecisions: Counter<'outcome'>;
   deliveryAttempts: Counter<'result'>;
   webhookRoundTrips: Counter<'kind'>;
+  /** The event loop's delay per second (started by the app, src/app.ts). */
+  eventLoop: EventLoopMonitor;
+  /** Requests answered `503 overloaded` at admission, by reason (platform/overload.ts). */
+  requestsShed: Counter<'reason'>;
 }
 
 export function createMetrics(db: Db): Metrics {
@@ -38,6 +44,70 @@ export function createMetrics(db: Db): Metrics {
     labelNames: ['kind'] as const,
     registers: [registry],
   });
+  const requestsShed = new Counter({
+    name: 'botpay_requests_shed_total',
+    help: 'Requests answered 503 overloaded before any work, by reason (database_wait, event_loop_delay)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  // The database sessions (platform/db/gate.ts): read from the driver when /metrics is scraped.
+  const sessionGauge = (name: string, help: string, read: (load: ReturnType<Db['load']>) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read(db.load()));
+      },
+    });
+  sessionGauge(
+    'botpay_db_pool_size',
+    'Database sessions this instance may hold at once (PostgreSQL: DATABASE_POOL_SIZE connections; embedded: calls queued in its thread)',
+    (l) => l.size,
+  );
+  sessionGauge('botpay_db_pool_in_use', 'Database sessions in use now', (l) => l.inUse);
+  sessionGauge(
+    'botpay_db_pool_waiting',
+    'Statements and transactions waiting for a database session now',
+    (l) => l.waiting,
+  );
+  new Counter({
+    name: 'botpay_db_pool_refused_total',
+    help: 'Statements refused (503 overloaded) because no database session came free within DATABASE_POOL_WAIT_MS',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(db.load().refused);
+    },
+  });
+  registry.registerMetric(
+    new CountsHistogram(
+      'botpay_db_pool_wait_seconds',
+      'Time each statement or transaction waited for a database session',
+      WAIT_BUCKETS,
+      () => {
+        const l = db.load();
+        return { counts: l.waitCounts, sum: l.waitSumSeconds };
+      },
+    ) as unknown as Metric,
+  );
+  const eventLoop = new EventLoopMonitor();
+  registry.registerMetric(
+    new CountsHistogram(
+      'botpay_event_loop_delay_seconds',
+      'Longest event-loop delay in each second (how late a timer due then ran)',
+      EVENT_LOOP_BUCKETS,
+      () => ({ counts: eventLoop.windowMaxCounts, sum: eventLoop.windowMaxSum }),
+    ) as unknown as Metric,
+  );
+  new Gauge({
+    name: 'botpay_event_loop_lag_seconds',
+    help: 'Event-loop delay over the last second, a mean weighted by time (SHED_EVENT_LOOP_DELAY_MS is compared with two such seconds in a row)',
+    registers: [registry],
+    collect() {
+      this.set(eventLoop.delayMs / 1000);
+    },
+  });
   new Gauge({
     name: 'botpay_events_undelivered',
     help: 'Events not yet delivered nor acknowledged (queue depth)',
@@ -65,7 +135,53 @@ export function createMetrics(db: Db): Metrics {
       );
     },
   });
-  return { registry, httpDuration, checkoutDecisions, deliveryAttempts, webhookRoundTrips };
+  return {
+    registry,
+    httpDuration,
+    checkoutDecisions,
+    deliveryAttempts,
+    webhookRoundTrips,
+    eventLoop,
+    requestsShed,
+  };
+}
+
+/**
+ * A histogram whose observations are counted elsewhere (per bucket, not cumulative, the last slot
+ * above every bound) and formatted by the registry when /metrics is read.
+ */
+class CountsHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly buckets: readonly number[],
+    private readonly read: () => { counts: readonly number[]; sum: number },
+  ) {}
+
+  get() {
+    const { counts, sum } = this.read();
+    const values: MetricValueWithName<string>[] = [];
+    let cumulative = 0;
+    this.buckets.forEach((le, i) => {
+      cumulative += counts[i] ?? 0;
+      values.push({ labels: { le }, value: cumulative, metricName: `${this.name}_bucket` });
+    });
+    cumulative += counts[this.buckets.length] ?? 0;
+    values.push({ labels: { le: '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` });
+    values.push({ labels: {}, value: sum, metricName: `${this.name}_sum` });
+    values.push({ labels: {}, value: cumulative, metricName: `${this.name}_count` });
+    return {
+      name: this.name,
+      help: this.help,
+      type: 'histogram' as const,
+      values,
+      aggregator: 'sum' as const,
+    };
+  }
+
+  reset(): void {}
 }
 
 async function scalar(db: Db, sql: string): Promise<number> {

@@ -23,6 +23,8 @@ describe('configuration', () => {
       internalUrl: undefined,
       tunnelLeaseSeconds: 30,
       databasePoolSize: 20,
+      databasePoolWaitMs: 2000,
+      shedEventLoopDelayMs: 500,
     });
     expect(parseConfig({ DATABASE_POOL_SIZE: '50' }).databasePoolSize).toBe(50);
     expect(parseConfig({ INTERNAL_URL: 'http://app1:8080/' }).internalUrl).toBe('http://app1:8080');
@@ -49,6 +51,8 @@ describe('configuration', () => {
     ['TUNNEL_LEASE_SECONDS', { TUNNEL_LEASE_SECONDS: '1' }],
     ['DATABASE_POOL_SIZE', { DATABASE_POOL_SIZE: '1' }],
     ['DATABASE_POOL_SIZE', { DATABASE_POOL_SIZE: 'many' }],
+    ['DATABASE_POOL_WAIT_MS', { DATABASE_POOL_WAIT_MS: '5' }],
+    ['SHED_EVENT_LOOP_DELAY_MS', { SHED_EVENT_LOOP_DELAY_MS: 'soon' }],
     ['SMTP_URL', { SMTP_URL: 'http://mail' }],
     ['ALLOW_PRIVATE_WEBHOOK_TARGETS', { ALLOW_PRIVATE_WEBHOOK_TARGETS: 'sure' }],
   ])('a wrong %s stops start-up with a message naming it', (variable, env) => {

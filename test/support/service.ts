@@ -19,6 +19,9 @@ export function testConfig(env: Record<string, string> = {}): Config {
     SECRET_KEY: TEST_SECRET_KEY,
     ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
     LOG_LEVEL: 'info',
+    // Tests run PGlite on their own thread (the service runs it on a thread of its own), where its
+    // queries hold the event loop by design: shedding on the loop's delay would refuse test requests.
+    SHED_EVENT_LOOP_DELAY_MS: '0',
     ...env,
   });
 }

@@ -7,6 +7,11 @@
 --   p_room        rows this caller may take (its free slots)
 --   p_skip        bots the caller already fills by itself (need no look)
 --   p_candidates  due rows looked at
+-- Bots already at p_per_bot anywhere in the deployment are left out of the candidates too: their due
+-- rows cannot be claimed now, and a hanging receiver's backlog (older than everyone else's rows)
+-- would otherwise fill the window of every claim on the instances that do not hold its leases
+-- themselves (p_skip is only the caller's own), so healthy bots would wait for its attempts to time
+-- out (issue 32, test/webhooks/fairness.test.ts).
 CREATE OR REPLACE FUNCTION webhook_claim(p_now timestamptz, p_until timestamptz, p_token text, p_per_bot integer,
                               p_room integer, p_skip text[], p_candidates integer)
 RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts integer, body text,
@@ -19,12 +24,21 @@ SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock(7254003, hashtext(current_schema()));
   RETURN QUERY
-  WITH due AS (
+  WITH full_bots AS (
+    -- Every live lease in the deployment, through webhook_deliveries_leased_idx (0011: only rows
+    -- under a lease are in it, at most the instances' slots): the bots at their bound.
+    SELECT l.bot_id
+      FROM webhook_deliveries l
+     WHERE l.locked_until > p_now
+     GROUP BY l.bot_id
+    HAVING count(*) >= p_per_bot
+  ), due AS (
     SELECT d.id, d.bot_id, d.next_attempt_at
       FROM webhook_deliveries d
      WHERE d.status = 'pending' AND d.next_attempt_at <= p_now
        AND (d.locked_until IS NULL OR d.locked_until <= p_now)
        AND NOT (d.bot_id = ANY(p_skip))
+       AND NOT (d.bot_id = ANY(ARRAY(SELECT f.bot_id FROM full_bots f)))
      ORDER BY d.next_attempt_at, d.id
      LIMIT p_candidates
   ), ordered AS (

@@ -1,3 +1,4 @@
+import { isOverloadedError } from './gate.ts';
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -159,7 +160,9 @@ export async function migrationsApplied(
       ),
     );
     return fns.every((f) => recorded.get(f.name) === f.checksum);
-  } catch {
+  } catch (error) {
+    // A busy instance is not a schema behind its code: the caller keeps what it knew.
+    if (isOverloadedError(error)) throw error;
     return false;
   }
 }

@@ -2,7 +2,7 @@ import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Config } from '../../config.ts';
 import { randomHex, type SecretBox } from '../crypto.ts';
-import { openPglite } from './pglite.ts';
+import { openPgliteThread } from './pgliteThread.ts';
 import type { Db, Queryable } from './port.ts';
 import { copyTemplate, isDataDir } from './template.ts';
 
@@ -11,7 +11,11 @@ export async function openDatabase(config: Config): Promise<Db> {
   if (config.databaseUrl) {
     // The PostgreSQL driver (pg) is loaded only for PostgreSQL: the embedded database never needs it.
     const { openPostgres } = await import('./postgres.ts');
-    return openPostgres({ connectionString: config.databaseUrl, max: config.databasePoolSize });
+    return openPostgres({
+      connectionString: config.databaseUrl,
+      max: config.databasePoolSize,
+      poolWaitMs: config.databasePoolWaitMs,
+    });
   }
   const dir = resolve(config.dataDir);
   await mkdir(dir, { recursive: true });
@@ -21,7 +25,8 @@ export async function openDatabase(config: Config): Promise<Db> {
     // A new data directory starts as a copy of the installation's template (initdb and migrations
     // done); without one, PGlite runs initdb.
     if (!isDataDir(pgDir)) await copyTemplate(pgDir);
-    const db = await openPglite({ dataDir: pgDir });
+    // On a thread of its own (pgliteThread.ts): its queries never hold up the event loop.
+    const db = await openPgliteThread({ dataDir: pgDir, maxWaitMs: config.databasePoolWaitMs });
     const close = db.close.bind(db);
     return {
       ...db,

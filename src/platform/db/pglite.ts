@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { type Extension, PGlite } from '@electric-sql/pglite';
+import { WAIT_BUCKETS } from './gate.ts';
 import {
   type Db,
   isRetryableTransactionError,
@@ -89,11 +90,22 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     parsers,
   });
   let closed = false;
+  // In-process (tests, the template build, the embedded thread itself): PGlite's own queue is the
+  // only one; calls under way are counted for load(), none is refused.
+  let calls = 0;
+  const counted = async <R>(work: Promise<R>): Promise<R> => {
+    calls++;
+    try {
+      return await work;
+    } finally {
+      calls--;
+    }
+  };
   return {
     kind: 'pglite',
     raw,
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
-      const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      const result = await counted(raw.query<T>(sql, params as unknown[] | undefined));
       return result.rows;
     },
     async exec(sql: string) {
@@ -101,7 +113,7 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     },
     async write<T extends Row>(sql: string, params?: readonly unknown[]) {
       // A statement on its own is its own transaction here too.
-      const result = await raw.query<T>(sql, params as unknown[] | undefined);
+      const result = await counted(raw.query<T>(sql, params as unknown[] | undefined));
       return result.rows;
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
@@ -109,18 +121,20 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
       for (let attempt = 0; ; attempt++) {
         try {
           // PGlite runs one transaction at a time: the whole callback holds its lock.
-          const value = await raw.transaction(async (t) => {
-            const tx: Queryable = {
-              async query<R extends Row>(sql: string, params?: readonly unknown[]) {
-                const result = await t.query<R>(sql, params as unknown[] | undefined);
-                return result.rows;
-              },
-              async exec(sql: string) {
-                await t.exec(sql);
-              },
-            };
-            return fn(tx);
-          });
+          const value = await counted(
+            raw.transaction(async (t) => {
+              const tx: Queryable = {
+                async query<R extends Row>(sql: string, params?: readonly unknown[]) {
+                  const result = await t.query<R>(sql, params as unknown[] | undefined);
+                  return result.rows;
+                },
+                async exec(sql: string) {
+                  await t.exec(sql);
+                },
+              };
+              return fn(tx);
+            }),
+          );
           return value;
         } catch (error) {
           if (attempt < retries && isRetryableTransactionError(error)) continue;
@@ -138,6 +152,18 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
     },
     async ping() {
       await raw.query('SELECT 1');
+    },
+    load() {
+      return {
+        size: 1,
+        inUse: Math.min(calls, 1),
+        waiting: Math.max(0, calls - 1),
+        oldestWaitMs: 0,
+        maxWaitMs: Number.POSITIVE_INFINITY,
+        waitCounts: new Array<number>(WAIT_BUCKETS.length + 1).fill(0),
+        waitSumSeconds: 0,
+        refused: 0,
+      };
     },
     async close() {
       if (closed) return;

@@ -3,6 +3,12 @@
 //
 // Rule for callers: inside `transaction(fn)`, use only the `tx` handed to `fn`. With PGlite a
 // query on the outer `Db` while a transaction is open waits for that transaction: a deadlock.
+//
+// Every statement and transaction takes one of the instance's sessions with the database first
+// (`gate.ts`): when none comes free within the configured wait it fails with OverloadedError,
+// having run nothing, which the app answers `503 overloaded` with Retry-After.
+
+import type { DbLoad } from './gate.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -35,8 +41,13 @@ export interface Db extends Queryable {
    * lost and re-established the handler receives '*': notifications may be missing.
    */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
-  /** Cheap liveness probe for /readyz. */
+  /**
+   * Whether the database answers, for /readyz: without waiting for a session, so that a busy pool
+   * is never reported as an unreachable database (PostgreSQL: on the LISTEN connection).
+   */
   ping(): Promise<void>;
+  /** The instance's sessions with the database: in use, waiting, waits so far (/readyz, /metrics, shedding). */
+  load(): DbLoad;
   close(): Promise<void>;
 }
 

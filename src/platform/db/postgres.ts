@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { SessionGate } from './gate.ts';
 import {
   type Db,
   isReadOnlyStatement,
@@ -29,6 +30,26 @@ export interface PostgresOptions {
   /** Schema to use (tests isolate themselves in a schema of their own). */
   schema?: string;
   max?: number;
+  /**
+   * How long a statement may wait for one of the `max` connections before it is refused with
+   * OverloadedError (gate.ts). Default 5 s, the time pg-pool's queue used to wait; the service
+   * passes DATABASE_POOL_WAIT_MS.
+   */
+  poolWaitMs?: number;
+}
+
+/** How long /readyz waits for the database to answer `SELECT 1` on the LISTEN connection. */
+const PING_TIMEOUT_MS = 2_000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`${what}: no answer within ${ms} ms`), { code: '08006' })),
+      ms,
+    );
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -54,9 +75,10 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
   // Every session asks botpay_notify() (migration 0001) to announce notifications as NOTICEs
   // instead of sending them inside the transaction; see sendDeferred.
   const settings = ['botpay.defer_notify=on', ...(options.schema ? [`search_path=${options.schema}`] : [])];
+  const size = options.max ?? 20;
   const config: pg.PoolConfig = {
     connectionString: withServerOptions(options.connectionString, settings),
-    max: options.max ?? 20,
+    max: size,
     types,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
@@ -64,6 +86,44 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
   const pool = new pg.Pool(config);
   // An idle client that loses its connection (PostgreSQL restarted) must not crash the process.
   pool.on('error', () => {});
+  // The pool's queue: pool.connect() is called only with a session in hand, so pg-pool never makes
+  // it wait for a busy connection, and its connectionTimeoutMillis means "PostgreSQL did not answer".
+  const gate = new SessionGate(size, options.poolWaitMs ?? 5_000);
+
+  /** A connection of the pool, once a session is free (unbounded: waits however long it takes). */
+  async function connect(unbounded = false): Promise<pg.PoolClient> {
+    if (!gate.tryAcquire()) await gate.acquire(unbounded);
+    try {
+      return await pool.connect();
+    } catch (error) {
+      gate.release();
+      throw error;
+    }
+  }
+
+  function release(client: pg.PoolClient, broken: boolean): void {
+    client.release(broken);
+    gate.release();
+  }
+
+  /** One statement on a connection of its own, given back afterwards (closed if it broke). */
+  async function onConnection<T extends Row>(
+    sql: string,
+    params: readonly unknown[] | undefined,
+    unbounded = false,
+  ): Promise<T[]> {
+    const client = await connect(unbounded);
+    let broken = false;
+    try {
+      const result = await client.query(sql, params as unknown[] | undefined);
+      return result.rows as T[];
+    } catch (error) {
+      broken = isConnectionError(error);
+      throw error;
+    } finally {
+      release(client, broken);
+    }
+  }
 
   const listeners = new Map<string, Set<(payload: string) => void>>();
   let listenClient: pg.Client | undefined;
@@ -204,15 +264,18 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
           batches.push(joined);
         }
       }
-      await pool
-        .query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [channels, batches])
-        .catch(() => {});
+      // Waits for a session however busy the pool is: announcing committed work is not shed.
+      await onConnection(
+        'SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)',
+        [channels, batches],
+        true,
+      ).catch(() => {});
     }
   }
 
   /** A statement outside a transaction that may write: run on its own client to catch notices. */
   async function autocommit<T extends Row>(sql: string, params?: readonly unknown[]): Promise<T[]> {
-    const client = await pool.connect();
+    const client = await connect();
     const notices = collect(client);
     let broken = false;
     try {
@@ -229,7 +292,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
       broken = isConnectionError(error);
       throw error;
     } finally {
-      client.release(broken);
+      release(client, broken);
     }
   }
 
@@ -237,8 +300,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     kind: 'postgres',
     async query<T extends Row>(sql: string, params?: readonly unknown[]) {
       if (!isReadOnlyStatement(sql)) return autocommit<T>(sql, params);
-      const result = await pool.query(sql, params as unknown[] | undefined);
-      return result.rows as T[];
+      return onConnection<T>(sql, params);
     },
     async exec(sql: string) {
       await autocommit(sql);
@@ -261,7 +323,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
     async transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T> {
       const retries = opts?.retries ?? 5;
       for (let attempt = 0; ; attempt++) {
-        const client = await pool.connect();
+        const client = await connect();
         const tx: Queryable = {
           async query<R extends Row>(sql: string, params?: readonly unknown[]) {
             const name = preparedName(sql);
@@ -297,7 +359,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
           }
           throw error;
         } finally {
-          client.release(broken);
+          release(client, broken);
         }
       }
     },
@@ -320,7 +382,12 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
       };
     },
     async ping() {
-      await pool.query('SELECT 1');
+      // Not through the pool: a pool whose connections are all busy is not a database that is down.
+      const client = await withTimeout(ensureListener(), PING_TIMEOUT_MS, 'connecting to PostgreSQL');
+      await withTimeout(client.query('SELECT 1'), PING_TIMEOUT_MS, 'SELECT 1');
+    },
+    load() {
+      return gate.load();
     },
     async close() {
       closed = true;

@@ -4,7 +4,6 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { migrate } from './migrate.ts';
-import { openPglite } from './pglite.ts';
 
 // A fresh embedded database starts from a template: a PGlite data directory after initdb and every
 // migration, made once when the package is installed (`npm install` runs bin/prepare-embedded.mjs
@@ -69,6 +68,9 @@ export async function buildTemplate(dir = templateDir()): Promise<string> {
   await rm(tmp, { recursive: true, force: true });
   await mkdir(dirname(dir), { recursive: true });
   try {
+    // PGlite in this thread, loaded here only: the service's start copies the template and opens
+    // the copy on the embedded database's own thread (pgliteThread.ts).
+    const { openPglite } = await import('./pglite.ts');
     const db = await openPglite({ dataDir: tmp });
     try {
       await migrate(db);
