@@ -113,7 +113,8 @@ export async function setupBot(
   };
   const act = await call(at(0), 'POST', `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`, {
     auth: owner.token,
-    body: splitCard({ ...card, bot_id: bot.bot_id }).activation,
+    // One owner's bots get the same test number here, each a card of its own (not the same card).
+    body: { ...splitCard({ ...card, bot_id: bot.bot_id }).activation, different_card: true },
   });
   expect(act.status, JSON.stringify(act.body)).toBe(200);
   const patch = await call(at(1), 'PATCH', `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`, {
