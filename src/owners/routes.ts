@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { authenticationRequired, validationError } from '../platform/errors.ts';
 import { type App, OWNER_SECURITY } from '../platform/http.ts';
-import { ErrorBody } from '../platform/schemas.ts';
+import { DEFAULT_PAGE_LIMIT, ErrorBody } from '../platform/schemas.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
 import { listAudit } from './audit.ts';
 import { authenticateOwnerToken, type OwnerAuthenticator, ownerOf } from './auth.ts';
@@ -32,11 +32,6 @@ import {
   WebhookSecretRotated,
 } from './schemas.ts';
 import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
-
-function pageLimit(raw: string | undefined): number {
-  const n = raw === undefined ? 50 : Number(raw);
-  return Math.min(Math.max(n, 1), 200);
-}
 
 export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<void> {
   // Session cookies (dashboard) register here; the bearer owner token is always accepted.
@@ -243,7 +238,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         ctx,
         ownerOf(request).id,
         request.params.bot_id,
-        pageLimit(request.query.limit),
+        request.query.limit ?? DEFAULT_PAGE_LIMIT,
         request.query.before,
       ),
   );
@@ -261,7 +256,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
       },
     },
     async (request) =>
-      listAudit(ctx, ownerOf(request).id, request.params.bot_id, pageLimit(request.query.limit)),
+      listAudit(ctx, ownerOf(request).id, request.params.bot_id, request.query.limit ?? DEFAULT_PAGE_LIMIT),
   );
 
   app.post(

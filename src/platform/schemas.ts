@@ -12,6 +12,13 @@ export const RateLimitedBody = Type.Object(
   { additionalProperties: true },
 );
 
+/**
+ * `limit` of a paged list, in a query string: an integer (`?limit=5`; query strings are coerced by
+ * their declared types, src/app.ts), 1 to 200; without it, DEFAULT_PAGE_LIMIT.
+ */
+export const PageLimit = Type.Integer({ minimum: 1, maximum: 200, description: '1 to 200 (default 50).' });
+export const DEFAULT_PAGE_LIMIT = 50;
+
 /** A path parameter holding one of our prefixed ids. */
 export const IdParam = (prefix: string) =>
   Type.String({ pattern: `^${prefix}_[a-z2-7]{1,64}$`, maxLength: 80 });
