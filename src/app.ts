@@ -81,8 +81,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   // Every route, as registered (routeTable below), and every JSON body closed to fields its schema
-  // does not name (platform/bodies.ts). The HTML forms (dashboard, shop pages) take no JSON: their
-  // scopes parse url-encoded forms only.
+  // does not name (platform/bodies.ts). The dashboard's forms take no JSON: its scope parses
+  // url-encoded forms only.
   const routes: RouteEntry[] = [];
   ROUTE_TABLES.set(app, routes);
   app.addHook('onRoute', function (this: FastifyInstance, route) {
@@ -363,7 +363,7 @@ export interface RouteEntry {
   method: string;
   url: string;
   schema: FastifySchema | undefined;
-  /** Its scope parses JSON bodies (false for the HTML forms of the dashboard and the shop pages). */
+  /** Its scope parses JSON bodies (false for the dashboard's pages and forms). */
   json: boolean;
   /** A dashboard page, form or asset (tag `dashboard`): not in /openapi.json. */
   dashboard: boolean;

@@ -116,8 +116,6 @@ export function orderProblem(body: Static<typeof OrderBody>, now: number): strin
 export async function registerMerchantRoutes(app: App, ctx: AppContext): Promise<void> {
   // Form posts are parsed only inside this scope (Fastify encapsulation), not for the JSON API.
   await app.register(async (scope: App) => {
-    // Forms only, like a shop's front end: a JSON body is a 415.
-    scope.removeContentTypeParser(['application/json', 'text/plain']);
     await scope.register(formbody, { bodyLimit: 8192 });
     // A malformed request here is answered as a page, not as an API error envelope.
     scope.setErrorHandler((error: { statusCode?: number }, _request, reply) => {
