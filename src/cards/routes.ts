@@ -2,6 +2,7 @@ import { OWNER_SECURITY, type App } from '../platform/http.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ownerOf } from '../owners/auth.ts';
 import { ErrorBody } from '../platform/schemas.ts';
+import { optionalDisplayText } from '../platform/text.ts';
 import {
   ActivateBody,
   BotParams,
@@ -33,10 +34,11 @@ export async function registerCardRoutes(app: App, ctx: AppContext): Promise<voi
         response: { 201: CardStarted, 404: ErrorBody },
       },
     },
-    async (request, reply) =>
-      reply
-        .status(201)
-        .send(await startCard(ctx, ownerOf(request).id, request.params.bot_id, request.body?.label)),
+    async (request, reply) => {
+      // A label is a display name: one plain, visible line (platform/text.ts).
+      const label = optionalDisplayText(request.body?.label, 'label', 100) ?? undefined;
+      return reply.status(201).send(await startCard(ctx, ownerOf(request).id, request.params.bot_id, label));
+    },
   );
 
   app.get(

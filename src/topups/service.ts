@@ -1,4 +1,3 @@
-import { plainText } from '../bots/register.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { sendOwnerMailSoon } from '../notifications/job.ts';
 import { audit } from '../owners/audit.ts';
@@ -6,12 +5,13 @@ import { fundLockedBot } from '../owners/funding.ts';
 import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
-import { ApiError, notFound, validationError } from '../platform/errors.ts';
+import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { present } from '../platform/present.ts';
+import { displayText } from '../platform/text.ts';
 
 // Top-up requests: a bot asks its owner for funds (amount, reason); the owner approves, which funds
 // the card wallet through the owner funding path in the same transaction, or declines. A request
@@ -41,19 +41,6 @@ export interface TopupRow {
   decided_at: Date | null;
   decided_by: string | null;
   [key: string]: unknown;
-}
-
-/** Text a bot or owner typed that is shown to the other side (pages, e-mail): one plain line. */
-export function cleanText(value: string, field: string, max: number): string {
-  // A NUL or a lone surrogate is refused (as everywhere else); other control characters become spaces.
-  if (value.includes('\u0000') || /\p{Cs}/u.test(value)) {
-    throw validationError(`${field} contains a character that cannot be stored`, { field });
-  }
-  const text = plainText(value);
-  if (text.length === 0 || text.length > max) {
-    throw validationError(`${field} must be 1 to ${max} characters of text`, { field });
-  }
-  return text;
 }
 
 /** A pending request past its expiry is reported as expired even before the job has written it. */
@@ -91,7 +78,7 @@ export async function requestTopup(
   botId: string,
   input: { amount_cents: number; reason: string },
 ) {
-  const reason = cleanText(input.reason, 'reason', REASON_MAX);
+  const reason = displayText(input.reason, 'reason', REASON_MAX);
   const now = ctx.clock.now();
   const outcome = await ctx.db.transaction(async (tx): Promise<AskOutcome> => {
     const limited = await consumeRateLimit(tx, {
@@ -298,7 +285,7 @@ type Decision = { approve: true; amountCents?: number } | { approve: false; note
  */
 export async function decideTopup(ctx: AppContext, ownerId: string, topupId: string, decision: Decision) {
   const note =
-    !decision.approve && decision.note !== undefined ? cleanText(decision.note, 'note', NOTE_MAX) : null;
+    !decision.approve && decision.note !== undefined ? displayText(decision.note, 'note', NOTE_MAX) : null;
   const now = ctx.clock.now();
   const result = await ctx.db.transaction(async (tx) => {
     const row = await lockOwnedTopup(tx, ownerId, topupId);
