@@ -8,6 +8,7 @@ import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { fundWallet, MONEY_KINDS, returnDecoyReserve } from '../wallet/ledger.ts';
 import { audit } from './audit.ts';
+import { ownerIdempotent } from './idempotency.ts';
 import { assertOwnedBot, lockOwnedBot } from './locks.ts';
 
 // The owner's side of a bot's wallet: funding, freeze, payment rails and the transaction list.
@@ -19,13 +20,30 @@ export const LOW_BALANCE_CENTS = 500;
  * Owner funding. A uniformly drawn share of the decoy reserve (what decoy purchases took from the
  * bot's visible balance) comes back with it, inside the amount the bot is told it was funded, so
  * the bot cannot separate the owner's money from returned decoy spending (docs/security.md).
+ * With an Idempotency-Key (owners/idempotency.ts) a retry of the same funding replays its answer
+ * instead of funding again: an owner who lost the answer can always send it again.
  */
-export async function fundBot(ctx: AppContext, ownerId: string, botId: string, amountCents: number) {
+export async function fundBot(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  amountCents: number,
+  idempotencyKey?: string,
+) {
   const now = ctx.clock.now();
-  return ctx.db.transaction(async (tx) => {
-    await lockOwnedBot(tx, ownerId, botId);
-    return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
-  });
+  return ownerIdempotent(
+    ctx,
+    {
+      ownerId,
+      key: idempotencyKey,
+      operation: 'wallet.fund',
+      request: { bot_id: botId, amount_cents: amountCents },
+    },
+    async (tx) => {
+      await lockOwnedBot(tx, ownerId, botId);
+      return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
+    },
+  );
 }
 
 /**

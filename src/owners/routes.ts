@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { authenticationRequired, validationError } from '../platform/errors.ts';
 import { type App, OWNER_SECURITY } from '../platform/http.ts';
-import { DEFAULT_PAGE_LIMIT, ErrorBody } from '../platform/schemas.ts';
+import { DEFAULT_PAGE_LIMIT, ErrorBody, IdempotencyHeaders } from '../platform/schemas.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
 import { listAudit } from './audit.ts';
 import { authenticateOwnerToken, type OwnerAuthenticator, ownerOf } from './auth.ts';
@@ -117,12 +117,22 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         tags,
         security,
         summary: 'Add funds to the wallet (emits wallet.funded)',
+        description:
+          'Send an Idempotency-Key header to make retries safe: a retry with the same key and amount answers the first funding again instead of funding twice.',
         params: BotParams,
+        headers: IdempotencyHeaders,
         body: FundBody,
-        response: { 200: FundResponse, 404: ErrorBody },
+        response: { 200: FundResponse, 404: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request) => fundBot(ctx, ownerOf(request).id, request.params.bot_id, request.body.amount_cents),
+    async (request) =>
+      fundBot(
+        ctx,
+        ownerOf(request).id,
+        request.params.bot_id,
+        request.body.amount_cents,
+        request.headers['idempotency-key'],
+      ),
   );
 
   for (const [action, frozen] of [

@@ -5,7 +5,13 @@ import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
 import { BOT_SECURITY, OWNER_SECURITY } from '../platform/http.ts';
-import { DEFAULT_PAGE_LIMIT, ErrorBody, IdParam, PageLimit } from '../platform/schemas.ts';
+import {
+  DEFAULT_PAGE_LIMIT,
+  ErrorBody,
+  IdempotencyHeaders,
+  IdParam,
+  PageLimit,
+} from '../platform/schemas.ts';
 import { ackMessages, getDelivery, listDeliveries, listMessages, retryDelivery } from './service.ts';
 
 const Message = Type.Object({
@@ -174,8 +180,11 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
       schema: {
         tags: ['owner'],
         summary: 'Send a failed or pending delivery again now',
+        description:
+          'Send an Idempotency-Key header to make retries of this call safe: the same key answers the first retry again instead of queuing another attempt.',
         security: OWNER_SECURITY,
         params: Type.Object({ delivery_id: IdParam('whd') }),
+        headers: IdempotencyHeaders,
         response: {
           200: Type.Object({ delivery: Delivery }),
           401: ErrorBody,
@@ -184,6 +193,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => retryDelivery(ctx, ownerOf(request).id, request.params.delivery_id),
+    async (request) =>
+      retryDelivery(ctx, ownerOf(request).id, request.params.delivery_id, request.headers['idempotency-key']),
   );
 }
