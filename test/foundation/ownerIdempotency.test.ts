@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { csrfIn, signIn } from '../dashboard/browserless.ts';
 import { isPostgres } from '../support/db.ts';
 import {
   activeBot,
@@ -148,6 +149,23 @@ describe('Idempotency-Key on owner calls', () => {
       [bot.bot_id],
     );
     expect(audit).toHaveLength(1);
+  });
+
+  it('the dashboard funding form carries a key: submitted twice, it funds once', async () => {
+    const owner = await createOwner(svc, 'dash-fund@example.com');
+    const bot = await activeBot(svc, owner);
+    const browser = await signIn(svc, 'dash-fund@example.com', '10.62.0.1');
+    const page = await browser.get(`/bots/${bot.bot_id}`);
+    const action = `/bots/${bot.bot_id}/fund`;
+    const key = /name="idempotency_key" value="([0-9a-f]{32})"/.exec(page.body)?.[1];
+    expect(key).toBeDefined();
+    const form = { _csrf: csrfIn(page.body, action), idempotency_key: key!, amount_usd: '12.50' };
+    expect((await browser.post(action, form)).statusCode).toBe(303);
+    expect((await browser.post(action, form)).statusCode).toBe(303);
+    expect(await fundings(bot.bot_id)).toEqual({ n: 1, cents: 1250 });
+    // The next page shown has a new key: a new funding.
+    const next = await browser.get(`/bots/${bot.bot_id}`);
+    expect(/name="idempotency_key" value="([0-9a-f]{32})"/.exec(next.body)?.[1]).not.toBe(key);
   });
 
   it.runIf(isPostgres)(
