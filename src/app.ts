@@ -25,6 +25,7 @@ import { constantTimeEqual } from './platform/crypto.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { jsonDepthExceeded, MAX_JSON_DEPTH, strictBodySchema } from './platform/bodies.ts';
 import { pgErrorCode } from './platform/db/port.ts';
+import { logDecision, noteRefusal } from './platform/decisionLog.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import type { App } from './platform/http.ts';
 import { lazyChildLoggerFactory } from './platform/logger.ts';
@@ -142,11 +143,14 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     ctx.metrics.httpDuration.observe(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
+    // At debug: what the request decided (platform/decisionLog.ts).
+    logDecision(request, reply);
     done();
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) {
+      noteRefusal(request, error.code, error.details);
       // Every 429 says when to come back in the header too (RFC 9110), not only in the body.
       if (error.code === 'rate_limited' && error.details.retry_after_seconds !== undefined) {
         reply.header('retry-after', String(error.details.retry_after_seconds));
@@ -167,6 +171,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         unknown === undefined
           ? `${where} ${first?.message ?? 'is invalid'}`
           : `${where} has a field this request does not take: ${JSON.stringify(unknown.slice(0, 100))}`;
+      noteRefusal(request, 'validation_error', field ? { field } : {});
       return reply.status(400).send({ error: 'validation_error', message, ...(field ? { field } : {}) });
     }
     switch (error.code) {
