@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeTable } from '../../src/app.ts';
 import { AUDIT_DETAILS_MAX } from '../../src/owners/audit.ts';
 import { MAX_JSON_DEPTH } from '../../src/platform/bodies.ts';
+import { splitCard } from '../support/cards.ts';
 import {
   activeBot,
   createOwner,
@@ -212,6 +213,46 @@ describe('JSON bodies on every route of the route table', () => {
       payload: nested(MAX_JSON_DEPTH),
     });
     expect(atBound.json()).toMatchObject({ error: 'validation_error', field: 'a' });
+  });
+
+  it('a nested unknown field is named by its path (an owner body and a bot body)', async () => {
+    const start = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/cards`,
+      headers: owner.auth,
+      payload: {},
+    });
+    const card = start.json();
+    const activation = splitCard({ ...card, bot_id: bot.bot_id }).activation as unknown as {
+      profiles: Array<Record<string, unknown>>;
+    };
+    activation.profiles[2]!.full_number = '4111111111111111';
+    const res = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}/activate`,
+      headers: owner.auth,
+      payload: activation,
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'validation_error', field: 'profiles.2.full_number' });
+    const schedule = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bot.bot_id}/schedules`,
+      headers: owner.auth,
+      payload: {
+        cron: '0 9 * * *',
+        timezone: 'UTC',
+        instructions: {
+          profile_index: 1,
+          merchant_name: 'Shop',
+          merchant_url: 'https://shop.example.com',
+          item_name: 'Thing',
+          amount_cents: 100,
+          currency: 'EUR',
+        },
+      },
+    });
+    expect(schedule.json()).toMatchObject({ error: 'validation_error', field: 'instructions.currency' });
   });
 
   it('dashboard forms take no JSON: 415, never a change', async () => {
