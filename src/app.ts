@@ -16,6 +16,7 @@ import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { wantsHtml } from './dashboard/http.ts';
 import { htmlNotFound, registerDashboardRoutes } from './dashboard/routes.ts';
+import { registerMcpRoutes } from './mcp/http.ts';
 import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
 import { OWNER_MAIL_CLOSE_WAIT_MS, ownerMailSettled } from './notifications/job.ts';
@@ -289,6 +290,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   await registerMerchantRoutes(app, ctx);
   await registerX402Routes(app, ctx);
   await registerSkillRoutes(app, ctx);
+  await registerMcpRoutes(app, ctx);
   return app;
 }
 

@@ -14,9 +14,18 @@ import {
   ProfileParams,
   ProfilesFileView,
   ProfileUpdated,
+  SameCardBody,
   StartBody,
 } from './schemas.ts';
-import { activateCard, getCard, profilesFile, startCard, updateCard, updateProfile } from './service.ts';
+import {
+  activateCard,
+  getCard,
+  makeSameCard,
+  profilesFile,
+  startCard,
+  updateCard,
+  updateProfile,
+} from './service.ts';
 
 export async function registerCardRoutes(app: App, ctx: AppContext): Promise<void> {
   const tags = ['owner', 'cards'];
@@ -28,17 +37,21 @@ export async function registerCardRoutes(app: App, ctx: AppContext): Promise<voi
       schema: {
         tags,
         security,
-        summary: 'Start a card: the service picks the real profile and the 3 missing digit positions',
+        summary:
+          'Start a card: the service picks the real profile and the 3 missing digit positions; with same_card_as, the card shares the six profiles of a card you already added',
         params: BotParams,
         body: StartBody,
-        response: { 201: CardStarted, 404: ErrorBody },
+        response: { 201: CardStarted, 404: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request, reply) => {
-      // A label is a display name: one plain, visible line (platform/text.ts).
-      const label = optionalDisplayText(request.body?.label, 'label', 100) ?? undefined;
-      return reply.status(201).send(await startCard(ctx, ownerOf(request).id, request.params.bot_id, label));
-    },
+    async (request, reply) =>
+      reply.status(201).send(
+        await startCard(ctx, ownerOf(request).id, request.params.bot_id, {
+          // A label is a display name: one plain, visible line (platform/text.ts).
+          label: optionalDisplayText(request.body?.label, 'label', 100) ?? undefined,
+          sameCardAs: request.body?.same_card_as,
+        }),
+      ),
   );
 
   app.get(
@@ -70,6 +83,29 @@ export async function registerCardRoutes(app: App, ctx: AppContext): Promise<voi
     },
     async (request) =>
       activateCard(ctx, ownerOf(request).id, request.params.bot_id, request.params.card_id, request.body),
+  );
+
+  app.post(
+    '/api/v1/owner/bots/:bot_id/cards/:card_id/same-card',
+    {
+      schema: {
+        tags,
+        security,
+        summary:
+          'A card waiting for activation takes the six profiles of a card you already added with the same number (active at once unless that card is a legacy one)',
+        params: CardParams,
+        body: SameCardBody,
+        response: { 200: CardView, 404: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (request) =>
+      makeSameCard(
+        ctx,
+        ownerOf(request).id,
+        request.params.bot_id,
+        request.params.card_id,
+        request.body.same_card_as,
+      ),
   );
 
   app.get(

@@ -39,6 +39,12 @@ export const ActivateBody = Type.Object(
       ),
       { minItems: 6, maxItems: 6 },
     ),
+    different_card: Type.Optional(
+      Type.Boolean({
+        description:
+          'Confirms that this is not a card you already added (409 possible_same_card says which one it resembles). For the same card, start it with same_card_as instead.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -77,8 +83,32 @@ export const ProfileBody = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 
+export const SameCardBody = Type.Object(
+  {
+    same_card_as: Type.String({
+      pattern: '^card_[a-z2-7]{1,64}$',
+      maxLength: 80,
+      description: 'An activated card of yours (on any bot) with the same card number.',
+    }),
+  },
+  { additionalProperties: false },
+);
+
 export const StartBody = Type.Optional(
-  Type.Object({ label: Type.Optional(Type.String({ maxLength: 100 })) }),
+  Type.Object(
+    {
+      label: Type.Optional(Type.String({ maxLength: 100 })),
+      same_card_as: Type.Optional(
+        Type.String({
+          pattern: '^card_[a-z2-7]{1,64}$',
+          maxLength: 80,
+          description:
+            'A card you already added (to any of your bots) with the same card number: this card gets the very same six profiles, so both bots hold one and the same profiles file.',
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
 );
 
 const Usd = Type.Number();
@@ -88,9 +118,11 @@ const Positions = Type.Array(Type.Integer(), { minItems: 3, maxItems: 3 });
 export const CardStarted = Type.Object({
   card_id: Type.String(),
   bot_id: Type.String(),
-  status: Type.Literal('pending_activation'),
+  /** active at once when it shares the profiles of a card activated with format 2 (same_card_as). */
+  status: Type.Union([Type.Literal('pending_activation'), Type.Literal('active')]),
   real_profile_index: Type.Integer(),
   missing_digit_positions: Positions,
+  same_card_as: Type.Union([Type.String(), Type.Null()]),
 });
 
 export const ProfileView = Type.Object({
@@ -122,6 +154,10 @@ export const CardView = Type.Object({
   profiles: Type.Array(ProfileView),
   legacy_profiles_file: Type.Boolean({
     description: 'Activated before format 2: the service can still give its (legacy) profiles file.',
+  }),
+  same_card_as: Type.Union([Type.String(), Type.Null()], {
+    description:
+      'The card whose six profiles this one shares (the same card number on another bot, or added again).',
   }),
   created_at: Time,
   activated_at: Type.Union([Time, Type.Null()]),

@@ -8,7 +8,6 @@ import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { decoyProfile, maskMissing } from './decoys.ts';
-import { drawPersona } from './personas.ts';
 import {
   type ActivationRequest,
   completesLuhn,
@@ -42,6 +41,8 @@ export interface CardRow {
   /** Format 2: the six profiles' digits and expiries, encrypted (ProfileSecret[]). */
   profiles_enc: string | null;
   card_length: number | null;
+  /** The card whose six profiles this one shares (the same number added again); null for an original. */
+  same_card_as: string | null;
   per_transaction_cents: number;
   daily_cents: number;
   monthly_cents: number;
@@ -119,6 +120,7 @@ export function presentCard(card: CardRow, profiles: ProfileRow[]) {
     profiles: profiles.map(presentProfile),
     /** Activated before format 2: the service can still give its (legacy) profiles file. */
     legacy_profiles_file: card.status !== 'pending_activation' && card.profiles_enc === null,
+    same_card_as: card.same_card_as,
     created_at: iso(card.created_at),
     activated_at: card.activated_at ? iso(card.activated_at) : null,
   };
@@ -141,17 +143,39 @@ async function loadProfiles(q: Queryable, cardId: string): Promise<ProfileRow[]>
   ]);
 }
 
-export async function startCard(ctx: AppContext, ownerId: string, botId: string, label: string | undefined) {
+/**
+ * Starts a card. The service picks the real profile index and the three missing positions, unless
+ * the card is one the owner already added (`sameCardAs`, a card of any of the owner's bots): one
+ * card number has one set of profiles (docs/security.md, "One card, one set of profiles"). Two
+ * files of the same number that differ in their decoys show which profile is real (the one they
+ * share), and two that hide different digits hold the whole number between them. So a card
+ * activated with format 2 is shared as it is: the new card is active at once with the same real
+ * profile, positions and per-profile digits and expiries, and the bot gets the same profiles file.
+ * A legacy card (its decoys were built by the service) keeps its real profile and positions, and
+ * the owner builds a new file for them.
+ */
+export async function startCard(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  input: { label?: string | undefined; sameCardAs?: string | undefined } = {},
+) {
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     await lockOwnedBot(tx, ownerId, botId);
+    const source = input.sameCardAs === undefined ? null : await ownersCard(tx, ownerId, input.sameCardAs);
     const id = newId('card');
-    const realIndex = randomInt(1, PROFILE_COUNT + 1);
-    const position = randomInt(FIRST_MISSING_POSITION, LAST_MISSING_POSITION + 1);
     await tx.query(
       `INSERT INTO cards (id, bot_id, label, status, real_profile_index, missing_position, created_at)
        VALUES ($1, $2, $3, 'pending_activation', $4, $5, $6)`,
-      [id, botId, label ?? null, realIndex, position, new Date(now)],
+      [
+        id,
+        botId,
+        input.label ?? null,
+        randomInt(1, PROFILE_COUNT + 1),
+        randomInt(FIRST_MISSING_POSITION, LAST_MISSING_POSITION + 1),
+        new Date(now),
+      ],
     );
     // Every profile starts with the same allowance, so none stands out.
     await tx.query(
@@ -160,14 +184,162 @@ export async function startCard(ctx: AppContext, ownerId: string, botId: string,
       [id, new Date(now)],
     );
     await audit(tx, { ownerId, botId, action: 'card.started', details: { card_id: id }, at: now });
+    const card =
+      source === null ? null : await takeProfilesOf(tx, { ownerId, botId, cardId: id, source, now });
+    const row = card ?? (await one<CardRow>(tx, 'SELECT * FROM cards WHERE id = $1', [id]));
     return {
       card_id: id,
       bot_id: botId,
-      status: 'pending_activation' as const,
-      real_profile_index: realIndex,
-      missing_digit_positions: [position, position + 1, position + 2],
+      status: row.status === 'active' ? ('active' as const) : ('pending_activation' as const),
+      real_profile_index: row.real_profile_index,
+      missing_digit_positions: [row.missing_position, row.missing_position + 1, row.missing_position + 2],
+      same_card_as: row.same_card_as,
     };
   });
+}
+
+/**
+ * A card waiting for activation becomes the same card as one the owner already added (the card
+ * wizard's answer to possible_same_card, or an owner who started the card before noticing).
+ */
+export async function makeSameCard(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  cardId: string,
+  sameCardAs: string,
+) {
+  const now = ctx.clock.now();
+  return ctx.db.transaction(async (tx) => {
+    const card = await lockOwnedCard(tx, ownerId, botId, cardId);
+    if (card.status !== 'pending_activation') {
+      throw new ApiError('conflict', 'The card is already activated: start a new card with same_card_as.');
+    }
+    const source = await ownersCard(tx, ownerId, sameCardAs);
+    const updated = await takeProfilesOf(tx, { ownerId, botId, cardId, source, now });
+    return presentCard(updated, await loadProfiles(tx, cardId));
+  });
+}
+
+/**
+ * Gives a pending card the profiles of `source` (see startCard): a format-2 source is shared as it
+ * is and the card is active at once; a legacy source gives its real profile and positions, and the
+ * owner builds a new file for them.
+ */
+async function takeProfilesOf(
+  tx: Queryable,
+  p: { ownerId: string; botId: string; cardId: string; source: CardRow; now: number },
+): Promise<CardRow> {
+  const { source } = p;
+  if (source.id === p.cardId || source.status === 'pending_activation') {
+    throw new ApiError(
+      'conflict',
+      'same_card_as must name an activated card: activate that one first, or add this one as a new card.',
+      { field: 'same_card_as' },
+    );
+  }
+  // A chain of copies points at its first card: they all share one set of profiles.
+  const root = source.same_card_as ?? source.id;
+  const shared = source.profiles_enc !== null;
+  await tx.query(
+    `UPDATE cards SET real_profile_index = $2, missing_position = $3, same_card_as = $4,
+       profiles_enc = $5, card_length = $6, status = $7, activated_at = $8
+     WHERE id = $1`,
+    [
+      p.cardId,
+      source.real_profile_index,
+      source.missing_position,
+      root,
+      shared ? source.profiles_enc : null,
+      shared ? source.card_length : null,
+      shared ? 'active' : 'pending_activation',
+      shared ? new Date(p.now) : null,
+    ],
+  );
+  await audit(tx, {
+    ownerId: p.ownerId,
+    botId: p.botId,
+    action: shared ? 'card.activated' : 'card.updated',
+    details: { card_id: p.cardId, same_card_as: root },
+    at: p.now,
+  });
+  return one<CardRow>(tx, 'SELECT * FROM cards WHERE id = $1', [p.cardId]);
+}
+
+/** The owner's activated cards on every bot, for "add a card you already use" (same_card_as). */
+export async function listOwnerCards(q: Queryable, ownerId: string) {
+  const rows = await q.query<CardRow & { bot_name: string }>(
+    `SELECT c.*, b.name AS bot_name FROM cards c JOIN bots b ON b.id = c.bot_id
+      WHERE b.owner_id = $1 AND c.status <> 'pending_activation' ORDER BY c.created_at, c.id`,
+    [ownerId],
+  );
+  return rows.map((c) => ({
+    card_id: c.id,
+    bot_id: c.bot_id,
+    bot_name: c.bot_name,
+    label: c.label,
+    status: c.status,
+    legacy: c.profiles_enc === null,
+    same_card_as: c.same_card_as,
+  }));
+}
+
+/** A card of any of the owner's bots, for same_card_as; card_not_found otherwise. */
+async function ownersCard(q: Queryable, ownerId: string, cardId: string): Promise<CardRow> {
+  const card = await maybeOne<CardRow>(
+    q,
+    'SELECT c.* FROM cards c JOIN bots b ON b.id = c.bot_id WHERE c.id = $1 AND b.owner_id = $2',
+    [cardId, ownerId],
+  );
+  if (!card)
+    throw new ApiError('card_not_found', 'same_card_as names no card of yours.', { field: 'same_card_as' });
+  return card;
+}
+
+/** The real profile's expiry of an activated card (format 2 or legacy), or null when unreadable. */
+function realExpiry(ctx: AppContext, card: CardRow): CardSecret | null {
+  try {
+    if (card.profiles_enc !== null) {
+      const all = JSON.parse(ctx.secrets.decrypt(card.profiles_enc)) as ProfileSecret[];
+      return all.find((p) => p.profile_index === card.real_profile_index) ?? null;
+    }
+    if (card.secret_enc !== null) return JSON.parse(ctx.secrets.decrypt(card.secret_enc)) as CardSecret;
+  } catch {
+    // A damaged secret resembles nothing.
+  }
+  return null;
+}
+
+/**
+ * Another activated card of the owner that this activation may be the same card as: the same
+ * expiry and (format 2) the same length. The service never holds a number, so this is all it can
+ * compare; a different card that happens to match is confirmed with `different_card`.
+ */
+async function resemblingCard(
+  ctx: AppContext,
+  tx: Queryable,
+  ownerId: string,
+  card: CardRow,
+  a: ActivationRequest,
+): Promise<(CardRow & { bot_name: string }) | null> {
+  const others = await tx.query<CardRow & { bot_name: string }>(
+    `SELECT c.*, b.name AS bot_name FROM cards c JOIN bots b ON b.id = c.bot_id
+      WHERE b.owner_id = $1 AND c.id <> $2 AND c.status <> 'pending_activation'
+      ORDER BY c.created_at, c.id`,
+    [ownerId, card.id],
+  );
+  for (const other of others) {
+    if (other.card_length !== null && other.card_length !== a.card_length) continue;
+    const expiry = realExpiry(ctx, other);
+    if (
+      expiry !== null &&
+      Number(expiry.expiry_month) === Number(a.expiry_month) &&
+      Number(expiry.expiry_year) === Number(a.expiry_year)
+    ) {
+      return other;
+    }
+  }
+  return null;
 }
 
 function invalid(message: string, field: string): ApiError {
@@ -225,6 +397,16 @@ export async function activateCard(
       throw new ApiError('conflict', 'The card is already activated.');
     }
     checkActivation(activation, card.missing_position, new Date(now));
+    if (card.same_card_as === null && activation.different_card !== true) {
+      const other = await resemblingCard(ctx, tx, ownerId, card, activation);
+      if (other) {
+        throw new ApiError(
+          'possible_same_card',
+          `This card has the length and expiry of card ${other.label ? `"${other.label}" ` : ''}(${other.id}) on bot ${other.bot_name}. If it is the same card number, start this card with same_card_as: ${other.id} instead, so that both bots hold the same six profiles (two different files of one card show which profile is real). If it is a different card, activate again with different_card: true.`,
+          { card_id: other.id, bot_id: other.bot_id, bot_name: other.bot_name, label: other.label },
+        );
+      }
+    }
     const year = String(Number(activation.expiry_year));
     const secrets: ProfileSecret[] = [...activation.profiles]
       .sort((a, b) => a.profile_index - b.profile_index)
@@ -237,15 +419,6 @@ export async function activateCard(
             : decoyExpiryMonth(Number(year), new Date(now)),
         expiry_year: year,
       }));
-    // Every profile gets a decision persona (the real one's is never used), so none stands out.
-    for (let index = 1; index <= PROFILE_COUNT; index++) {
-      const p = drawPersona();
-      await tx.query(
-        `UPDATE card_profiles SET persona_delay_ms = $3, persona_sigma = $4, persona_deny = $5, persona_expire = $6
-          WHERE card_id = $1 AND profile_index = $2`,
-        [cardId, index, p.persona_delay_ms, p.persona_sigma, p.persona_deny, p.persona_expire],
-      );
-    }
     await tx.query(
       `UPDATE cards SET status = 'active', profiles_enc = $2, card_length = $3, activated_at = $4 WHERE id = $1`,
       [cardId, ctx.secrets.encrypt(JSON.stringify(secrets)), activation.card_length, new Date(now)],

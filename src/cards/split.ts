@@ -116,6 +116,8 @@ export interface ActivationRequest {
   expiry_month: string;
   expiry_year: string;
   profiles: ActivationProfile[];
+  /** Confirms a card that resembles one already added is not the same card (409 possible_same_card). */
+  different_card?: boolean;
 }
 
 export interface ProfilesFile {

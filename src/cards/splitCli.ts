@@ -11,7 +11,7 @@ import { present } from '../platform/present.ts';
 
 const USAGE = `Usage: botpay card split --bot BOT_ID (--card CARD_ID | --label TEXT) --out FILE
          --expiry MM/YYYY --name "NAME ON CARD" --address-line1 TEXT [--address-line2 TEXT]
-         --city TEXT [--state TEXT] --postal-code TEXT --country CC
+         --city TEXT [--state TEXT] --postal-code TEXT --country CC [--different-card]
 
 Reads the card number from standard input. BOTPAY_URL (default http://localhost:8080) and
 BOTPAY_OWNER_TOKEN (an owner API token: botpay owner token create) say where and as whom.`;
@@ -67,8 +67,9 @@ export async function cardCommand(args: string[]): Promise<number> {
     return 2;
   }
   let values: Record<string, string | undefined>;
+  let differentCard = false;
   try {
-    values = parseArgs({
+    const parsed = parseArgs({
       args: args.slice(1),
       options: Object.fromEntries(
         [
@@ -84,9 +85,14 @@ export async function cardCommand(args: string[]): Promise<number> {
           'state',
           'postal-code',
           'country',
-        ].map((k) => [k, { type: 'string' as const }]),
+        ]
+          .map((k): [string, { type: 'string' | 'boolean' }] => [k, { type: 'string' }])
+          .concat([['different-card', { type: 'boolean' }]]),
       ),
-    }).values as Record<string, string | undefined>;
+    }).values;
+    differentCard = parsed['different-card'] === true;
+    const { 'different-card': _flag, ...strings } = parsed;
+    values = strings as Record<string, string | undefined>;
   } catch (error) {
     console.error(`${error instanceof Error ? error.message : error}\n\n${USAGE}`);
     return 2;
@@ -188,12 +194,17 @@ export async function cardCommand(args: string[]): Promise<number> {
       url,
       token,
       `/api/v1/owner/bots/${values.bot}/cards/${start.card_id}/activate`,
-      activation,
+      differentCard ? { ...activation, different_card: true } : activation,
     );
     if (res.status !== 200) {
       console.error(
         `The service refused the activation (${res.status}): ${res.json.message ?? res.json.error ?? 'no message'}`,
       );
+      if (res.json.error === 'possible_same_card') {
+        console.error(
+          `Nothing was written. The same card: give card ${start.card_id} that card's profiles (POST /api/v1/owner/bots/${values.bot}/cards/${start.card_id}/same-card {"same_card_as": "${String(res.json.card_id)}"}, or the dashboard) and copy that card's file. A different card: run this again with --card ${start.card_id} --different-card.`,
+        );
+      }
       return 1;
     }
     writeSync(fd, `${JSON.stringify(file, null, 2)}\n`);

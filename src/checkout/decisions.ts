@@ -7,14 +7,18 @@ import { centsToUsd } from '../platform/money.ts';
 import { iso, type WindowKind } from '../platform/time.ts';
 import { captureDecoyHold, captureHold, releaseDecoyHold, releaseHold } from '../wallet/ledger.ts';
 import { settleX402Hold } from '../x402/service.ts';
+import { burstsOf } from './bursts.ts';
 import { subtractFromCounters } from './counters.ts';
 import { counterSpecs } from './guardrails.ts';
 import type { StatusResponse } from './schemas.ts';
 import { cardDetails, emitPurchaseEvent } from './service.ts';
 import { onCheckoutDecided } from './taskLink.ts';
 
-// Deciding a pending confirmation: the owner approves (capture the hold) or denies (release it),
-// the window elapses (expire: release), or — for a decoy — the service decides at decide_at.
+// Deciding a pending confirmation: the owner approves (capture the hold) or denies (release it), or
+// the window elapses (expire: release). A held purchase is the same object on every profile of a
+// card (docs/security.md): the owner decides it in the approvals inbox, which shows the purchase
+// (merchant, item, amount) and never the profile, and approving a decoy moves no real money (its
+// memo rows are captured instead). The service itself never decides a hold but by expiry.
 // Every decision locks the confirmation row first (FOR UPDATE), then counters and wallet in the
 // checkout's order, and changes only a row still 'pending': a confirmation is decided once.
 
@@ -37,8 +41,6 @@ export interface ConfirmationRow {
   status: 'pending' | 'approved' | 'denied' | 'expired';
   created_at: Date;
   expires_at: Date | null;
-  decide_at: Date | null;
-  decoy_outcome: 'approved' | 'denied' | 'expired' | null;
   decided_at: Date | null;
   decided_by: string | null;
   [key: string]: unknown;
@@ -105,17 +107,15 @@ async function settle(
 }
 
 function isDue(c: ConfirmationRow, now: number): boolean {
-  const due = c.decide_at ?? c.expires_at;
-  return c.status === 'pending' && due !== null && new Date(due).getTime() <= now;
+  return c.status === 'pending' && c.expires_at !== null && new Date(c.expires_at).getTime() <= now;
 }
 
-/** The outcome the service applies to a due confirmation: expiry (real) or the decoy's planned outcome. */
+/** What the service applies to a due confirmation, on any profile: expiry. */
 async function settleDue(tx: Queryable, c: ConfirmationRow, now: number): Promise<void> {
-  if (c.is_real || c.decoy_outcome === null) await settle(tx, c, 'expired', 'expiry', now);
-  else await settle(tx, c, c.decoy_outcome, 'decoy', now);
+  await settle(tx, c, 'expired', 'expiry', now);
 }
 
-/** Owner approves or denies. 404 for another owner's or a decoy; 409 not_pending once decided or expired. */
+/** Owner approves or denies, on any profile. 404 for another owner's; 409 not_pending once decided or expired. */
 export async function decideByOwner(
   ctx: AppContext,
   ownerId: string,
@@ -127,7 +127,7 @@ export async function decideByOwner(
     const c = await maybeOne<ConfirmationRow>(
       tx,
       `SELECT c.* FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
-        WHERE c.id = $1 AND b.owner_id = $2 AND c.is_real FOR UPDATE OF c`,
+        WHERE c.id = $1 AND b.owner_id = $2 FOR UPDATE OF c`,
       [confirmationId, ownerId],
     );
     if (!c) throw new ApiError('not_found', 'Confirmation not found.');
@@ -164,7 +164,7 @@ export async function decideByOwner(
 }
 
 /**
- * Expires due confirmations and decides due decoys, one per transaction. Rows are claimed with
+ * Expires due confirmations, one per transaction. Rows are claimed with
  * FOR UPDATE SKIP LOCKED, so instances running this at once never take the same row, and a row an
  * owner is deciding right now is skipped (its own transaction re-checks the status).
  */
@@ -271,29 +271,35 @@ const STATUS_MESSAGES: Record<ConfirmationRow['status'], string> = {
   expired: 'The owner did not decide in time; the purchase expired.',
 };
 
-/** Pending confirmations of all the owner's bots (real purchases; decoys are decided by the service). */
+/**
+ * Pending confirmations of all the owner's bots, on every profile alike: the list shows the
+ * purchase, never the profile (docs/security.md). `bursts` names the bots that asked for several
+ * purchases in a few minutes, which is what someone holding a stolen key and the profiles file does
+ * when they probe all six profiles: the owner sees every one of those purchases here.
+ */
 export async function listApprovals(ctx: AppContext, ownerId: string) {
   const rows = await ctx.db.query<ConfirmationRow & { bot_name: string }>(
     `SELECT c.*, b.name AS bot_name FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
-      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.is_real AND c.expires_at > $2
-      ORDER BY c.created_at`,
+      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.expires_at > $2
+      ORDER BY c.created_at, c.id`,
     [ownerId, new Date(ctx.clock.now())],
   );
-  return {
-    approvals: rows.map((c) => ({
-      confirmation_id: c.id,
-      bot_id: c.bot_id,
-      bot_name: c.bot_name,
-      card_id: c.card_id,
-      amount_usd: centsToUsd(c.amount_cents),
-      merchant_name: c.merchant_name,
-      merchant_url: c.merchant_url,
-      item_name: c.item_name,
-      category: c.category,
-      task_id: c.task_id,
-      created_at: iso(c.created_at),
-      // The query keeps rows with expires_at > now only.
-      expires_at: iso(c.expires_at ?? missing(`expires_at of pending confirmation ${c.id}`)),
-    })),
-  };
+  const approvals = rows.map((c) => ({
+    confirmation_id: c.id,
+    bot_id: c.bot_id,
+    bot_name: c.bot_name,
+    // A held x402 payment has no card.
+    card_id: c.rail === 'card_wallet' ? c.card_id : null,
+    rail: c.rail,
+    amount_usd: centsToUsd(c.amount_cents),
+    merchant_name: c.merchant_name,
+    merchant_url: c.merchant_url,
+    item_name: c.item_name,
+    category: c.category,
+    task_id: c.task_id,
+    created_at: iso(c.created_at),
+    // The query keeps rows with expires_at > now only.
+    expires_at: iso(c.expires_at ?? missing(`expires_at of pending confirmation ${c.id}`)),
+  }));
+  return { approvals, bursts: burstsOf(rows) };
 }

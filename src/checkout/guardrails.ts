@@ -22,23 +22,22 @@ export interface PurchaseScope {
  *
  * A decoy profile's card-level windows are kept per profile ('card:<id>:p<index>'), exactly as the
  * real profile's are kept in 'card:<id>' (which only real purchases reach), and it never consumes the
- * owner's master budget; every profile counts in the bot's own figures ('bot:<id>'), so what the
- * bot sees moves alike whichever profile it used (docs/security.md).
+ * owner's master budget: it counts in the owner's memo counter ('owner:<id>:decoy', never read)
+ * where a real purchase counts in the master budget, so that adding and releasing take the same
+ * statements on every profile (a released decoy once skipped the owner's row: its expiry, settled
+ * by the bot's own poll, was one statement quicker). Every profile counts in the bot's own figures
+ * ('bot:<id>'), so what the bot sees moves alike whichever profile it used (docs/security.md).
  */
 export function counterSpecs(p: PurchaseScope): CounterSpec[] {
   const cardScope = p.isReal ? `card:${p.cardId}` : `card:${p.cardId}:p${p.profileIndex}`;
-  const owner = `owner:${p.ownerId}`;
+  const owner = p.isReal ? `owner:${p.ownerId}` : `owner:${p.ownerId}:decoy`;
   const bot = `bot:${p.botId}`;
   return [
     { name: 'card_daily', scope: cardScope, kind: 'day' },
     { name: 'card_monthly', scope: cardScope, kind: 'month' },
     { name: 'profile_allowance', scope: `profile:${p.cardId}:${p.profileIndex}`, kind: p.profileWindow },
-    ...(p.isReal
-      ? ([
-          { name: 'master_daily', scope: owner, kind: 'day' },
-          { name: 'master_monthly', scope: owner, kind: 'month' },
-        ] as const)
-      : []),
+    { name: 'master_daily', scope: owner, kind: 'day' },
+    { name: 'master_monthly', scope: owner, kind: 'month' },
     { name: 'bot_monthly', scope: bot, kind: 'month' },
   ];
 }

@@ -3,8 +3,8 @@ import { maybeOne } from '../platform/db/port.ts';
 import { iso } from '../platform/time.ts';
 
 // Reads of the owner's approvals inbox for the dashboard (src/dashboard/approvalPages.ts; the
-// inbox's pending list is listApprovals in decisions.ts). Only real purchases: decoy holds are
-// never shown to the owner.
+// inbox's pending list is listApprovals in decisions.ts). Every held purchase, on any profile: the
+// owner decides the purchase, and nothing here says which profile is real (docs/security.md).
 
 /**
  * What waits for the owner's decision in the inbox (the navigation badge): real purchases and
@@ -14,7 +14,7 @@ export async function pendingApprovalCount(ctx: AppContext, ownerId: string): Pr
   const row = await maybeOne<{ n: number }>(
     ctx.db,
     `SELECT (SELECT count(*) FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
-              WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending' AND c.is_real
+              WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status = 'pending'
                 AND c.expires_at > $2)::int
           + (SELECT count(*) FROM topup_requests t JOIN bots b ON b.id = t.bot_id
               WHERE t.owner_id = $1 AND b.owner_id = $1 AND t.status = 'pending' AND t.expires_at > $2)::int AS n`,
@@ -23,7 +23,7 @@ export async function pendingApprovalCount(ctx: AppContext, ownerId: string): Pr
   return Number(row?.n ?? 0);
 }
 
-/** Real purchases of the owner decided (or expired) in the last 7 days, latest decision first. */
+/** Held purchases of the owner decided (or expired) in the last 7 days, latest decision first. */
 export async function listRecentDecisions(ctx: AppContext, ownerId: string, limit: number) {
   const rows = await ctx.db.query<{
     id: string;
@@ -39,7 +39,7 @@ export async function listRecentDecisions(ctx: AppContext, ownerId: string, limi
     `SELECT c.id, c.bot_id, b.name AS bot_name, c.amount_cents, c.merchant_name, c.item_name, c.status,
             c.decided_at, c.decided_by
        FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
-      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.is_real AND c.status <> 'pending'
+      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status <> 'pending' AND c.expires_at IS NOT NULL
         AND c.created_at > $2
       ORDER BY c.decided_at DESC NULLS LAST LIMIT $3`,
     [ownerId, new Date(ctx.clock.now() - 7 * 86_400_000), limit],
@@ -51,7 +51,7 @@ export async function listRecentDecisions(ctx: AppContext, ownerId: string, limi
   }));
 }
 
-/** The real purchase a one-click e-mail link names, with its owner (whose key signed the link). */
+/** The held purchase a one-click e-mail link names, with its owner (whose key signed the link). */
 export async function findOneClickTarget(ctx: AppContext, confirmationId: string) {
   const row = await maybeOne<{
     id: string;
@@ -69,7 +69,7 @@ export async function findOneClickTarget(ctx: AppContext, confirmationId: string
     `SELECT c.id, c.owner_id, b.name AS bot_name, c.amount_cents, c.merchant_name, c.merchant_url,
             c.item_name, c.category, c.status, c.expires_at
        FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id AND b.owner_id = c.owner_id
-      WHERE c.id = $1 AND c.is_real`,
+      WHERE c.id = $1`,
     [confirmationId],
   );
   return (

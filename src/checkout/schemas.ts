@@ -82,7 +82,9 @@ export const ApprovalsResponse = Type.Object({
       confirmation_id: Type.String(),
       bot_id: Type.String(),
       bot_name: Type.String(),
-      card_id: Type.String(),
+      /** The card a card purchase is held on (never the profile); null for an x402 payment. */
+      card_id: Type.Union([Type.String(), Type.Null()]),
+      rail: Type.Union([Type.Literal('card_wallet'), Type.Literal('partner_wallet')]),
       amount_usd: Type.Number(),
       merchant_name: Type.String(),
       merchant_url: Type.String(),
@@ -91,6 +93,19 @@ export const ApprovalsResponse = Type.Object({
       task_id: Type.Union([Type.String(), Type.Null()]),
       created_at: Type.String(),
       expires_at: Type.String(),
+    }),
+  ),
+  /**
+   * Bots that asked for BURST_MIN_PURCHASES or more purchases within BURST_WINDOW_MINUTES, still
+   * waiting: a stolen key probing the payment profiles looks like this (docs/owners.md).
+   */
+  bursts: Type.Array(
+    Type.Object({
+      bot_id: Type.String(),
+      bot_name: Type.String(),
+      pending_purchases: Type.Integer(),
+      first_at: Type.String(),
+      last_at: Type.String(),
     }),
   ),
 });

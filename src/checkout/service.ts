@@ -47,7 +47,7 @@ export type CheckoutRequest = CheckoutBody;
 export interface CheckoutResult {
   statusCode: 200 | 202;
   body: Record<string, unknown>;
-  /** Set (never stored or sent) when a real-profile purchase was held: an owner e-mail is due. */
+  /** Set (never stored or sent) when the purchase was held, on any profile: an owner e-mail is due. */
   heldForOwner?: string;
   /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
   balanceLow?: boolean;
@@ -296,8 +296,8 @@ function answer(
   if (r.held) {
     return {
       ...pendingAnswer(common, p.now + ctx.config.approvalWindowSeconds * 1000),
-      // Decoy holds are decided by the service; only a real hold asks the owner.
-      ...(r.isReal ? { heldForOwner: p.confirmationId } : {}),
+      // Every hold, on any profile, asks the owner: the same mail, the same inbox, the same work.
+      heldForOwner: p.confirmationId,
       ...(balanceLow ? { balanceLow } : {}),
       replayed: false,
     };

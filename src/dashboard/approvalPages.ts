@@ -12,7 +12,9 @@ import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { NOTICES, noticeFlash, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
 import { notFoundPage, sessionOf } from './http.ts';
+import { setWalletFrozen } from '../owners/funding.ts';
 import {
+  BotParams,
   ConfirmationParams,
   CsrfForm,
   DecisionParams,
@@ -47,7 +49,7 @@ interface LinkProblem {
 export function registerApprovalPages(app: App, ctx: AppContext): void {
   const inbox: Inbox = async (request, reply, options = {}) => {
     const session = sessionOf(request);
-    const [{ approvals }, decided, { topup_requests: topups }] = await Promise.all([
+    const [{ approvals, bursts }, decided, { topup_requests: topups }] = await Promise.all([
       listApprovals(ctx, session.ownerId),
       listRecentDecisions(ctx, session.ownerId, 20),
       listOwnerTopups(ctx, session.ownerId, { status: 'pending' }),
@@ -56,6 +58,7 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
       csrf: session.csrfToken,
       now: ctx.clock.now(),
       approvals,
+      bursts,
       decided,
       topups,
       noteMax: NOTE_MAX,
@@ -108,6 +111,34 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
       },
     );
   }
+
+  // A burst of purchases the owner did not expect (a stolen key probing the payment profiles, say):
+  // deny every purchase of that bot still waiting, and freeze its wallet, in one step.
+  app.post(
+    '/approvals/bots/:bot_id/deny-all-and-freeze',
+    {
+      schema: {
+        tags,
+        summary: 'Deny every held purchase of a bot and freeze its wallet',
+        params: BotParams,
+        body: CsrfForm,
+      },
+    },
+    async (request, reply) => {
+      const ownerId = sessionOf(request).ownerId;
+      const botId = request.params.bot_id;
+      // Freezing first checks that the bot is the owner's (404 otherwise) and stops new purchases.
+      await setWalletFrozen(ctx, ownerId, botId, true);
+      const { approvals } = await listApprovals(ctx, ownerId);
+      for (const a of approvals.filter((x) => x.bot_id === botId)) {
+        await decideByOwner(ctx, ownerId, a.confirmation_id, 'deny').catch((err: unknown) => {
+          // Decided or expired meanwhile: nothing is left to deny.
+          if (!(err instanceof ApiError && err.code === 'not_pending')) throw err;
+        });
+      }
+      return reply.redirect('/approvals?notice=denied_all', 303);
+    },
+  );
 
   // One-click links from the approval e-mail. Public: the signature is the authority (the link
   // names one confirmation and its owner). A signed-in *other* owner is refused.

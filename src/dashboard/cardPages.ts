@@ -2,6 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   getCard,
+  listOwnerCards,
   type ProfileUpdate,
   profilesFile,
   startCard,
@@ -50,7 +51,11 @@ export function registerCardPages(app: App, ctx: AppContext): void {
   ) => {
     const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, botId);
-    return reply.page(cardsView({ csrf: session.csrfToken, bot, top: opts.top ?? '' }), opts.status ?? 200);
+    const ownerCards = await listOwnerCards(ctx.db, session.ownerId);
+    return reply.page(
+      cardsView({ csrf: session.csrfToken, bot, ownerCards, top: opts.top ?? '' }),
+      opts.status ?? 200,
+    );
   };
 
   const cardPage = async (
@@ -69,7 +74,9 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     const session = sessionOf(request);
     const bot = await getBot(ctx, session.ownerId, params.bot_id);
     const card = await getCard(ctx, session.ownerId, params.bot_id, params.card_id);
+    const ownerCards = await listOwnerCards(ctx.db, session.ownerId);
     const view = cardView({
+      ownerCards,
       csrf: session.csrfToken,
       bot,
       card,
@@ -112,8 +119,13 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     async (request, reply) => {
       // A label is a display name: one plain, visible line (platform/text.ts).
       const label = optionalDisplayText(request.body.label, 'label', 100) ?? undefined;
-      const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, label);
-      return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=started`, 303);
+      const sameCardAs = request.body.same_card_as || undefined;
+      const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, {
+        label,
+        sameCardAs,
+      });
+      const notice = started.status === 'active' ? 'shared' : 'started';
+      return reply.redirect(`/bots/${request.params.bot_id}/cards/${started.card_id}?notice=${notice}`, 303);
     },
   );
 

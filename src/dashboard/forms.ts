@@ -69,6 +69,8 @@ export const NOTICES = {
   },
   cards: {
     started: 'Card started. Now type your card: it stays in this browser.',
+    shared:
+      'Card added with the same six profiles as the card you named. Give this bot the same profiles file.',
     activated: 'Card activated. Give the payment profiles file you saved to your bot.',
     settings: 'Card settings saved.',
     status: 'Card status changed.',
@@ -83,6 +85,8 @@ export const NOTICES = {
   approvals: {
     approved: 'Purchase approved. The bot receives the card details it needs.',
     denied: 'Purchase denied. The held amount is back in the wallet.',
+    denied_all:
+      "Every purchase the bot was waiting for is denied, and its wallet is frozen. Rotate its API key on the bot's page before you unfreeze it.",
     topup_approved: 'Top-up approved. The amount is in the bot’s wallet.',
     topup_declined: 'Top-up request declined. The bot is told.',
   },

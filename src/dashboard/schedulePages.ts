@@ -76,7 +76,6 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
       const cents = parseUsdToCents(b.amount_usd);
       if (cents === undefined || cents < 1 || cents > 10_000_000)
         return fail(400, 'Enter an amount between $0.01 and $100,000.00.');
-      if (!/^[1-6]$/.test(b.profile_index ?? '')) return fail(400, 'Choose a profile from 1 to 6.');
       const { cron, timezone, merchant_name, merchant_url, item_name } = b;
       if (
         !cron?.trim() ||
@@ -93,7 +92,6 @@ export function registerSchedulePages(app: App, ctx: AppContext): void {
           timezone: timezone.trim(),
           instructions: {
             ...(cardId ? { card_id: cardId } : {}),
-            profile_index: Number(b.profile_index),
             merchant_name,
             merchant_url: merchant_url.trim(),
             item_name,

@@ -106,7 +106,12 @@ export const X402SettingsBody = Type.Object({
 
 // --- Cards (cardPages.ts) ---
 
-export const CardStartBody = Type.Object({ label: Text(100), _csrf: Text(200) });
+export const CardStartBody = Type.Object({
+  label: Text(100),
+  /** "A card you already added": empty for a new card. */
+  same_card_as: Type.Optional(Type.String({ pattern: '^(card_[a-z2-7]{1,64})?$', maxLength: 80 })),
+  _csrf: Text(200),
+});
 export const CardSettingsBody = Type.Object({
   per_transaction_usd: Text(30),
   daily_usd: Text(30),

@@ -25,6 +25,7 @@ export type EventType =
   | 'x402.funded'
   | 'x402.settled'
   | 'x402.lapsed'
+  | 'x402.refused'
   | 'x402.balance_mismatch';
 
 export interface EmittedEvent {

@@ -3,7 +3,7 @@ import type { AppContext } from '../platform/context.ts';
 import type { Mail } from '../platform/mailer.ts';
 import { balanceLowMail, heldPurchaseMail, topupRequestMail } from './ownerMail.ts';
 
-// The owner-mail job: mails owners about real purchases held for approval, wallet.balance_low
+// The owner-mail job: mails owners about purchases held for approval (on every profile alike), wallet.balance_low
 // events and top-up requests, from the rows the checkout wrote in its own transaction. Rows are claimed with FOR UPDATE
 // SKIP LOCKED and a lease (owner_mail_at), so instances never send the same mail at once; a mail
 // is marked sent (owner_mailed_at) only after the SMTP server took it, so a crash or a failed send
@@ -24,7 +24,7 @@ interface Source {
 const SOURCES: Source[] = [
   {
     table: 'checkout_confirmations',
-    where: `is_real AND status = 'pending' AND owner_mailed_at IS NULL`,
+    where: `status = 'pending' AND owner_mailed_at IS NULL`,
     build: heldPurchaseMail,
   },
   {

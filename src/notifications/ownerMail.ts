@@ -1,6 +1,7 @@
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import type { Mail } from '../platform/mailer.ts';
+import { BURST_MIN_PURCHASES, BURST_WINDOW_MINUTES } from '../checkout/bursts.ts';
 import { signLink } from '../dashboard/signedLinks.ts';
 
 // E-mails to owners about their bots (sent by the owner-mail job, src/notifications/job.ts): a
@@ -38,6 +39,8 @@ interface HeldRow {
   item_name: string;
   category: string | null;
   expires_at: Date;
+  /** Held purchases of the bot asked within BURST_WINDOW_MINUTES up to this one, this one included. */
+  recent: number;
   [key: string]: unknown;
 }
 
@@ -45,17 +48,23 @@ function dollars(cents: number): string {
   return `$${(cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }
 
-/** The mail about a real purchase held for approval, or null when it is no longer pending. */
+/**
+ * The mail about a purchase held for approval (on any profile: the mail names the purchase, never
+ * the profile), or null when it is no longer pending.
+ */
 export async function heldPurchaseMail(ctx: AppContext, confirmationId: string): Promise<Mail | null> {
   const c = await maybeOne<HeldRow>(
     ctx.db,
     `SELECT c.id, c.owner_id, o.email, b.name AS bot_name, c.amount_cents, c.merchant_name, c.merchant_url,
-            c.item_name, c.category, c.expires_at
+            c.item_name, c.category, c.expires_at,
+            (SELECT count(*)::int FROM checkout_confirmations x
+              WHERE x.bot_id = c.bot_id AND x.expires_at IS NOT NULL
+                AND x.created_at > c.created_at - make_interval(mins => $2) AND x.created_at <= c.created_at) AS recent
        FROM checkout_confirmations c
        JOIN bots b ON b.id = c.bot_id AND b.owner_id = c.owner_id
        JOIN owners o ON o.id = c.owner_id
-      WHERE c.id = $1 AND c.is_real AND c.status = 'pending' AND c.expires_at IS NOT NULL`,
-    [confirmationId],
+      WHERE c.id = $1 AND c.status = 'pending' AND c.expires_at IS NOT NULL`,
+    [confirmationId, BURST_WINDOW_MINUTES],
   );
   if (!c) return null;
   const expiresAt = new Date(c.expires_at).getTime();
@@ -82,7 +91,12 @@ export async function heldPurchaseMail(ctx: AppContext, confirmationId: string):
     'Each link opens a page where you confirm with one button. The links work once and only until',
     `the purchase expires. You can also decide in your approvals inbox: ${inbox}`,
     '',
-    'If you did not expect this, deny it and freeze the bot’s wallet on its page.',
+    ...(Number(c.recent) >= BURST_MIN_PURCHASES
+      ? [
+          `${c.bot_name} has asked for ${Number(c.recent)} purchases in ${BURST_WINDOW_MINUTES} minutes. If you did not`,
+          'expect them, its API key may be in someone else’s hands: deny them all and freeze its wallet.',
+        ]
+      : ['If you did not expect this, deny it and freeze the bot’s wallet on its page.']),
   ].join('\n');
   return {
     to: c.email,

@@ -10,6 +10,7 @@ import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, rateLimited } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { audit } from './audit.ts';
+import { returnableReserve } from './funding.ts';
 
 // The owner's bots: claim with a claim token, pairing codes, the list and one bot's detail.
 
@@ -112,7 +113,7 @@ SELECT b.id, b.name, b.description, b.bot_type, b.owner_email, b.callback_url, b
        w.status AS wallet_status, w.available_cents, w.held_cents, w.decoy_spent_cents, w.decoy_held_cents,
        (SELECT count(*)::int FROM rails r WHERE r.bot_id = b.id AND r.status = 'active') AS active_rail_count,
        (SELECT count(*)::int FROM checkout_confirmations c
-         WHERE c.bot_id = b.id AND c.status = 'pending' AND c.is_real) AS pending_approvals,
+         WHERE c.bot_id = b.id AND c.status = 'pending' AND c.expires_at IS NOT NULL) AS pending_approvals,
        (SELECT count(*)::int FROM topup_requests t
          WHERE t.bot_id = b.id AND t.status = 'pending' AND t.expires_at > ${nowParam}) AS pending_topups
   FROM bots b JOIN wallets w ON w.bot_id = b.id`;
@@ -192,8 +193,14 @@ export async function getBot(ctx: AppContext, ownerId: string, botId: string) {
     'SELECT rail_key, status, address FROM rails WHERE bot_id = $1 ORDER BY rail_key',
     [botId],
   );
+  const bot = presentBot(row);
   return {
-    ...presentBot(row),
+    ...bot,
+    wallet: {
+      ...bot.wallet,
+      // What of the decoy reserve the next funding gives back (owners/funding.ts returnableReserve).
+      decoy_reserve_returnable_usd: centsToUsd(await returnableReserve(ctx.db, botId, { lock: false })),
+    },
     rails: rails.map((r) => ({ rail: r.rail_key, status: r.status, address: r.address })),
     cards: cards.map((c) => ({
       card_id: c.id,

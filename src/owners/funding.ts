@@ -1,4 +1,3 @@
-import { randomInt } from 'node:crypto';
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
@@ -17,9 +16,10 @@ import { assertOwnedBot, lockOwnedBot } from './locks.ts';
 export const LOW_BALANCE_CENTS = 500;
 
 /**
- * Owner funding. A uniformly drawn share of the decoy reserve (what decoy purchases took from the
- * bot's visible balance) comes back with it, inside the amount the bot is told it was funded, so
- * the bot cannot separate the owner's money from returned decoy spending (docs/security.md).
+ * Owner funding. Part of the decoy reserve (what decoy purchases took from the bot's visible
+ * balance) comes back with it, inside the amount the bot is told it was funded: the part that is
+ * decoy spending whichever profile is real (returnableReserve), so what comes back tells the bot
+ * nothing it could not work out itself (docs/security.md, "The decoy reserve").
  * With an Idempotency-Key (owners/idempotency.ts) a retry of the same funding replays its answer
  * instead of funding again: an owner who lost the answer can always send it again.
  */
@@ -66,13 +66,7 @@ export async function fundLockedBot(
   const { ownerId, botId, amountCents, now } = input;
   const reference = newId('fund');
   await fundWallet(tx, botId, amountCents, now, reference);
-  const reserve = await one<{ decoy_spent_cents: number }>(
-    tx,
-    'SELECT decoy_spent_cents FROM wallets WHERE bot_id = $1 FOR UPDATE',
-    [botId],
-  );
-  const spent = Number(reserve.decoy_spent_cents);
-  const returned = input.returnReserve && spent > 0 ? randomInt(spent + 1) : 0;
+  const returned = input.returnReserve ? await returnableReserve(tx, botId) : 0;
   if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
   const wallet = await one<{ available_cents: number; visible_cents: number; status: string }>(
     tx,
@@ -108,6 +102,43 @@ export async function fundLockedBot(
     bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
     wallet_status: wallet.status,
   };
+}
+
+/**
+ * What of the decoy reserve may come back to the bot's visible balance now, in cents.
+ *
+ * The reserve is what the decoy profiles spent (approved purchases) less what came back before.
+ * Returning a share drawn from it told the bot its size, and so, for each guess of the real
+ * profile, whether the guess fits: an attacker who assumed round owner amounts read the share as
+ * `amount mod $10` and narrowed the six guesses to one within a few fundings. What comes back now
+ * is the reserve less, per card, what the real profile spent below the profile that spent most:
+ * that is, the profiles' spending less the most any one profile spent, less what came back
+ * before. Every guess of the real profile gives the same figure (the bot could compute it from
+ * its own purchases), so it says nothing about which is real. What stays behind is, per card,
+ * the gap between the top-spending profile and the real one; it comes back as the real profile's
+ * spending catches up (docs/security.md, "The decoy reserve").
+ */
+export async function returnableReserve(
+  q: Queryable,
+  botId: string,
+  options: { lock: boolean } = { lock: true },
+): Promise<number> {
+  const row = await one<{ decoy_spent_cents: number; held_back: number }>(
+    q,
+    `SELECT w.decoy_spent_cents,
+            (SELECT coalesce(sum(top - real_spent), 0)::bigint FROM (
+               SELECT max(p.spent) AS top,
+                      coalesce(sum(p.spent) FILTER (WHERE p.profile_index = c.real_profile_index), 0) AS real_spent
+                 FROM (SELECT card_id, profile_index, sum(amount_cents) AS spent FROM checkout_confirmations
+                        WHERE bot_id = $1 AND rail = 'card_wallet' AND status = 'approved'
+                        GROUP BY card_id, profile_index) p
+                 JOIN cards c ON c.id = p.card_id
+                GROUP BY p.card_id) per_card) AS held_back
+       FROM wallets w WHERE w.bot_id = $1${options.lock ? ' FOR UPDATE OF w' : ''}`,
+    [botId],
+  );
+  const reserve = Number(row.decoy_spent_cents);
+  return Math.min(reserve, Math.max(0, reserve - Number(row.held_back)));
 }
 
 export async function setWalletFrozen(ctx: AppContext, ownerId: string, botId: string, frozen: boolean) {

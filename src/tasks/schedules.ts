@@ -17,7 +17,8 @@ import { present } from '../platform/present.ts';
 
 export interface ScheduleInstructions {
   card_id?: string;
-  profile_index: number;
+  /** The card's real profile when given (the default): a schedule buys for real. */
+  profile_index?: number;
   merchant_name: string;
   merchant_url: string;
   item_name: string;
@@ -155,10 +156,19 @@ export async function createSchedule(
     if (card.status === 'pending_activation') {
       throw new ApiError('card_not_active', 'Activate the card before scheduling purchases with it.');
     }
+    // A schedule buys for real: its tasks use the real profile, and every other profile gets a
+    // shadow (shadows.ts). One on a decoy profile would buy nothing (a decoy's digits complete no
+    // card) and would leave the real profile the one never tasked (docs/security.md).
+    if (ins.profile_index !== undefined && ins.profile_index !== card.real_profile_index) {
+      throw invalid(
+        'instructions.profile_index',
+        `A schedule buys for real, with the card's real profile (${card.real_profile_index}): leave profile_index out or name that one.`,
+      );
+    }
     const profile = await maybeOne<ProfileRow>(
       tx,
       'SELECT * FROM card_profiles WHERE card_id = $1 AND profile_index = $2',
-      [card.id, ins.profile_index],
+      [card.id, card.real_profile_index],
     );
     if (!profile?.enabled) {
       throw new ApiError('invalid_profile', 'No permissions found for the given profile_index.', {
@@ -166,7 +176,7 @@ export async function createSchedule(
       });
     }
     const stored: StoredInstructions = {
-      profile_index: ins.profile_index,
+      profile_index: card.real_profile_index,
       merchant_name: ins.merchant_name.trim(),
       merchant_url: ins.merchant_url,
       item_name: ins.item_name.trim(),

@@ -24,7 +24,13 @@ export const NextTaskResponse = Type.Object({
 export const ScheduleInstructionsBody = Type.Object(
   {
     card_id: Type.Optional(IdParam('card')),
-    profile_index: Type.Integer({ minimum: 1, maximum: 6 }),
+    profile_index: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 6,
+        description: "Optional: a schedule buys with the card's real profile; any other index is refused.",
+      }),
+    ),
     merchant_name: Type.String({ minLength: 1, maxLength: 200 }),
     merchant_url: Type.String({ minLength: 1, maxLength: 2000 }),
     item_name: Type.String({ minLength: 1, maxLength: 500 }),

@@ -10,7 +10,7 @@ import type { ScheduleRow, StoredInstructions } from './schedules.ts';
 import { present } from '../platform/present.ts';
 
 // Decoy tasks as shadows of the owner's schedules (docs/tasks.md, docs/security.md). For every
-// owner schedule, each other enabled profile of the card gets a hidden schedule of its own: the
+// owner schedule (on the card's real profile: schedules.ts), each other enabled profile of the card gets a hidden schedule of its own: the
 // same cron moved by a fixed offset, and a purchase from the service's shops like the owner's. So
 // every profile is tasked at the same pace and in the same kind of time, and nothing the engine
 // does depends on which profile a checkout named. Without owner schedules there are no decoy
@@ -113,9 +113,9 @@ export async function createShadows(
   now: number,
 ): Promise<number> {
   const profiles = await tx.query<ProfileRow>(
-    `SELECT * FROM card_profiles WHERE card_id = $1 AND enabled AND profile_index NOT IN ($2, $3)
+    `SELECT * FROM card_profiles WHERE card_id = $1 AND enabled AND profile_index <> $2
       ORDER BY profile_index`,
-    [card.id, card.real_profile_index, schedule.instructions.profile_index],
+    [card.id, card.real_profile_index],
   );
   if (profiles.length === 0) return 0;
   const cron = parseCron(schedule.cron, schedule.timezone);

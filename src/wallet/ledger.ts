@@ -43,7 +43,8 @@ export type LedgerKind =
   | 'x402_approve'
   | 'x402_release'
   | 'x402_settle'
-  | 'x402_lapse';
+  | 'x402_lapse'
+  | 'x402_refuse';
 
 /** Ledger kinds that move the owner's money (the owner's transaction list); the others are decoy memos. */
 export const MONEY_KINDS: readonly LedgerKind[] = ['funding', 'purchase', 'hold', 'capture', 'release'];
@@ -125,6 +126,12 @@ const MOVEMENTS = {
     to: 'x402_available',
     description: 'x402 authorisation lapsed unused',
   },
+  /** The seller refused the authorisation and it can never be used (src/x402/refusal.ts): spendable again. */
+  x402_refuse: {
+    from: 'x402_authorized',
+    to: 'x402_available',
+    description: 'x402 payment refused by the seller, released',
+  },
 } as const satisfies Record<LedgerKind, { from: Account; to: Account; description: string }>;
 
 function move(kind: LedgerKind) {
@@ -166,6 +173,7 @@ export const x402Moves = {
   release: move('x402_release'),
   settle: move('x402_settle'),
   lapse: move('x402_lapse'),
+  refuse: move('x402_refuse'),
 };
 /** Part of the decoy reserve back to the visible balance: decoy_spent → decoy_cover. */
 export const returnDecoyReserve = move('decoy_return');

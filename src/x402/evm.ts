@@ -12,6 +12,8 @@ export interface Evm {
   isHex: typeof isHex;
   generatePrivateKey: typeof generatePrivateKey;
   privateKeyToAccount: typeof privateKeyToAccount;
+  /** x402 v1 network names (`base`, `base-sepolia`, …) → EVM chain id, from the reference library. */
+  v1ChainIds: Readonly<Record<string, number>>;
 }
 
 let loading: Promise<Evm> | undefined;
@@ -19,12 +21,17 @@ let loading: Promise<Evm> | undefined;
 /** viem's address and key functions, loaded once, on first use. */
 export function loadEvm(): Promise<Evm> {
   loading ??= (async () => {
-    const [viem, accounts] = await Promise.all([import('viem'), import('viem/accounts')]);
+    const [viem, accounts, v1] = await Promise.all([
+      import('viem'),
+      import('viem/accounts'),
+      import('@x402/evm/v1'),
+    ]);
     return {
       getAddress: viem.getAddress,
       isHex: viem.isHex,
       generatePrivateKey: accounts.generatePrivateKey,
       privateKeyToAccount: accounts.privateKeyToAccount,
+      v1ChainIds: v1.EVM_NETWORK_CHAIN_ID_MAP,
     };
   })();
   return loading;

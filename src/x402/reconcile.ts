@@ -6,12 +6,13 @@ import { centsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { MICRO_PER_CENT } from './requirements.ts';
-import { type X402PaymentRow, x402CounterSpecs } from './service.ts';
+import { announceApproved, type X402PaymentRow, x402CounterSpecs } from './service.ts';
 import { loadWallet } from './wallet.ts';
 
 // Settlement and reconciliation of one partner wallet against the chain, all read at one block B:
 // 1. each authorisation the service signed and has not seen finish: used on chain by B → settled
-//    (tx hash from the AuthorizationUsed event; x402_authorized → x402_paid); unused and B's
+//    (tx hash from the AuthorizationUsed event; x402_authorized → x402_paid; purchase.approved for
+//    a payment approved at once, when its seller's answer did not announce it already); unused and B's
 //    timestamp past its validBefore → lapsed (it can never be used: x402_authorized →
 //    x402_available, and the spend counters get the amount back);
 // 2. the balance at B against the ledger (available + held + authorized, in cents): more on chain
@@ -97,6 +98,8 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
           [row.id, txHash, new Date(now)],
         );
         await x402Moves.settle(tx, botId, amount, now, row.id);
+        // A payment approved at once announces its approval once it is known to be paid.
+        await announceApproved(tx, row, now);
         await emitEvent(tx, {
           botId,
           type: 'x402.settled',

@@ -17,16 +17,30 @@ export const MICRO_PER_CENT = 10_000n;
 export const MAX_AMOUNT_CENTS = 10_000_000;
 
 export interface CheckedRequirement {
+  /** 1 for an x402 v1 requirement (a network name such as `base-sepolia`, `maxAmountRequired`), else 2. */
+  x402Version: 1 | 2;
+  /** The entry exactly as the seller offered it: echoed as the v2 payload's `accepted`, which the seller matches. */
+  offered: Record<string, unknown>;
+  /** The entry normalised for signing: the service's CAIP-2 network, checksummed addresses, the amount. */
   requirements: PaymentRequirements;
   amountMicro: bigint;
   amountCents: number;
   payTo: string;
 }
 
-/** The request header that carries a signed payment (x402 v2). */
+/** The request header that carries a signed payment: x402 v2, and v1 (`X-PAYMENT`). */
 export const PAYMENT_HEADER = 'PAYMENT-SIGNATURE';
+export const PAYMENT_HEADER_V1 = 'X-PAYMENT';
 
-/** A checksummed (EIP-55) address, exactly as written; anything else is a 400 naming the field. */
+export function paymentHeaderName(x402Version: number): typeof PAYMENT_HEADER | typeof PAYMENT_HEADER_V1 {
+  return x402Version === 1 ? PAYMENT_HEADER_V1 : PAYMENT_HEADER;
+}
+
+/**
+ * An address in any case, returned with its EIP-55 checksum. All lower (or all upper) case carries
+ * no checksum and is normalised; mixed case is a checksum, and one that does not match is refused
+ * (a mistyped address is caught rather than paid). Anything else is a 400 naming the field.
+ */
 export async function checksummed(value: unknown, field: string): Promise<string> {
   return checkAddress((await loadEvm()).getAddress, value, field);
 }
@@ -35,9 +49,14 @@ function checkAddress(getAddress: Evm['getAddress'], value: unknown, field: stri
   if (typeof value !== 'string' || !/^0x[0-9a-fA-F]{40}$/.test(value)) {
     throw validationError(`${field} must be a 0x-prefixed 20-byte hex address.`, { field });
   }
-  const canonical = getAddress(value);
-  if (canonical !== value) {
-    throw validationError(`${field} must be written with its EIP-55 checksum (${canonical}).`, { field });
+  const canonical = getAddress(value.toLowerCase());
+  const hex = value.slice(2);
+  const mixedCase = hex !== hex.toLowerCase() && hex !== hex.toUpperCase();
+  if (mixedCase && canonical !== value) {
+    throw validationError(
+      `${field} is written in mixed case but its EIP-55 checksum is wrong (expected ${canonical}): check the address.`,
+      { field },
+    );
   }
   return canonical;
 }
@@ -75,11 +94,13 @@ export function parseAmount(amount: unknown, field = 'amount'): { micro: bigint;
 
 /**
  * Chooses the requirement to pay among those the 402 response offered: the first `exact` one on
- * the configured network and USDC contract. A list where none fits is refused with the reason of
- * each entry; a fitting entry with a bad field is refused for that field.
+ * the configured network and USDC contract. x402 v2 entries (CAIP-2 network, `amount`) and v1
+ * entries (a network name such as `base-sepolia`, `maxAmountRequired`) are both understood. A list
+ * where none fits is refused with the reason of each entry; a fitting entry with a bad field is
+ * refused for that field.
  */
 export async function chooseRequirement(cfg: X402Config, offered: unknown[]): Promise<CheckedRequirement> {
-  const { getAddress } = await loadEvm();
+  const { getAddress, v1ChainIds } = await loadEvm();
   if (offered.length === 0)
     throw validationError('payment_requirements is empty.', { field: 'payment_requirements' });
   const reasons: string[] = [];
@@ -94,14 +115,22 @@ export async function chooseRequirement(cfg: X402Config, offered: unknown[]): Pr
       reasons.push(`${field}.scheme is ${JSON.stringify(r.scheme)}, only "exact" is supported`);
       continue;
     }
-    if (typeof r.network === 'string' && !r.network.includes(':')) {
-      reasons.push(
-        `${field}.network is ${JSON.stringify(r.network)}, an x402 v1 name: send x402 v2 requirements (CAIP-2 network, e.g. ${cfg.network})`,
-      );
+    if (typeof r.network !== 'string') {
+      reasons.push(`${field}.network is missing`);
       continue;
     }
-    if (r.network !== cfg.network) {
-      reasons.push(`${field}.network is ${JSON.stringify(r.network)}, this service pays on ${cfg.network}`);
+    const v1 = !r.network.includes(':');
+    const chainId = v1 ? v1ChainIds[r.network] : undefined;
+    if (v1 && chainId === undefined) {
+      reasons.push(`${field}.network is ${JSON.stringify(r.network)}, not an EVM network x402 names`);
+      continue;
+    }
+    const network = v1 ? `eip155:${chainId}` : r.network;
+    if (network !== cfg.network) {
+      const alias = v1 ? ` (${network})` : '';
+      reasons.push(
+        `${field}.network is ${JSON.stringify(r.network)}${alias}, this service pays on ${cfg.network}`,
+      );
       continue;
     }
     const asset = checkAddress(getAddress, r.asset, `${field}.asset`);
@@ -109,7 +138,7 @@ export async function chooseRequirement(cfg: X402Config, offered: unknown[]): Pr
       reasons.push(`${field}.asset is ${asset}, this service pays in USDC ${getAddress(cfg.usdcAddress)}`);
       continue;
     }
-    return checkRequirement(getAddress, r, field, asset);
+    return checkRequirement(getAddress, r, field, asset, network, v1 ? 1 : 2);
   }
   throw validationError(`No payment requirement this wallet can pay: ${reasons.join('; ')}.`, {
     field: 'payment_requirements',
@@ -122,9 +151,14 @@ function checkRequirement(
   r: Record<string, unknown>,
   field: string,
   asset: string,
+  network: string,
+  x402Version: 1 | 2,
 ): CheckedRequirement {
   const payTo = checkAddress(getAddress, r.payTo, `${field}.payTo`);
-  const { micro, cents } = parseAmount(r.amount, `${field}.amount`);
+  // x402 v1 names the amount maxAmountRequired; v2 amount.
+  const amountField = x402Version === 1 ? 'maxAmountRequired' : 'amount';
+  const amount = r[amountField];
+  const { micro, cents } = parseAmount(amount, `${field}.${amountField}`);
   const timeout = r.maxTimeoutSeconds;
   if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 10 || timeout > 86_400) {
     throw validationError(`${field}.maxTimeoutSeconds must be a whole number of seconds from 10 to 86400.`, {
@@ -149,11 +183,13 @@ function checkRequirement(
     });
   }
   return {
+    x402Version,
+    offered: r,
     requirements: {
       scheme: 'exact',
-      network: r.network as PaymentRequirements['network'],
+      network: network as PaymentRequirements['network'],
       asset,
-      amount: r.amount as string,
+      amount: amount as string,
       payTo,
       maxTimeoutSeconds: timeout,
       extra: e,
@@ -162,6 +198,28 @@ function checkRequirement(
     amountCents: cents,
     payTo,
   };
+}
+
+/** Whether a requirement offered by a 402 asks for exactly this payment (same network, asset, payee and amount). */
+export async function offersSamePayment(
+  cfg: X402Config,
+  offered: unknown[],
+  chosen: CheckedRequirement,
+): Promise<boolean> {
+  for (const entry of offered) {
+    try {
+      const c = await chooseRequirement(cfg, [entry]);
+      if (
+        c.payTo === chosen.payTo &&
+        c.amountMicro === chosen.amountMicro &&
+        c.requirements.asset === chosen.requirements.asset
+      )
+        return true;
+    } catch {
+      // An entry this wallet cannot pay is not this payment.
+    }
+  }
+  return false;
 }
 
 /** The resource URL: absolute http(s); its host name (lower case) is what the domain lists match. */

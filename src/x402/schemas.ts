@@ -50,16 +50,26 @@ const Common = {
   asset: Type.String(),
   pay_to: Type.String(),
   resource_url: Type.String(),
+  x402_version: Type.Union([Type.Literal(1), Type.Literal(2)], {
+    description: "The seller's x402 version: 2, or 1 for a seller on x402 v1 (header X-PAYMENT).",
+  }),
   message: Type.String(),
 };
 
+const HeaderName = Type.Union([Type.Literal('PAYMENT-SIGNATURE'), Type.Literal('X-PAYMENT')], {
+  description:
+    'The request header that carries the payment: PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1).',
+});
+
 const Signed = {
   valid_before: Type.String({ description: 'When the signed authorisation stops being valid (ISO 8601).' }),
-  payment_header_name: Type.Literal('PAYMENT-SIGNATURE'),
-  payment_header: Type.String({ description: 'base64 of payment_payload: send it as PAYMENT-SIGNATURE.' }),
+  payment_header_name: HeaderName,
+  payment_header: Type.String({
+    description: 'base64 of payment_payload: send it as the header named payment_header_name.',
+  }),
   payment_payload: Type.Object(
     {},
-    { additionalProperties: true, description: 'The x402 v2 PaymentPayload.' },
+    { additionalProperties: true, description: 'The x402 PaymentPayload (v2, or v1 for a v1 seller).' },
   ),
 };
 
@@ -93,16 +103,19 @@ export const PaymentPoll = Type.Object({
     Type.Literal('lapsed'),
     Type.Literal('denied'),
     Type.Literal('expired'),
+    Type.Literal('refused'),
   ]),
   amount_usd: Type.Number(),
   amount_atomic: Type.String(),
   pay_to: Type.String(),
   resource_url: Type.String(),
   tx_hash: Type.Union([Type.String(), Type.Null()]),
+  x402_version: Type.Union([Type.Literal(1), Type.Literal(2)]),
   message: Type.String(),
+  refusal_reason: Type.Optional(Type.String()),
   expires_at: Type.Optional(Type.String()),
   valid_before: Type.Optional(Type.String()),
-  payment_header_name: Type.Optional(Type.Literal('PAYMENT-SIGNATURE')),
+  payment_header_name: Type.Optional(HeaderName),
   payment_header: Type.Optional(Type.String()),
   payment_payload: Type.Optional(Type.Object({}, { additionalProperties: true })),
 });
@@ -181,6 +194,7 @@ export const OwnerPayments = Type.Object({
         Type.Literal('authorized'),
         Type.Literal('settled'),
         Type.Literal('lapsed'),
+        Type.Literal('refused'),
       ]),
       amount_usd: Usd,
       amount_atomic: Type.String(),
@@ -188,10 +202,106 @@ export const OwnerPayments = Type.Object({
       resource_url: Type.String(),
       description: Nullable(Type.String()),
       network: Type.String(),
+      x402_version: Type.Union([Type.Literal(1), Type.Literal(2)]),
+      domain_check: Type.Union([Type.Literal('claimed'), Type.Literal('probed'), Type.Literal('connected')], {
+        description:
+          'How the resource domain was known: connected (the service made the request), probed (the service saw the named resource ask for this payment), claimed (named by the bot; no domain list applied).',
+      }),
+      refusal_reason: Nullable(Type.String()),
       tx_hash: Nullable(Type.String()),
       valid_before: Nullable(Time),
       created_at: Time,
       finished_at: Nullable(Time),
     }),
   ),
+});
+
+const PaymentStatusUnion = Type.Union([
+  Type.Literal('pending'),
+  Type.Literal('denied'),
+  Type.Literal('expired'),
+  Type.Literal('authorized'),
+  Type.Literal('settled'),
+  Type.Literal('lapsed'),
+  Type.Literal('refused'),
+]);
+
+/** POST /api/v1/bot/x402/fetch: the resource request the service makes for the bot (src/x402/fetch.ts). */
+export const FetchBody = Type.Object(
+  {
+    url: Type.String({ minLength: 1, maxLength: 2000, description: 'The resource (absolute https URL).' }),
+    method: Type.Optional(
+      Type.Union(
+        [
+          Type.Literal('GET'),
+          Type.Literal('POST'),
+          Type.Literal('PUT'),
+          Type.Literal('PATCH'),
+          Type.Literal('DELETE'),
+        ],
+        { description: 'Default GET.' },
+      ),
+    ),
+    headers: Type.Optional(
+      Type.Record(Type.String({ maxLength: 100 }), Type.String({ maxLength: 8192 }), {
+        maxProperties: 50,
+        description:
+          'Request headers for the resource (not Host, Content-Length, hop-by-hop or payment headers: the service sets those).',
+      }),
+    ),
+    body: Type.Optional(Type.String({ maxLength: 524_288, description: 'Request body as text (UTF-8).' })),
+    body_base64: Type.Optional(Type.String({ maxLength: 700_000, description: 'Request body as base64.' })),
+    description: Type.Optional(Type.String({ maxLength: 500 })),
+    payment_id: Type.Optional(
+      Type.String({
+        ...IdParam('chk'),
+        description:
+          'A payment this endpoint held for the owner (202), once approved: sends the request with it.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const FetchAnswer = Type.Object({
+  paid: Type.Boolean({ description: 'True when the seller took the payment this request made.' }),
+  payment: Type.Union([
+    Type.Object({
+      payment_id: Type.String(),
+      payment_status: PaymentStatusUnion,
+      amount_usd: Usd,
+      amount_atomic: Type.String(),
+      pay_to: Type.String(),
+      network: Type.String(),
+      x402_version: Type.Union([Type.Literal(1), Type.Literal(2)]),
+      tx_hash: Nullable(Type.String()),
+      refusal_reason: Nullable(Type.String()),
+      valid_before: Nullable(Time),
+    }),
+    Type.Null(),
+  ]),
+  response: Type.Object({
+    status: Type.Integer({ description: "The resource's HTTP status." }),
+    headers: Type.Record(Type.String(), Type.String(), { description: 'Its headers (names in lower case).' }),
+    body_text: Type.Optional(Type.String({ description: 'The body, when it is text.' })),
+    body_base64: Type.Optional(Type.String({ description: 'The body as base64, when it is not text.' })),
+    truncated: Type.Boolean({ description: 'True when the body was longer than 1 MiB and was cut.' }),
+  }),
+  message: Type.String(),
+});
+
+export const RefusalBody = Type.Object(
+  {
+    reason: Type.Optional(Type.String({ maxLength: 200, description: "The seller's reason, as it said." })),
+    seller_status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599 })),
+  },
+  { additionalProperties: false },
+);
+
+export const RefusalAnswer = Type.Object({
+  ...PaymentPoll.properties,
+  released: Type.Boolean({
+    description:
+      'True when the authorisation can never be used (the facilitator verification found why) and its amount is back.',
+  }),
 });

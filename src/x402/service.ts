@@ -17,9 +17,16 @@ import { present } from '../platform/present.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso, windowStart } from '../platform/time.ts';
 import { x402Moves } from '../wallet/ledger.ts';
-import { chooseRequirement, domainMatches, PAYMENT_HEADER, resourceDomain } from './requirements.ts';
+import { probeClaim } from './probe.ts';
+import {
+  type CheckedRequirement,
+  chooseRequirement,
+  domainMatches,
+  paymentHeaderName,
+  resourceDomain,
+} from './requirements.ts';
 import type { PaymentPoll } from './schemas.ts';
-import type { signPayment } from './sign.ts';
+import type { PaymentPayloadV1, StoredRequirement } from './sign.ts';
 import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 
 // POST /api/v1/bot/x402/pay: the guardrail chain of a card checkout, for the partner wallet, in one
@@ -32,6 +39,20 @@ import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 // card purchase; src/checkout/decisions.ts calls settleX402Hold).
 //
 // Counter locks in one order: 'x402:<bot>' → 'owner:<id>' → 'bot:<id>', then the x402 wallet row.
+//
+// The resource's domain. Pay-to lists bind in every mode: payTo is what the service signs. The
+// domain lists bind only a domain the service knows (domain_check): 'connected' when the service
+// makes the request itself (POST /api/v1/bot/x402/fetch, src/x402/fetch.ts); 'probed' in this
+// sign-only mode when the owner keeps domain lists: the named domain must pass them, and the
+// service then fetches the named resource itself (src/x402/probe.ts) and pays only when that
+// answer asks for exactly this payment (network, asset, payTo, amount). So a bot cannot name an
+// allowed host while handing over another seller's requirements. Without domain lists nothing is
+// judged on the domain and it is only recorded ('claimed').
+//
+// purchase.approved: a payment approved at once is announced when the seller is known to have
+// taken it (the seller's answer to the service's own request, or the chain: reconcile.ts), so a
+// payment the seller refuses never announces it (src/x402/refusal.ts sends x402.refused); a held
+// payment announces it at the owner's approval (src/checkout/decisions.ts).
 
 export interface PayRequest {
   resource_url: string;
@@ -54,7 +75,11 @@ export interface X402PaymentRow {
   amount_micro: string;
   amount_cents: number;
   requirements: unknown;
-  status: 'pending' | 'denied' | 'expired' | 'authorized' | 'settled' | 'lapsed';
+  status: 'pending' | 'denied' | 'expired' | 'authorized' | 'settled' | 'lapsed' | 'refused';
+  x402_version: number;
+  domain_check: 'claimed' | 'probed' | 'connected';
+  announced_at: Date | null;
+  refusal_reason: string | null;
   nonce: string | null;
   valid_before: number | null;
   payload_enc: string | null;
@@ -66,7 +91,7 @@ export interface X402PaymentRow {
 }
 
 export const X402_APPROVED_MESSAGE =
-  'Payment authorised. Retry the resource request with the header PAYMENT-SIGNATURE set to payment_header (valid until valid_before).';
+  'Payment authorised. Retry the resource request with the header named payment_header_name (PAYMENT-SIGNATURE, or X-PAYMENT for an x402 v1 seller) set to payment_header, before valid_before.';
 export const X402_PENDING_MESSAGE =
   'Payment held for owner approval. Poll /api/v1/bot/x402/payments/{payment_id} until it is decided or expires.';
 
@@ -86,12 +111,20 @@ function requestHash(req: PayRequest): string {
   );
 }
 
+/** How the resource's domain is known to the caller of pay(): named by the bot, or connected to by the service. */
+export interface PayOptions {
+  domainCheck: 'claimed' | 'connected';
+}
+
+export type PayResult = CheckoutResult & { replayed: boolean };
+
 export async function pay(
   ctx: AppContext,
   botId: string,
   req: PayRequest,
   idempotencyKey: string | undefined,
-): Promise<CheckoutResult> {
+  options: PayOptions = { domainCheck: 'claimed' },
+): Promise<PayResult> {
   const cfg = ctx.config.x402;
   if (!cfg) {
     throw new ApiError('rail_not_active', 'The partner wallet rail is not available on this service.');
@@ -105,14 +138,20 @@ export async function pay(
   const now = ctx.clock.now();
   const key = idempotencyKey === undefined ? undefined : `x402:${idempotencyKey}`;
   const hash = key === undefined ? '' : requestHash(req);
-  let result: CheckoutResult & { replayed: boolean };
+  let result: PayResult;
   try {
+    let domainCheck: X402PaymentRow['domain_check'] = options.domainCheck;
+    if (domainCheck === 'claimed' && (await needsProbe(ctx, botId, domain, key))) {
+      // Network I/O, so before the transaction: the named resource must ask for this payment.
+      await probeClaim(ctx, req.resource_url, chosen);
+      domainCheck = 'probed';
+    }
     result = await ctx.db.transaction(async (tx) => {
       if (key !== undefined) {
         const replay = await claimIdempotencyKey(ctx, tx, botId, key, hash, now);
         if (replay) return { ...replay, replayed: true };
       }
-      const fresh = await runChain(ctx, tx, botId, req, chosen, domain, now);
+      const fresh = await runChain(ctx, tx, botId, req, chosen, domain, domainCheck, now);
       if (key !== undefined) await saveIdempotentResponse(ctx, tx, botId, key, fresh);
       return { ...fresh, replayed: false };
     });
@@ -128,7 +167,34 @@ export async function pay(
   if (!result.replayed && result.heldForOwner) {
     sendOwnerMailSoon(ctx);
   }
-  return { statusCode: result.statusCode, body: result.body };
+  return { statusCode: result.statusCode, body: result.body, replayed: result.replayed };
+}
+
+/**
+ * Sign mode: whether the owner's domain lists apply (then the named domain must pass them first,
+ * refused here without contacting anyone) and the claim is still to be checked: not for a retry
+ * whose first answer is stored, which is replayed as it was.
+ */
+async function needsProbe(ctx: AppContext, botId: string, domain: string, key: string | undefined) {
+  const wallet = await loadWallet(ctx.db, botId);
+  if (!wallet || (wallet.allow_domains.length === 0 && wallet.deny_domains.length === 0)) return false;
+  judgeDomain(wallet, domain);
+  if (key !== undefined) {
+    const stored = await maybeOne(
+      ctx.db,
+      'SELECT 1 FROM checkout_idempotency WHERE bot_id = $1 AND key = $2 AND response_enc IS NOT NULL',
+      [botId, key],
+    );
+    if (stored) return false;
+  }
+  return true;
+}
+
+/** The owner's domain lists against a host: 403 destination_not_allowed when they exclude it. */
+export function judgeDomain(wallet: Pick<X402WalletRow, 'allow_domains' | 'deny_domains'>, domain: string) {
+  if (wallet.deny_domains.some((d) => domainMatches(domain, d))) throw listRefusal(domain);
+  if (wallet.allow_domains.length > 0 && !wallet.allow_domains.some((d) => domainMatches(domain, d)))
+    throw listRefusal(domain);
 }
 
 function railLimitError(
@@ -200,8 +266,9 @@ async function runChain(
   tx: Queryable,
   botId: string,
   req: PayRequest,
-  chosen: Awaited<ReturnType<typeof chooseRequirement>>,
+  chosen: CheckedRequirement,
   domain: string,
+  domainCheck: X402PaymentRow['domain_check'],
   now: number,
 ): Promise<CheckoutResult> {
   const limited = await consumeRateLimit(tx, payLimit(ctx, botId, now));
@@ -242,9 +309,14 @@ async function runChain(
   if (wallet.deny_pay_to.includes(chosen.payTo)) throw listRefusal(chosen.payTo);
   if (wallet.allow_pay_to.length > 0 && !wallet.allow_pay_to.includes(chosen.payTo))
     throw listRefusal(chosen.payTo);
-  if (wallet.deny_domains.some((d) => domainMatches(domain, d))) throw listRefusal(domain);
-  if (wallet.allow_domains.length > 0 && !wallet.allow_domains.some((d) => domainMatches(domain, d)))
-    throw listRefusal(domain);
+  if (domainCheck === 'claimed' && wallet.allow_domains.length + wallet.deny_domains.length > 0) {
+    // The lists were set after needsProbe read them: the named domain was not checked.
+    throw new ApiError(
+      'destination_not_allowed',
+      "The owner's domain lists changed while this payment was checked: ask again.",
+    );
+  }
+  judgeDomain(wallet, domain);
 
   // 3. The rail's limits.
   const amount = chosen.amountCents;
@@ -289,10 +361,16 @@ async function runChain(
     ...(description ? { description } : {}),
     ...(req.resource?.mimeType ? { mimeType: req.resource.mimeType } : {}),
   };
+  const stored: StoredRequirement = {
+    requirements: chosen.requirements,
+    offered: chosen.offered,
+    x402Version: chosen.x402Version,
+    resource,
+  };
   await tx.query(
     `INSERT INTO x402_payments (id, bot_id, owner_id, resource_url, resource_domain, description, network, asset,
-       pay_from, pay_to, amount_micro, amount_cents, requirements, status, created_at)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14)`,
+       pay_from, pay_to, amount_micro, amount_cents, requirements, status, created_at, x402_version, domain_check)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14,$15,$16)`,
     [
       id,
       botId,
@@ -306,8 +384,10 @@ async function runChain(
       chosen.payTo,
       chosen.amountMicro.toString(),
       amount,
-      JSON.stringify({ requirements: chosen.requirements, resource }),
+      JSON.stringify(stored),
       new Date(now),
+      chosen.x402Version,
+      domainCheck,
     ],
   );
   const common = {
@@ -319,6 +399,7 @@ async function runChain(
     asset: chosen.requirements.asset,
     pay_to: chosen.payTo,
     resource_url: req.resource_url,
+    x402_version: chosen.x402Version,
   };
   if (!automatic) {
     const expiresAt = now + ctx.config.approvalWindowSeconds * 1000;
@@ -353,18 +434,7 @@ async function runChain(
   }
   const signed = await authorise(ctx, tx, locked, id, now);
   await x402Moves.payment(tx, botId, amount, now, id);
-  await emitPurchaseEvent(
-    tx,
-    'purchase.approved',
-    {
-      id,
-      botId,
-      amountCents: amount,
-      merchantName: domain,
-      itemName: description ?? `x402 payment to ${chosen.payTo}`,
-    },
-    now,
-  );
+  // purchase.approved waits until the seller took the payment (announceApproved).
   return {
     statusCode: 200,
     body: {
@@ -377,10 +447,14 @@ async function runChain(
   };
 }
 
-function signedFields(s: { payload: PaymentPayload; header: string; validBefore: number }) {
+function signedFields(s: {
+  payload: PaymentPayload | PaymentPayloadV1;
+  header: string;
+  validBefore: number;
+}) {
   return {
     valid_before: iso(s.validBefore * 1000),
-    payment_header_name: PAYMENT_HEADER,
+    payment_header_name: paymentHeaderName(s.payload.x402Version),
     payment_header: s.header,
     payment_payload: s.payload,
   };
@@ -389,13 +463,10 @@ function signedFields(s: { payload: PaymentPayload; header: string; validBefore:
 /** Signs the payment's authorisation and records it (status authorized, nonce, validity, payload encrypted). */
 async function authorise(ctx: AppContext, tx: Queryable, wallet: X402WalletRow, id: string, now: number) {
   const row = await one<X402PaymentRow>(tx, 'SELECT * FROM x402_payments WHERE id = $1', [id]);
-  const stored = (typeof row.requirements === 'string' ? JSON.parse(row.requirements) : row.requirements) as {
-    requirements: Parameters<typeof signPayment>[2];
-    resource: ResourceInfo;
-  };
+  const stored = storedRequirement(row);
   // The x402 and viem libraries load on the first payment (./evm.ts).
   const sign = await import('./sign.ts');
-  const signed = await sign.signPayment(ctx, wallet.key_enc, stored.requirements, stored.resource);
+  const signed = await sign.signPayment(ctx, wallet.key_enc, stored);
   await tx.query(
     `UPDATE x402_payments SET status = 'authorized', nonce = $2, valid_before = $3, payload_enc = $4, authorized_at = $5
       WHERE id = $1`,
@@ -408,6 +479,36 @@ async function authorise(ctx: AppContext, tx: Queryable, wallet: X402WalletRow, 
     ],
   );
   return signed;
+}
+
+export function storedRequirement(row: X402PaymentRow): StoredRequirement {
+  return (
+    typeof row.requirements === 'string' ? JSON.parse(row.requirements) : row.requirements
+  ) as StoredRequirement;
+}
+
+/**
+ * Sends purchase.approved for a payment approved at once, when the seller is known to have taken
+ * it (its answer to the service's request, or the chain), once: announced_at is set with it.
+ */
+export async function announceApproved(tx: Queryable, row: X402PaymentRow, now: number): Promise<void> {
+  const claimed = await tx.query(
+    'UPDATE x402_payments SET announced_at = $2 WHERE id = $1 AND announced_at IS NULL RETURNING 1 AS ok',
+    [row.id, new Date(now)],
+  );
+  if (claimed.length === 0) return;
+  await emitPurchaseEvent(
+    tx,
+    'purchase.approved',
+    {
+      id: row.id,
+      botId: row.bot_id,
+      amountCents: Number(row.amount_cents),
+      merchantName: row.resource_domain,
+      itemName: row.description ?? `x402 payment to ${row.pay_to}`,
+    },
+    now,
+  );
 }
 
 /**
@@ -428,6 +529,8 @@ export async function settleX402Hold(
     const wallet = present(await loadWallet(tx, c.bot_id, true), 'the partner wallet row');
     await authorise(ctx, tx, wallet, c.id, now);
     await x402Moves.approve(tx, c.bot_id, c.amount_cents, now, c.id);
+    // decisions.ts sends purchase.approved for the owner's approval.
+    await tx.query('UPDATE x402_payments SET announced_at = $2 WHERE id = $1', [c.id, new Date(now)]);
     return;
   }
   await subtractFromCounters(tx, x402CounterSpecs(c.bot_id, c.owner_id), c.amount_cents, heldAt);
@@ -445,6 +548,8 @@ const POLL_MESSAGES: Record<X402PaymentRow['status'], string> = {
   lapsed: 'The authorisation expired unused; its amount is back in the wallet. Ask again to pay.',
   denied: 'The owner denied this payment.',
   expired: 'The owner did not decide in time; the payment expired.',
+  refused:
+    'The seller refused the payment and it can never be used on chain: it was not paid, and its amount is back in the wallet.',
 };
 
 /** GET /api/v1/bot/x402/payments/{id}: the same states as a checkout poll, plus the on-chain outcome. */
@@ -465,7 +570,7 @@ export async function paymentStatus(
     p = await one<X402PaymentRow>(ctx.db, 'SELECT * FROM x402_payments WHERE id = $1', [id]);
   }
   const status =
-    p.status === 'authorized' || p.status === 'settled' || p.status === 'lapsed'
+    p.status === 'authorized' || p.status === 'settled' || p.status === 'lapsed' || p.status === 'refused'
       ? 'approved'
       : (p.status as 'pending' | 'denied' | 'expired');
   const body: Static<typeof PaymentPoll> = {
@@ -478,8 +583,10 @@ export async function paymentStatus(
     pay_to: p.pay_to,
     resource_url: p.resource_url,
     tx_hash: p.tx_hash,
+    x402_version: p.x402_version === 1 ? (1 as const) : (2 as const),
     message: POLL_MESSAGES[p.status],
   };
+  if (p.refusal_reason) body.refusal_reason = p.refusal_reason;
   if (p.status === 'pending') {
     const c = await maybeOne<{ expires_at: Date }>(
       ctx.db,
@@ -489,13 +596,13 @@ export async function paymentStatus(
     if (c) body.expires_at = iso(c.expires_at);
   }
   if (p.status === 'authorized' && p.payload_enc) {
-    const payload = JSON.parse(ctx.secrets.decrypt(p.payload_enc)) as PaymentPayload;
+    const payload = JSON.parse(ctx.secrets.decrypt(p.payload_enc)) as PaymentPayload | PaymentPayloadV1;
     const { encodePaymentSignatureHeader } = await import('@x402/core/http');
     Object.assign(
       body,
       signedFields({
         payload,
-        header: encodePaymentSignatureHeader(payload),
+        header: encodePaymentSignatureHeader(payload as PaymentPayload),
         validBefore: Number(p.valid_before),
       }),
     );
@@ -513,6 +620,9 @@ export function presentPayment(p: X402PaymentRow) {
     resource_url: p.resource_url,
     description: p.description,
     network: p.network,
+    x402_version: p.x402_version === 1 ? (1 as const) : (2 as const),
+    domain_check: p.domain_check,
+    refusal_reason: p.refusal_reason,
     tx_hash: p.tx_hash,
     valid_before: p.valid_before === null ? null : iso(Number(p.valid_before) * 1000),
     created_at: iso(p.created_at),

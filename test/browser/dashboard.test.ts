@@ -698,6 +698,53 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       await expect(page.getByText(words).first().isVisible(), words).resolves.toBe(true);
     }
 
+    // The same card again (here on the same bot): the wizard notices the card (same length and
+    // expiry), asks, and on "the same card" the new card takes the first one's profiles instead of
+    // building a second, different file. Its page then writes this card's copy of the first file.
+    await page.goto(`${base}/bots/${bot.bot_id}/cards`);
+    await page.getByLabel('Name for this card').fill('Visa 42 again');
+    await page.getByRole('button', { name: 'Start a card' }).click();
+    await arrive(/\/cards\/card_[a-z2-7]+\?notice=started/);
+    const againId = /\/cards\/(card_[a-z2-7]+)/.exec(page.url())![1]!;
+    const againPositions = (await page.locator('#card-wizard').getAttribute('data-positions'))!
+      .split(',')
+      .map(Number);
+    await page.getByLabel('Card number').fill(realCardNumber(againPositions[0]!));
+    await page.getByLabel('Expiry month (MM)').fill('09');
+    await page.getByLabel('Expiry year (YYYY)').fill('2031');
+    await page.getByLabel('Name on the card').fill('Ada Lovelace');
+    await page.getByLabel('Billing address', { exact: true }).fill('12 St James Square');
+    await page.getByLabel('City').fill('London');
+    await page.getByLabel('Postal code').fill('SW1Y 4JH');
+    await page.getByLabel('Country (2 letters)').fill('GB');
+    await page.getByRole('button', { name: 'Split and activate' }).click();
+    await page.getByTestId('same-card-question').waitFor({ state: 'visible' });
+    expect(await page.getByTestId('same-card-question').textContent()).toContain(cardId);
+    await shoot('33-same-card-question');
+    await page.getByRole('button', { name: 'It is the same card: use its profiles' }).click();
+    await arrive(`${base}/bots/${bot.bot_id}/cards/${againId}?notice=shared`);
+    await expect(page.getByTestId('shared-profiles').isVisible()).resolves.toBe(true);
+    const again = (await (
+      await page.request.get(`${base}/api/v1/owner/bots/${bot.bot_id}/cards/${againId}`)
+    ).json()) as { status: string; same_card_as: string; real_profile_index: number };
+    expect(again).toMatchObject({ status: 'active', same_card_as: cardId, real_profile_index: realIndex });
+    const [copy] = await Promise.all([
+      page.waitForEvent('download'),
+      page.locator('#relabel-file').setInputFiles((await download.path())!),
+    ]);
+    expect(copy.suggestedFilename()).toBe(`payment-profiles-${againId}.json`);
+    const copied = JSON.parse(await readFile((await copy.path())!, 'utf8')) as typeof file & {
+      card_id: string;
+      bot_id: string;
+    };
+    expect(copied.card_id).toBe(againId);
+    expect(copied.profiles).toEqual(file.profiles);
+    expect(copied.missing_digit_positions).toEqual(file.missing_digit_positions);
+    await shoot('34-same-card-shared');
+    // The second card is frozen again, so that the bot keeps one active card.
+    await page.getByRole('button', { name: 'Freeze card' }).click();
+    await arrive(/notice=status/);
+
     // Every page of the signed-in dashboard once more, at both widths: none scrolls sideways.
     const everyPage: Array<[string, string]> = [
       ['40-overview', '/'],

@@ -220,43 +220,77 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     expect(badId.statusCode).toBe(400);
   });
 
-  it('a held decoy is decided by the service, never shown to the owner, never moving money', async () => {
+  it('a held purchase on a decoy goes to the owner like the real one: inbox, mail, decision; approving it moves no money', async () => {
     const bot = await activeBot(svc, owner, { fundCents: 1000 });
     const card = await setupCard(svc, owner, bot.bot_id);
-    const outcomes = new Set<string>();
-    const ids: string[] = [];
-    for (let i = 0; i < 12; i++) {
-      const res = await checkout(svc, bot, purchase(card.decoyIndex, 50));
+    const ids: Record<'approve' | 'deny' | 'expire', string> = { approve: '', deny: '', expire: '' };
+    for (const key of ['approve', 'deny', 'expire'] as const) {
+      const res = await checkout(svc, bot, purchase(card.decoyIndex, 100));
       expect(res.statusCode, res.body).toBe(202);
-      ids.push(res.json().confirmation_id);
+      ids[key] = res.json().confirmation_id;
     }
-    const list = await svc.app.inject({ url: '/api/v1/owner/approvals', headers: owner.auth });
-    for (const id of ids) {
-      expect(list.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).not.toContain(
-        id,
-      );
-      expect((await decide(id, 'approve')).statusCode).toBe(404);
+    await ownerMailSettled(svc.ctx);
+    const list = (await svc.app.inject({ url: '/api/v1/owner/approvals', headers: owner.auth })).json();
+    for (const id of Object.values(ids)) {
+      const item = list.approvals.find((a: { confirmation_id: string }) => a.confirmation_id === id);
+      // The purchase, never its profile.
+      expect(item).toMatchObject({ rail: 'card_wallet', card_id: card.card_id, amount_usd: 1 });
+      expect(Object.keys(item).join()).not.toMatch(/profile|real|decoy/);
+      // The same mail as a real hold.
+      expect(
+        svc.mailer.sent.filter((m) => m.text.includes('Approve:') && m.subject.includes('$1.00')),
+      ).not.toHaveLength(0);
     }
-    // Not decided at once: at least a second later (docs/security.md: delays like the owner's).
-    for (const id of ids) expect((await poll(svc, bot, id)).json().status).toBe('pending');
-    svc.clock.advance(900_000);
+    expect((await decide(ids.approve, 'approve')).statusCode).toBe(200);
+    expect((await decide(ids.deny, 'deny')).statusCode).toBe(200);
+    svc.clock.advance(900_001);
     await processDueConfirmations(svc.ctx);
-    for (const id of ids) {
-      const p = (await poll(svc, bot, id)).json();
-      outcomes.add(p.status);
-      expect(['approved', 'denied', 'expired']).toContain(p.status);
-      if (p.status === 'approved') expect(p.missing_digits).toMatch(/^\d{3}$/);
-    }
+    expect((await poll(svc, bot, ids.approve)).json()).toMatchObject({ status: 'approved' });
+    expect((await poll(svc, bot, ids.approve)).json().missing_digits).toMatch(/^\d{3}$/);
+    expect((await poll(svc, bot, ids.deny)).json().status).toBe('denied');
+    expect((await poll(svc, bot, ids.expire)).json().status).toBe('expired');
+    // No money moved: the wallet keeps its $10; the approved decoy keeps counting in the decoy's
+    // allowance and lowers the visible balance, as a real purchase would.
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0, merchant_settlement: 0 });
+    const check = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json();
+    expect(check.balance_usd).toBe(9);
+    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(100);
     const decided = (await events(svc, bot.bot_id)).filter((e) => e.event.startsWith('purchase.'));
-    expect(decided).toHaveLength(12);
-    // Approved decoys keep counting in the decoy's allowance and lower the visible balance; denied
-    // and expired ones were released.
-    const approvedCount = decided.filter((e) => e.event === 'purchase.approved').length;
-    const wallet = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json();
-    expect(wallet.balance_usd).toBe((1000 - approvedCount * 50) / 100);
-    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(approvedCount * 50);
+    expect(decided.map((e) => e.event).sort()).toEqual([
+      'purchase.approved',
+      'purchase.denied',
+      'purchase.expired',
+    ]);
+  });
+
+  it('the owner sees a burst: a bot that asks for several purchases within minutes is named in the inbox', async () => {
+    const o = await createOwner(svc);
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v1/owner/guardrails',
+      headers: o.auth,
+      payload: {
+        per_transaction_cents: 100_000,
+        daily_budget_cents: 1_000_000,
+        monthly_budget_cents: 10_000_000,
+      },
+    });
+    const bot = await activeBot(svc, o, { fundCents: 10_000 });
+    const card = await setupCard(svc, o, bot.bot_id);
+    const quiet = (await svc.app.inject({ url: '/api/v1/owner/approvals', headers: o.auth })).json();
+    expect(quiet.bursts).toEqual([]);
+    for (let p = 1; p <= 6; p++) {
+      const res = await checkout(svc, bot, purchase(p, 100 + p));
+      expect(res.statusCode, res.body).toBe(202);
+      svc.clock.advance(10_000);
+    }
+    const list = (await svc.app.inject({ url: '/api/v1/owner/approvals', headers: o.auth })).json();
+    expect(list.bursts).toEqual([expect.objectContaining({ bot_id: bot.bot_id, pending_purchases: 6 })]);
+    await ownerMailSettled(svc.ctx);
+    const last = svc.mailer.sent.filter((m) => m.to === o.email).at(-1);
+    expect(last?.text).toContain('has asked for 6 purchases in 10 minutes');
+    expect(card.card_id).toMatch(/^card_/);
   });
 
   it('parallel approve and deny decide once', async () => {

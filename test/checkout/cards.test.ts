@@ -134,7 +134,10 @@ describe('owner card API: split-knowledge cards and profiles', () => {
     const base = `/api/v1/owner/bots/${bot.bot_id}/cards/${card.card_id}`;
     const early = await req('PATCH', base, { status: 'active' });
     expect(early.statusCode).toBe(409);
-    expect((await req('POST', `${base}/activate`, splitCard(card).activation)).statusCode).toBe(200);
+    expect(
+      (await req('POST', `${base}/activate`, { ...splitCard(card).activation, different_card: true }))
+        .statusCode,
+    ).toBe(200);
     const patched = await req('PATCH', base, {
       per_transaction_cents: 1500,
       daily_cents: 3000,

@@ -23,6 +23,13 @@ export async function setupCard(
   owner: TestOwner,
   botId: string,
   patch: Record<string, unknown> = {},
+  options: {
+    /**
+     * The card's real profile, instead of the service's draw (split-knowledge counterfactual copies:
+     * the same trial played with each real profile in turn).
+     */
+    realIndex?: number;
+  } = {},
 ): Promise<TestCard> {
   const start = await svc.app.inject({
     method: 'POST',
@@ -32,12 +39,21 @@ export async function setupCard(
   });
   expect(start.statusCode, start.body).toBe(201);
   const card = start.json() as TestCard;
+  if (options.realIndex !== undefined) {
+    await svc.ctx.db.query('UPDATE cards SET real_profile_index = $2 WHERE id = $1', [
+      card.card_id,
+      options.realIndex,
+    ]);
+    card.real_profile_index = options.realIndex;
+  }
   const split = splitCard({ ...card, bot_id: botId });
   const act = await svc.app.inject({
     method: 'POST',
     url: `/api/v1/owner/bots/${botId}/cards/${card.card_id}/activate`,
     headers: owner.auth,
-    payload: split.activation,
+    // Tests give an owner's bots the same test number; each is a card of its own here (the
+    // same-card check is tested in test/checkout/sameCard.test.ts).
+    payload: { ...split.activation, different_card: true },
   });
   expect(act.statusCode, act.body).toBe(200);
   if (Object.keys(patch).length > 0) await patchCard(svc, owner, botId, card.card_id, patch);

@@ -1,7 +1,14 @@
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { creditDeposit, OTHER_PAY_TO, payRequest, requirement, X402_ENV } from '../x402/helpers.ts';
+import {
+  creditDeposit,
+  OTHER_PAY_TO,
+  payRequest,
+  requirement,
+  wrongChecksum,
+  X402_ENV,
+} from '../x402/helpers.ts';
 import { type FormClient, signIn } from './browserless.ts';
 
 // The partner wallet on the dashboard's bot page, through its forms: turn on, address with a QR
@@ -70,7 +77,7 @@ describe('partner wallet on the bot page', () => {
     expect(w!.deny_pay_to).toEqual([OTHER_PAY_TO]);
     const badAddress = await client.submit(botUrl, `${botUrl}/x402/settings`, {
       daily_usd: '3',
-      deny_pay_to: OTHER_PAY_TO.toLowerCase(),
+      deny_pay_to: wrongChecksum(OTHER_PAY_TO),
     });
     expect(badAddress.statusCode).toBe(400);
     expect(badAddress.body).toContain('checksum');
@@ -80,6 +87,8 @@ describe('partner wallet on the bot page', () => {
   });
 
   it('lists payments; the import form refuses a bad key without echoing it and takes a good one', async () => {
+    // No domain list: in sign mode a domain list makes the service request the named resource.
+    await svc.ctx.db.query(`UPDATE x402_wallets SET allow_domains = '[]' WHERE bot_id = $1`, [bot.bot_id]);
     await creditDeposit(svc, bot.bot_id, 100);
     const paid = await payRequest(svc, bot, {
       resource_url: 'https://api.example.com/a',

@@ -56,6 +56,8 @@ const SAMPLES: Record<string, Sample> = {
     },
   },
   'GET /api/v1/bot/x402/payments/{payment_id}': {},
+  'POST /api/v1/bot/x402/fetch': { body: { url: 'https://api.example.com/data' } },
+  'POST /api/v1/bot/x402/payments/{payment_id}/refusal': { body: { reason: 'invalid signature' } },
   'GET /api/v1/owner/bots/{bot_id}/x402': {},
   'PATCH /api/v1/owner/bots/{bot_id}/x402': { body: { daily_cents: 100 } },
   'GET /api/v1/owner/bots/{bot_id}/x402/payments': {},
@@ -85,6 +87,9 @@ const SAMPLES: Record<string, Sample> = {
     },
   },
   'GET /api/v1/owner/bots/{bot_id}/cards/{card_id}/profiles-file': {},
+  'POST /api/v1/owner/bots/{bot_id}/cards/{card_id}/same-card': {
+    body: { same_card_as: 'card_aaaaaaaaaaaaaaaa' },
+  },
   'POST /api/v1/bot/tasks/next': {},
   'POST /api/v1/owner/bots/{bot_id}/schedules': {
     body: {

@@ -6,7 +6,7 @@ import { listTransactions } from '../../src/owners/funding.ts';
 import { getMasterGuardrails } from '../../src/owners/guardrails.ts';
 import { listOwnerTopups } from '../../src/topups/service.ts';
 import { getX402Wallet, listX402Payments } from '../../src/x402/owner.ts';
-import { creditDeposit, enableWallet, payRequest, requirement, X402_ENV } from '../x402/helpers.ts';
+import { creditDeposit, enableWallet, PAY_TO, payRequest, requirement, X402_ENV } from '../x402/helpers.ts';
 import { setupCard } from '../checkout/helpers.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
@@ -133,7 +133,8 @@ describe('partner wallet answers are exactly what the services return', () => {
     x = await createTestService({ env: X402_ENV });
     const o = await createOwner(x);
     const b = await activeBot(x, o);
-    await enableWallet(x, o, b.bot_id, { approval_threshold_cents: 100, allow_domains: ['api.example.com'] });
+    // A pay-to list (a domain list would make the service request the resource: test/x402/fetchThrough.test.ts).
+    await enableWallet(x, o, b.bot_id, { approval_threshold_cents: 100, allow_pay_to: [PAY_TO] });
     await creditDeposit(x, b.bot_id, 1000);
     const paid = await payRequest(x, b, {
       resource_url: 'https://api.example.com/report',

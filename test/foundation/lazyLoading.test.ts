@@ -9,10 +9,11 @@ import { type ServiceProcess, startServiceProcess } from '../support/process.ts'
 // ARCHITECTURE.md Start-up): the partner wallet rail's libraries (viem, @x402/*) with the first
 // wallet action, nodemailer with the first mail over SMTP, undici with the first webhook delivery
 // or cluster hand-over, qrcode with the first wallet page, the PostgreSQL driver only for
-// PostgreSQL, Swagger UI with the first /docs request. The MCP SDK belongs to `botpay mcp` and
-// playwright-core to the tests: `serve` never loads them. Each path's first use is exercised by
-// the tests of its area (test/x402, test/notifications, test/webhooks, test/tunnels/cluster, the
-// PostgreSQL leg); /docs here.
+// PostgreSQL, Swagger UI with the first /docs request, the MCP SDK and Ajv with the first
+// authenticated /mcp request. playwright-core belongs to the tests: `serve` never loads it. Each
+// path's first use is exercised by the tests of its area (test/x402, test/notifications,
+// test/webhooks, test/tunnels/cluster, the PostgreSQL leg, test/mcp); /docs and /mcp here, in the
+// compiled build a real `botpay serve` runs.
 const NOT_AT_START = [
   'viem',
   '@x402/core',
@@ -24,6 +25,7 @@ const NOT_AT_START = [
   '@fastify/swagger-ui',
   '@fastify/static',
   '@modelcontextprotocol/sdk',
+  'ajv',
   'playwright-core',
 ];
 
@@ -76,5 +78,39 @@ describe('lazy loading', { timeout: 120_000 }, () => {
     expect(Object.keys(doc.paths ?? {})).toContain('/api/v1/bot/status');
     expect((await fetch(`${service.url}/docs/no-such-file.js`)).status).toBe(404);
     expect(packagesIn(readFileSync(log, 'utf8'))).toContain('@fastify/swagger-ui');
+  });
+
+  it('/mcp loads the MCP SDK on its first authenticated request, and serves the tools from the build', async () => {
+    if (!service) throw new Error('the service did not start');
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const body = (id: number, method: string, params: object) =>
+      JSON.stringify({ jsonrpc: '2.0', id, method, params });
+    // A passer-by is refused before anything is loaded.
+    const refused = await fetch(`${service.url}/mcp`, {
+      method: 'POST',
+      headers,
+      body: body(1, 'tools/list', {}),
+    });
+    expect(refused.status).toBe(401);
+    expect(packagesIn(readFileSync(log, 'utf8'))).not.toContain('@modelcontextprotocol/sdk');
+    const registered = await fetch(`${service.url}/api/v1/bots/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ bot_name: 'lazy-mcp', owner_email: 'lazy@example.com' }),
+    });
+    expect(registered.status).toBe(201);
+    const { api_key, bot_id } = (await registered.json()) as { api_key: string; bot_id: string };
+    const called = await fetch(`${service.url}/mcp`, {
+      method: 'POST',
+      headers: { ...headers, authorization: `Bearer ${api_key}`, 'mcp-protocol-version': '2025-06-18' },
+      body: body(2, 'tools/call', { name: 'status', arguments: {} }),
+    });
+    expect(called.status).toBe(200);
+    const text = await called.text();
+    expect(text).toContain(bot_id);
+    expect(text).toContain('pending');
+    const loaded = packagesIn(readFileSync(log, 'utf8'));
+    expect(loaded).toContain('@modelcontextprotocol/sdk');
+    expect(loaded).toContain('ajv');
   });
 });

@@ -113,7 +113,9 @@ const fill = (url: string) =>
         ? 'card_wallet'
         : name === 'profile_index'
           ? '1'
-          : `${name.replace(/_id$/, '')}_aaaaaaaaaaaaaaaa`,
+          : name === 'payment_id' || name === 'confirmation_id'
+            ? 'chk_aaaaaaaaaaaaaaaa'
+            : `${name.replace(/_id$/, '')}_aaaaaaaaaaaaaaaa`,
   );
 const authFor = (url: string) =>
   url.startsWith('/api/v1/bot/') ? bot.auth : url.startsWith('/api/v1/owner/') ? owner.auth : {};

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BOT_TOOLS } from '../../src/mcp/tools.ts';
+import { BOT_TOOLS } from '../../packages/mcp/src/tools.ts';
 import { renderSkill, SKILL_FILE } from '../../src/mcp/skill.ts';
 import { ERROR_STATUS, type ErrorCode } from '../../src/platform/errors.ts';
 import { createTestService, type TestService } from '../support/service.ts';
@@ -19,6 +19,7 @@ const NOT_FOR_BOTS: Partial<Record<ErrorCode, string>> = {
   not_pending: 'owner decisions on approvals and top-ups',
   conflict: 'owner settings (tunnels, schedules, partner wallet keys)',
   rail_not_configured: 'owner turning on the partner wallet',
+  possible_same_card: 'owner activating a card',
   method_not_allowed: 'tunnel hostnames (answered to the webhook sender, not to bot API calls)',
   upgrade_required: 'the tunnel client’s WebSocket connect',
   not_implemented: 'not answered by any bot route',

@@ -1,6 +1,7 @@
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import type { BotPayClient } from '../../packages/client/src/index.ts';
-import { BOT_TOOLS, callTool, describeTool } from '../../src/mcp/tools.ts';
+import { BOT_TOOLS, callTool, describeTool } from '../../packages/mcp/src/tools.ts';
 
 // The tool table on its own (the stdio server against a real service is test/mcp/mcp.test.ts).
 
@@ -13,6 +14,15 @@ describe('MCP tool definitions', () => {
       expect(JSON.parse(JSON.stringify(described))).toEqual(described);
     }
     expect(new Set(BOT_TOOLS.map((t) => t.name)).size).toBe(BOT_TOOLS.length);
+  });
+
+  it('every tool declares an output schema: a JSON Schema object that compiles', () => {
+    const ajv = new Ajv({ strict: false });
+    for (const t of BOT_TOOLS) {
+      const described = describeTool(t);
+      expect(described.outputSchema.type, t.name).toBe('object');
+      expect(() => ajv.compile(described.outputSchema), t.name).not.toThrow();
+    }
   });
 
   it('a fault inside a tool (not an answer of the service) is a tool error internal_error', async () => {

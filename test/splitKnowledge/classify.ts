@@ -67,6 +67,38 @@ export function combine<O>(classifiers: Classifier<O>[]): Classifier<O> {
   };
 }
 
+/**
+ * P(accuracy > LIMIT) for a classifier that sees nothing, over n trials: its hits are a binomial
+ * (n, 1/6) draw when the observations of a trial do not tie (continuous timings, say), since the real
+ * index is uniform and independent of them. A channel judged on noisy observations must use enough
+ * trials that the sum of this over its classifiers stays below 1/1000 (Bonferroni), so that the
+ * suite fails by chance less than once in a thousand runs. Tied observations (the same work or the
+ * same fake-clock time on every profile) score exactly 1/6 and add nothing to it.
+ */
+export function chanceOfFalseFailure(n: number): number {
+  const k = Math.floor(LIMIT * n + 1e-9);
+  // Upper tail of the binomial, summed in log space from k + 1 to n.
+  const logChoose = (m: number, j: number) => lgamma(m + 1) - lgamma(j + 1) - lgamma(m - j + 1);
+  let tail = 0;
+  for (let j = k + 1; j <= n; j++) {
+    tail += Math.exp(logChoose(n, j) + j * Math.log(CHANCE) + (n - j) * Math.log(1 - CHANCE));
+  }
+  return tail;
+}
+
+/** log Γ(x) (Lanczos), for the binomial tail. */
+function lgamma(x: number): number {
+  const g = [
+    676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905,
+    -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+  ];
+  if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - lgamma(1 - x);
+  let a = 0.99999999999980993;
+  const t = x - 1 + 7.5;
+  for (let i = 0; i < g.length; i++) a += (g[i] as number) / (x + i);
+  return 0.5 * Math.log(2 * Math.PI) + (x - 0.5) * Math.log(t) - t + Math.log(a);
+}
+
 /** Six scores from a function of the profile index. */
 export const per = (f: (index: number) => number): number[] => [1, 2, 3, 4, 5, 6].map(f);
 

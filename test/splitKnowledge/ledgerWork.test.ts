@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Queryable } from '../../src/platform/db/port.ts';
+import { counterSpecs } from '../../src/checkout/guardrails.ts';
 import { postLedger } from '../../src/wallet/ledger.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
@@ -79,4 +80,38 @@ describe('ledger work does not tell the real profile from a decoy', () => {
       expect(d).toBe(r);
     },
   );
+
+  it('a released hold gives back the same counter rows on the real profile and on a decoy', () => {
+    // decide and expire subtract a released hold from these (src/checkout/decisions.ts): one
+    // statement per scope, so the same scopes and windows mean the same work, whichever profile
+    // (a decoy once skipped the owner's row, and its expiry, settled in the bot's own poll, was quicker).
+    const shape = (isReal: boolean) =>
+      counterSpecs({
+        botId: 'bot_a',
+        ownerId: 'owner_a',
+        cardId: 'card_a',
+        profileIndex: 3,
+        isReal,
+        profileWindow: 'week',
+      }).map((c) => `${c.name}:${c.kind}:${c.scope.split(':').length}`);
+    const real = shape(true);
+    const decoy = shape(false);
+    expect(new Set(decoy.map((x) => x.split(':').slice(0, 2).join(':')))).toEqual(
+      new Set(real.map((x) => x.split(':').slice(0, 2).join(':'))),
+    );
+    expect(decoy.length).toBe(real.length);
+    // The decoy's owner row is its memo counter, which checkout_run adds to: never the master budget.
+    expect(
+      counterSpecs({
+        botId: 'b',
+        ownerId: 'o',
+        cardId: 'c',
+        profileIndex: 2,
+        isReal: false,
+        profileWindow: 'week',
+      })
+        .filter((c) => c.name.startsWith('master'))
+        .map((c) => c.scope),
+    ).toEqual(['owner:o:decoy', 'owner:o:decoy']);
+  });
 });

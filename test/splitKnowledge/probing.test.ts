@@ -1,18 +1,27 @@
 import { performance } from 'node:perf_hooks';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../support/service.ts';
-import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
+import { CHANCE, chanceOfFalseFailure, combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { botEvents, simBots } from './world.ts';
 
 // Channels: balance and spend counters, master-guardrail refusals, funds refusals, events and
-// latency. 800 bots (timing is noisy: at 450 a CI run under load measured 0.224 for "slowest median
-// checkout" while quiet runs of the same code gave 0.15–0.18; at 800 the limit, chance + 0.05, is
-// about 3.8 standard errors above chance instead of 2.8, with 16 classifiers judged), each probed by an attacker who checks out twice on every profile in a random
-// order (amounts drawn so that master budgets and the balance run out part-way) and reads the
-// wallet after each checkout. Owners' master budgets are small, so refusals happen.
+// latency. Each trial is an attacker who checks out twice on every profile in a random order
+// (amounts drawn so that master budgets and the balance run out part-way) and reads the wallet
+// after each checkout; owners' master budgets are small, so refusals happen.
+//
+// Counterfactual copies (docs/security.md, "How it is measured"): every trial is played six times,
+// the card's real profile being 1, 2, …, 6 in turn, with the same attacker (the same seeded order
+// and amounts, the same funding, at the same time of day). What the bot sees may depend on the real
+// profile only through a leak, so the figures, refusals and events of the six copies are the same
+// and every classifier of them scores exactly 1/6, on every run. Latency cannot be the same: the
+// timing classifiers are judged over all 804 copies, which keeps the chance that any of them fails
+// on an unchanged service below 1/1000 (chanceOfFalseFailure; each copy's real profile is fixed and
+// the six copies' hits add up to one trial's worth, so the binomial bound is conservative).
 
-const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 800);
-const rand = seeded(7);
+const TRIALS = Number(process.env.SPLIT_KNOWLEDGE_PROBING_TRIALS ?? 134);
+const DAY = 86_400_000;
+/** The copies' common start: 10:00 UTC, far from any midnight. */
+const T0 = Date.parse('2026-01-05T10:00:00Z');
 
 interface Step {
   profile: number;
@@ -36,8 +45,10 @@ const trials: Trial<Observed>[] = [];
 
 beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });
-  const bots = await simBots(svc, BOTS, {
-    fundCents: () => 2500 + Math.floor(rand() * 3000),
+  const trialOf = (i: number) => Math.floor(i / 6);
+  const bots = await simBots(svc, TRIALS * 6, {
+    fundCents: (i) => 2500 + Math.floor(seeded(9000 + trialOf(i))() * 3000),
+    realIndex: (i) => (i % 6) + 1,
     card: {
       approval_mode: 'auto_approve_under_threshold',
       approval_threshold_cents: 100_000,
@@ -46,7 +57,10 @@ beforeAll(async () => {
     },
     master: { per_transaction_cents: 900, daily_budget_cents: 1500, monthly_budget_cents: 10_000 },
   });
-  for (const b of bots) {
+  for (const [i, b] of bots.entries()) {
+    // The same attacker in every copy of the trial, from the same time of day.
+    const rand = seeded(7000 + trialOf(i));
+    svc.clock.set(T0 + i * DAY);
     const wallet = async () =>
       (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: b.bot.auth })).json() as {
         balance_usd: number;
@@ -98,6 +112,8 @@ beforeAll(async () => {
       const k = Math.round((e.at - start) / 1000) - 1;
       if (k >= 0 && k < steps.length) steps[k]!.events.push(e.type);
     }
+    // Events of one millisecond come in no particular order (their ids order them by time only).
+    for (const step of steps) step.events.sort();
     trials.push({ real: b.card.real_profile_index, observed: { steps } });
   }
 }, 600_000);
@@ -137,12 +153,30 @@ describe('split knowledge: figures, refusals, events and latency under probing',
         per((i) => of(o, i).filter((s) => s.events.includes('wallet.balance_low')).length),
       'events differ': (o: Observed) =>
         per((i) => sum(of(o, i).map((s) => s.events.length - (s.status === 200 ? 1 : 0)))),
+    };
+    const timing = {
       'slowest median checkout': (o: Observed) => per((i) => median(of(o, i).map((s) => s.ms))),
-      'fastest median checkout': (o: Observed) => per((i) => -median(of(o, i).map((s) => s.ms))),
       'slowest approved checkout': (o: Observed) =>
         per((i) => Math.max(0, ...approved(o, i).map((s) => s.ms))),
     };
-    judge('probing', trials, { ...classifiers, 'all combined': combine(Object.values(classifiers)) });
+    const out = judge('probing', trials, {
+      ...classifiers,
+      ...timing,
+      'all combined': combine([...Object.values(classifiers), ...Object.values(timing)]),
+    });
+    // The six copies of a trial saw the same figures, refusals and events: exactly 1/6.
+    for (const name of Object.keys(classifiers)) expect(out[name], name).toBeCloseTo(CHANCE, 9);
+    for (let t = 0; t < TRIALS; t++) {
+      const six = trials
+        .slice(t * 6, t * 6 + 6)
+        .map((c) => JSON.stringify(c.observed.steps.map(({ ms: _ms, ...rest }) => rest)));
+      expect(new Set(six).size, `trial ${t}`).toBe(1);
+    }
+    const risk = (Object.keys(timing).length + 1) * chanceOfFalseFailure(trials.length);
+    console.log(
+      `[split-knowledge] probing: P(a timing classifier above the limit by chance) ≤ ${risk.toExponential(1)}`,
+    );
+    if (TRIALS >= 134) expect(risk).toBeLessThan(1e-3);
     const ms = (real: boolean) =>
       median(
         trials.flatMap((t) =>

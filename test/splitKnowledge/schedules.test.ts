@@ -1,18 +1,21 @@
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOPS } from '../../src/merchants/catalog.ts';
 import { runTasksOnce } from '../../src/tasks/engine.ts';
 import { createTestService, type TestService } from '../support/service.ts';
-import { combine, judge, median, per, seeded, type Trial } from './classify.ts';
+import { chanceOfFalseFailure, combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { simBots } from './world.ts';
 
 // Channels: decoy task pacing, the never-tasked index, task timing and amounts, and merchant
-// domains. 700 owners each schedule one recurring real purchase on the real profile (a random
+// domains. 1,000 owners each schedule one recurring real purchase on the real profile (a random
 // cron: daily, weekdays, weekly, twice a day or every six hours, at round or odd minutes), and the
 // engine runs at every due time for two days. Before that, the same bots spend two days without
 // schedules.
 // The bot sees each task's fields and the time it became available (the task.available event).
 
-const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 700);
+// 1,000 owners: the shadows' offsets, shops and amounts are random draws, so most classifiers here
+// score a binomial around 1/6 rather than tie; with 13 of them judged, the chance that any exceeds
+// the limit on an unchanged service stays below 3 in 10,000 (chanceOfFalseFailure, printed below).
+const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 1000);
 const DAYS = 2;
 const rand = seeded(2026);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
@@ -211,6 +214,11 @@ const catalogueClassifiers = {
 
 describe('split knowledge: tasks', () => {
   it('with owner schedules: pacing, timing, amounts and the tasked index do not single out the real profile', () => {
+    const risk = 13 * chanceOfFalseFailure(withSchedules.length);
+    console.log(
+      `[split-knowledge] tasks: P(a classifier above the limit by chance) ≤ ${risk.toExponential(1)}`,
+    );
+    if (BOTS >= 1000) expect(risk).toBeLessThan(3e-4);
     judge(
       'tasks (owner schedules)',
       withSchedules,

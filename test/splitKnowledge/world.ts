@@ -18,6 +18,8 @@ export async function simBots(
     fundCents: (i: number) => number;
     card?: Record<string, unknown>;
     master?: Record<string, number>;
+    /** The real profile of bot i's card, instead of the service's draw (counterfactual copies). */
+    realIndex?: (i: number) => number;
   },
 ): Promise<SimBot[]> {
   const out: SimBot[] = [];
@@ -33,7 +35,10 @@ export async function simBots(
       if (res.statusCode !== 200) throw new Error(`guardrails: ${res.body}`);
     }
     const bot = await activeBot(svc, owner, { fundCents: options.fundCents(i) });
-    const card = await setupCard(svc, owner, bot.bot_id, options.card ?? {});
+    const realIndex = options.realIndex?.(i);
+    const card = await setupCard(svc, owner, bot.bot_id, options.card ?? {}, {
+      ...(realIndex === undefined ? {} : { realIndex }),
+    });
     out.push({ owner, bot, card });
   }
   return out;

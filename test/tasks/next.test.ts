@@ -191,7 +191,7 @@ describe('POST /api/v1/bot/tasks/next', () => {
     expect(again.instructions?.card_id).toBe(w.card.card_id);
     // The SDK's way, checkout({...instructions, task_id}), works unchanged.
     const res = await checkout(svc, w.bot, fromTask(again));
-    expect(res.statusCode, res.body).toBe(202);
+    expect(res.statusCode, res.body).toBe(200);
   });
 });
 
@@ -258,16 +258,49 @@ describe('checkout with task_id', () => {
     expect((await taskRow(svc, stranger.task.task_id)).status).toBe('available');
   });
 
-  it('a held checkout parks the task; owner approval fulfils it', async () => {
-    const { w, task } = await worldWithTask();
+  it('a task checkout is approved by its schedule, even when the card asks for everything', async () => {
+    // The owner approved the schedule; its tasks, and its shadows' alike, are not asked again
+    // (docs/tasks.md): no hold, no mail, the task fulfilled at once, the guardrails still applied.
+    const { w, task } = await worldWithTask({ approval_mode: 'ask_for_everything' });
+    await ownerMailSettled(svc.ctx);
+    const mailsBefore = svc.mailer.sent.length;
     const res = await checkout(svc, w.bot, fromTask(task));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(await taskRow(svc, task.task_id)).toMatchObject({
+      status: 'fulfilled',
+      confirmation_id: res.json().confirmation_id,
+    });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_cents: 10_000 - 350, held_cents: 0 });
+    await ownerMailSettled(svc.ctx);
+    expect(svc.mailer.sent.length).toBe(mailsBefore);
+    const twice = await checkout(svc, w.bot, fromTask(task));
+    expect(twice.statusCode).toBe(400);
+    expect(twice.json().field).toBe('task_id');
+  });
+
+  /**
+   * A task whose checkout the previous version held for the owner (in_checkout): made here as
+   * that version left it, a held checkout linked to the task afterwards.
+   */
+  async function parkedTask() {
+    const { w, task } = await worldWithTask({ approval_mode: 'ask_for_everything' });
+    const { task_id: _id, ...plain } = fromTask(task);
+    const res = await checkout(svc, w.bot, plain);
     expect(res.statusCode, res.body).toBe(202);
     const confirmation = res.json().confirmation_id as string;
-    expect(await taskRow(svc, task.task_id)).toMatchObject({
-      status: 'in_checkout',
-      confirmation_id: confirmation,
-    });
-    // Not handed out again while waiting, and a second checkout for it is refused.
+    await svc.ctx.db.query('UPDATE checkout_confirmations SET task_id = $2 WHERE id = $1', [
+      confirmation,
+      task.task_id,
+    ]);
+    await svc.ctx.db.query(`UPDATE tasks SET status = 'in_checkout', confirmation_id = $2 WHERE id = $1`, [
+      task.task_id,
+      confirmation,
+    ]);
+    return { w, task, confirmation };
+  }
+
+  it('a task parked in_checkout by the previous version: not handed out again; owner approval fulfils it', async () => {
+    const { w, task, confirmation } = await parkedTask();
     expect((await nextTask(svc, w.bot)).has_task).toBe(false);
     const twice = await checkout(svc, w.bot, fromTask(task));
     expect(twice.statusCode).toBe(400);
@@ -282,12 +315,11 @@ describe('checkout with task_id', () => {
     expect((await wallet(svc, w.bot.bot_id)).available_cents).toBe(10_000 - 350);
   });
 
-  it('owner denial fails the task and releases the hold', async () => {
-    const { w, task } = await worldWithTask();
-    const res = await checkout(svc, w.bot, fromTask(task));
+  it("a parked task fails on the owner's denial, which releases the hold", async () => {
+    const { w, task, confirmation } = await parkedTask();
     const deny = await svc.app.inject({
       method: 'POST',
-      url: `/api/v1/owner/approvals/${res.json().confirmation_id}/deny`,
+      url: `/api/v1/owner/approvals/${confirmation}/deny`,
       headers: w.owner.auth,
     });
     expect(deny.statusCode).toBe(200);
@@ -296,10 +328,8 @@ describe('checkout with task_id', () => {
     expect((await nextTask(svc, w.bot)).has_task).toBe(false);
   });
 
-  it('expiry of the approval window fails the task', async () => {
-    const { w, task } = await worldWithTask();
-    const res = await checkout(svc, w.bot, fromTask(task));
-    expect(res.statusCode).toBe(202);
+  it('a parked task fails when the approval window expires', async () => {
+    const { w, task } = await parkedTask();
     // The owner's mail about the held purchase is sent after the answer; while it marks the
     // confirmation mailed, the expiry claim (SKIP LOCKED) passes over it until its next round.
     await ownerMailSettled(svc.ctx);

@@ -1,11 +1,8 @@
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { BotPayClient, isBotPayError } from '../../packages/client/src/index.ts';
-import { x402Facilitator } from '@x402/core/facilitator';
 import { HTTPFacilitatorClient } from '@x402/core/server';
 import { ExactEvmScheme as FacilitatorScheme } from '@x402/evm/exact/facilitator';
 import { ExactEvmScheme as ServerScheme } from '@x402/evm/exact/server';
-import { toFacilitatorEvmSigner } from '@x402/evm';
 import { paymentMiddleware, x402ResourceServer } from '@x402/express';
 import express from 'express';
 import { type Address, createWalletClient, erc20Abi, http, publicActions } from 'viem';
@@ -14,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
 import { x402Reconcile } from '../../src/x402/job.ts';
 import { reconcileWallet } from '../../src/x402/reconcile.ts';
+import { close, listen, port, startFacilitator } from './world.ts';
 import {
   activeBot,
   createOwner,
@@ -49,7 +47,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
   let svc: TestService;
   let owner: TestOwner;
   let serviceUrl: string;
-  let facilitatorServer: Server;
+  let facilitator: Awaited<ReturnType<typeof startFacilitator>>;
   let resourceServer: Server;
   let resourceUrl: string;
   const payTo = privateKeyToAccount(ANVIL_KEYS[2]).address;
@@ -73,40 +71,16 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     owner = await createOwner(svc);
 
     // The facilitator: verifies and settles on chain with its own account (anvil's second key).
-    const facilitatorAccount = privateKeyToAccount(ANVIL_KEYS[1]);
-    const facilitatorWallet = createWalletClient({
-      account: facilitatorAccount,
-      chain: chain.chain,
-      transport: http(chain.rpcUrl),
-    }).extend(publicActions);
-    const signer = toFacilitatorEvmSigner({
-      address: facilitatorAccount.address,
-      readContract: (args) => facilitatorWallet.readContract(args as never),
-      verifyTypedData: (args) => facilitatorWallet.verifyTypedData(args as never),
-      writeContract: (args) => facilitatorWallet.writeContract(args as never),
-      sendTransaction: (args) => facilitatorWallet.sendTransaction(args as never),
-      waitForTransactionReceipt: (args) => facilitatorWallet.waitForTransactionReceipt(args as never),
-      getCode: (args) => facilitatorWallet.getCode(args),
-    });
-    const facilitator = new x402Facilitator().register(NETWORK, new FacilitatorScheme(signer));
-    const fApp = express();
-    fApp.use(express.json());
-    fApp.get('/supported', (_req, res) => {
-      res.json(facilitator.getSupported());
-    });
-    fApp.post('/verify', async (req, res) => {
-      res.json(await facilitator.verify(req.body.paymentPayload, req.body.paymentRequirements));
-    });
-    fApp.post('/settle', async (req, res) => {
-      res.json(await facilitator.settle(req.body.paymentPayload, req.body.paymentRequirements));
-    });
-    facilitatorServer = await listen(fApp);
+    facilitator = await startFacilitator(chain, (f, signer) =>
+      f.register(NETWORK, new FacilitatorScheme(signer)),
+    );
 
     // The resource server: 402 until paid, through the reference middleware.
     const rApp = express();
-    const server = new x402ResourceServer(
-      new HTTPFacilitatorClient({ url: `http://127.0.0.1:${port(facilitatorServer)}` }),
-    ).register(NETWORK, new ServerScheme());
+    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitator.url })).register(
+      NETWORK,
+      new ServerScheme(),
+    );
     rApp.use(
       paymentMiddleware(
         {
@@ -133,7 +107,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all([close(resourceServer), close(facilitatorServer)]);
+    await Promise.all([close(resourceServer), facilitator?.close()]);
     await svc?.close();
     await chain?.stop();
   });
@@ -385,17 +359,3 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     expect(svc.mailer.sent.length).toBe(sentBefore + 1);
   });
 });
-
-function listen(app: express.Express): Promise<Server> {
-  return new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-  });
-}
-
-function port(s: Server): number {
-  return (s.address() as AddressInfo).port;
-}
-
-function close(s: Server | undefined): Promise<void> {
-  return new Promise((resolve) => (s ? s.close(() => resolve()) : resolve()));
-}

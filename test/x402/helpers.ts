@@ -15,6 +15,15 @@ export const X402_ENV = {
 
 export type Bot = Awaited<ReturnType<typeof activeBot>>;
 
+/** The address in mixed case with one letter's case flipped: a checksum that does not match. */
+export function wrongChecksum(address: string): string {
+  const i = [...address].findIndex((c, k) => k > 1 && /[a-fA-F]/.test(c));
+  const c = address[i]!;
+  return (
+    address.slice(0, i) + (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase()) + address.slice(i + 1)
+  );
+}
+
 export function requirement(overrides: Record<string, unknown> = {}) {
   return {
     scheme: 'exact',

@@ -65,7 +65,7 @@ export interface LocalChain {
   stop(): Promise<void>;
 }
 
-export async function startAnvil(binary: string): Promise<LocalChain> {
+export async function startAnvil(binary: string, chainId: number = CHAIN_ID): Promise<LocalChain> {
   const port = await freePort();
   const proc: ChildProcess = spawn(
     binary,
@@ -75,7 +75,7 @@ export async function startAnvil(binary: string): Promise<LocalChain> {
       '--port',
       String(port),
       '--chain-id',
-      String(CHAIN_ID),
+      String(chainId),
       '--accounts',
       '3',
       '--silent',
@@ -111,7 +111,7 @@ export async function startAnvil(binary: string): Promise<LocalChain> {
     }
   }
   const chain = defineChain({
-    id: CHAIN_ID,
+    id: chainId,
     name: 'anvil',
     nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
     rpcUrls: { default: { http: [rpcUrl] } },

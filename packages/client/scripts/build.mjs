@@ -1,7 +1,15 @@
 // Builds the published package: dist/esm and dist/cjs from src/ with the TypeScript compiler.
 //   npm run build -w packages/client     (npm pack runs it through prepack)
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,3 +34,27 @@ for (const entry of readdirSync(join(root, 'dist'), { recursive: true })) {
 // Inside dist/cjs the nearest package.json says commonjs, so .js there is CommonJS to Node and to
 // TypeScript (the .d.ts files are read as CommonJS declarations).
 writeFileSync(join(root, 'dist/cjs/package.json'), `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`);
+
+// The README's links to the service's documentation point at copies shipped in the package
+// (dist/docs/, from the repository's docs/), by their address on unpkg for this very version, so
+// they work on npm's page and anywhere the README is read. Each linked file is copied; a link to
+// another version or to a file the repository does not have fails the build.
+const { name, version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const linked = [...readme.matchAll(/https:\/\/unpkg\.com\/([^)\s#]+)/g)].map((m) => m[1] ?? '');
+const prefix = `${name}@${version}/`;
+mkdirSync(join(root, 'dist/docs'), { recursive: true });
+for (const target of new Set(linked)) {
+  if (!target.startsWith(prefix)) {
+    console.error(`README.md links ${target}: expected ${prefix}… (update the links with the version)`);
+    process.exit(1);
+  }
+  const file = target.slice(prefix.length);
+  const doc = /^dist\/docs\/([\w-]+\.md)$/.exec(file)?.[1];
+  const source = doc ? join(root, '../../docs', doc) : undefined;
+  if (!source || !existsSync(source)) {
+    console.error(`README.md links ${file}, which the build does not ship (dist/docs/<a file of docs/>)`);
+    process.exit(1);
+  }
+  copyFileSync(source, join(root, 'dist/docs', doc));
+}

@@ -23,6 +23,7 @@ import {
   type X402PayResult,
   type X402PaymentStatus,
 } from './x402.ts';
+import type { X402FetchRequest, X402FetchResult, X402RefusalAnswer, X402RefusalReport } from './x402Fetch.ts';
 
 export const CLIENT_VERSION = '0.1.0';
 
@@ -40,6 +41,8 @@ export const CLIENT_OPERATIONS = [
   'GET /api/v1/bot/wallet/topup-requests',
   'POST /api/v1/bot/x402/pay',
   'GET /api/v1/bot/x402/payments/{payment_id}',
+  'POST /api/v1/bot/x402/fetch',
+  'POST /api/v1/bot/x402/payments/{payment_id}/refusal',
 ] as const;
 
 export interface BotPayClientOptions {
@@ -83,6 +86,8 @@ interface RequestSpec {
   auth: boolean;
   retry: RetryClass;
   signal?: AbortSignal | undefined;
+  /** Per-attempt timeout of this call, when longer than the client's. */
+  timeoutMs?: number;
 }
 
 export interface CallOptions {
@@ -120,7 +125,9 @@ export class BotPayClient {
     if (!Number.isInteger(this.retry.maxAttempts) || this.retry.maxAttempts < 1) {
       throw new TypeError('retry.maxAttempts must be an integer ≥ 1');
     }
-    this.fetchImpl = options.fetch ?? globalThis.fetch;
+    // Called through a wrapper: a browser's fetch called as a method of this client (this.fetchImpl())
+    // throws "Illegal invocation" (test/browser/sdkBundle.test.ts).
+    this.fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.sleep = options.sleep ?? abortableSleep;
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
@@ -299,6 +306,45 @@ export class BotPayClient {
     ) as unknown as Promise<X402PaymentStatus>;
   }
 
+  /**
+   * Requests an x402 resource through the service (POST /api/v1/bot/x402/fetch): the service makes
+   * the request, pays a 402 under the guardrails and answers the resource (`x402FetchResponse`
+   * makes it a Response). Held for the owner: the 202 answer; call again with `payment_id` once
+   * approved. Retries carry the same Idempotency-Key (one payment, the first answer replayed).
+   */
+  async fetchX402(request: X402FetchRequest, options: CheckoutOptions = {}): Promise<X402FetchResult> {
+    const key = options.idempotencyKey ?? (this.options.idempotencyKey ?? defaultIdempotencyKey)();
+    const res = await this.request<X402FetchResult>({
+      method: 'POST',
+      path: '/api/v1/bot/x402/fetch',
+      body: request,
+      headers: { 'idempotency-key': key },
+      auth: true,
+      retry: 'idempotent',
+      signal: options.signal,
+      // The service may wait for the resource twice (the 402, then the paid request).
+      timeoutMs: Math.max(this.options.timeoutMs ?? 30_000, 75_000),
+    });
+    return res.body;
+  }
+
+  /** Tells the service the seller refused a signed payment (POST …/payments/{payment_id}/refusal). */
+  async reportX402Refusal(
+    paymentId: string,
+    report: X402RefusalReport = {},
+    options: CallOptions = {},
+  ): Promise<X402RefusalAnswer> {
+    const res = await this.request<X402RefusalAnswer>({
+      method: 'POST',
+      path: `/api/v1/bot/x402/payments/${encodeURIComponent(paymentId)}/refusal`,
+      body: report,
+      auth: true,
+      retry: 'idempotent',
+      signal: options.signal,
+    });
+    return res.body;
+  }
+
   /** fetch(url) that pays a 402 answer through the service and retries once (see fetchWithX402). */
   fetchWithX402(url: string, init: RequestInit = {}, options: FetchWithX402Options = {}): Promise<Response> {
     return fetchWithX402(this, url, init, options);
@@ -363,7 +409,14 @@ export class BotPayClient {
     for (let attempt = 1; ; attempt++) {
       let error: BotPayError;
       try {
-        const { res, text } = await this.attempt(url, spec.method, headers, payload, spec.signal);
+        const { res, text } = await this.attempt(
+          url,
+          spec.method,
+          headers,
+          payload,
+          spec.signal,
+          spec.timeoutMs,
+        );
         if (res.ok) return { status: res.status, body: parseSuccess<T>(res, text) };
         error = errorFromResponse(res.status, res.headers, text);
       } catch (caught) {
@@ -383,16 +436,20 @@ export class BotPayClient {
     headers: Record<string, string>,
     body: string | undefined,
     signal: AbortSignal | undefined,
+    timeoutMs?: number,
   ): Promise<{ res: Response; text: string }> {
     // One controller per attempt, tied to the caller's signal by a listener that is removed when the
     // attempt ends: a bot passes one long-lived signal to hundreds of polls, and nothing may pile
     // up on it (AbortSignal.any keeps a reference per composite on the source until GC).
     const controller = new AbortController();
     let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort(new DOMException('The request timed out.', 'TimeoutError'));
-    }, this.options.timeoutMs ?? 30_000);
+    const timer = setTimeout(
+      () => {
+        timedOut = true;
+        controller.abort(new DOMException('The request timed out.', 'TimeoutError'));
+      },
+      timeoutMs ?? this.options.timeoutMs ?? 30_000,
+    );
     const onAbort = () => controller.abort(signal?.reason);
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });

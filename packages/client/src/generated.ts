@@ -166,16 +166,18 @@ export interface BotOperations {
         payment_id: string;
         confirmation_id: string;
         status: 'pending' | 'approved' | 'denied' | 'expired';
-        payment_status: 'pending' | 'authorized' | 'settled' | 'lapsed' | 'denied' | 'expired';
+        payment_status: 'pending' | 'authorized' | 'settled' | 'lapsed' | 'denied' | 'expired' | 'refused';
         amount_usd: number;
         amount_atomic: string;
         pay_to: string;
         resource_url: string;
         tx_hash: string | null;
+        x402_version: 1 | 2;
         message: string;
+        refusal_reason?: string;
         expires_at?: string;
         valid_before?: string;
-        payment_header_name?: 'PAYMENT-SIGNATURE';
+        payment_header_name?: 'PAYMENT-SIGNATURE' | 'X-PAYMENT';
         payment_header?: string;
         payment_payload?: Record<string, unknown>;
       };
@@ -365,6 +367,98 @@ export interface BotOperations {
       };
     };
   };
+  'POST /api/v1/bot/x402/fetch': {
+    body: {
+      url: string;
+      method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+      headers?: Record<string, string>;
+      body?: string;
+      body_base64?: string;
+      description?: string;
+      payment_id?: string;
+    };
+    responses: {
+      200: {
+        paid: boolean;
+        payment: {
+          payment_id: string;
+          payment_status: 'pending' | 'denied' | 'expired' | 'authorized' | 'settled' | 'lapsed' | 'refused';
+          amount_usd: number;
+          amount_atomic: string;
+          pay_to: string;
+          network: string;
+          x402_version: 1 | 2;
+          tx_hash: string | null;
+          refusal_reason: string | null;
+          valid_before: string | null;
+        } | null;
+        response: {
+          status: number;
+          headers: Record<string, string>;
+          body_text?: string;
+          body_base64?: string;
+          truncated: boolean;
+        };
+        message: string;
+      };
+      202: {
+        approved: false;
+        status: 'pending_confirmation';
+        payment_id: string;
+        confirmation_id: string;
+        amount_usd: number;
+        amount_atomic: string;
+        network: string;
+        asset: string;
+        pay_to: string;
+        resource_url: string;
+        x402_version: 1 | 2;
+        message: string;
+        expires_at: string;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      402: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      403: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      404: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      409: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      429: {
+        error: 'rate_limited';
+        message: string;
+        retry_after_seconds: number;
+        [key: string]: unknown;
+      };
+      502: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+    };
+  };
   'POST /api/v1/bot/x402/pay': {
     body: {
       resource_url: string;
@@ -388,9 +482,10 @@ export interface BotOperations {
         asset: string;
         pay_to: string;
         resource_url: string;
+        x402_version: 1 | 2;
         message: string;
         valid_before: string;
-        payment_header_name: 'PAYMENT-SIGNATURE';
+        payment_header_name: 'PAYMENT-SIGNATURE' | 'X-PAYMENT';
         payment_header: string;
         payment_payload: Record<string, unknown>;
       };
@@ -405,6 +500,7 @@ export interface BotOperations {
         asset: string;
         pay_to: string;
         resource_url: string;
+        x402_version: 1 | 2;
         message: string;
         expires_at: string;
       };
@@ -429,6 +525,55 @@ export interface BotOperations {
         [key: string]: unknown;
       };
       409: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      429: {
+        error: 'rate_limited';
+        message: string;
+        retry_after_seconds: number;
+        [key: string]: unknown;
+      };
+    };
+  };
+  'POST /api/v1/bot/x402/payments/{payment_id}/refusal': {
+    body: {
+      reason?: string;
+      seller_status?: number;
+    };
+    responses: {
+      200: {
+        payment_id: string;
+        confirmation_id: string;
+        status: 'pending' | 'approved' | 'denied' | 'expired';
+        payment_status: 'pending' | 'authorized' | 'settled' | 'lapsed' | 'denied' | 'expired' | 'refused';
+        amount_usd: number;
+        amount_atomic: string;
+        pay_to: string;
+        resource_url: string;
+        tx_hash: string | null;
+        x402_version: 1 | 2;
+        message: string;
+        refusal_reason?: string;
+        expires_at?: string;
+        valid_before?: string;
+        payment_header_name?: 'PAYMENT-SIGNATURE' | 'X-PAYMENT';
+        payment_header?: string;
+        payment_payload?: Record<string, unknown>;
+        released: boolean;
+      };
+      400: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      401: {
+        error: string;
+        message?: string;
+        [key: string]: unknown;
+      };
+      404: {
         error: string;
         message?: string;
         [key: string]: unknown;

@@ -6,12 +6,15 @@
 import { BotPayError } from './errors.ts';
 import type { BotOperations } from './generated.ts';
 
-/** One entry of an x402 v2 402 response's `accepts` list. */
+/** One entry of a 402 response's `accepts` list: x402 v2 (`amount`) or v1 (`maxAmountRequired`, `resource`). */
 export interface X402PaymentRequirements {
   scheme: string;
   network: string;
   asset: string;
-  amount: string;
+  /** x402 v2: atomic units. */
+  amount?: string;
+  /** x402 v1: atomic units. */
+  maxAmountRequired?: string;
   payTo: string;
   maxTimeoutSeconds: number;
   extra?: Record<string, unknown>;
@@ -80,6 +83,37 @@ export interface X402Payer {
     paymentId: string,
     options?: { signal?: AbortSignal; maxWaitMs?: number },
   ): Promise<X402PaymentStatus>;
+  /** Tells the service the seller refused the payment (it checks the chain before releasing anything). */
+  reportX402Refusal?(
+    paymentId: string,
+    report: { reason?: string; seller_status?: number },
+  ): Promise<unknown>;
+}
+
+/** Whether a seller's answer to a paid request refuses the payment, and why. */
+function sellerRefusal(res: Response): { reason: string } | null {
+  const settle = res.headers.get('payment-response') ?? res.headers.get('x-payment-response');
+  if (settle) {
+    try {
+      const s = decodeBase64Json(settle) as { success?: unknown; errorReason?: unknown };
+      if (s.success === false)
+        return { reason: typeof s.errorReason === 'string' ? s.errorReason : 'settle_failed' };
+      if (s.success === true) return null;
+    } catch {
+      // An unreadable settlement header says nothing either way.
+    }
+  }
+  if (res.status !== 402) return null;
+  const required = res.headers.get('payment-required');
+  if (required) {
+    try {
+      const p = decodeBase64Json(required) as { error?: unknown };
+      if (typeof p.error === 'string') return { reason: p.error };
+    } catch {
+      // No reason given.
+    }
+  }
+  return { reason: 'payment_required_again' };
 }
 
 export interface FetchWithX402Options {
@@ -96,9 +130,11 @@ export interface FetchWithX402Options {
 
 /**
  * Fetches `url`; when it answers 402, asks the service to pay (its guardrails, possibly the
- * owner's approval) and repeats the request once with the PAYMENT-SIGNATURE header. Resolves with
- * the final Response (check `ok`: a resource server can still refuse). A refusal by the service
- * rejects with its BotPayError (`rail_guardrail_violation`, `destination_not_allowed`, …).
+ * owner's approval) and repeats the request once with the payment header (PAYMENT-SIGNATURE, or
+ * X-PAYMENT for an x402 v1 seller). Resolves with the final Response (check `ok`: a resource
+ * server can still refuse; such a refusal is reported to the service, which releases the payment
+ * at once when the chain shows it can never be used). A refusal by the service rejects with its
+ * BotPayError (`rail_guardrail_violation`, `destination_not_allowed`, …).
  */
 export async function fetchWithX402(
   payer: X402Payer,
@@ -121,6 +157,7 @@ export async function fetchWithX402(
   );
   options.onPayment?.(payment);
   let header: string | undefined;
+  let headerName: string = payment.approved ? payment.payment_header_name : 'PAYMENT-SIGNATURE';
   if (payment.approved) header = payment.payment_header;
   else {
     if (options.waitForApproval === false) {
@@ -143,8 +180,17 @@ export async function fetchWithX402(
       });
     }
     header = decided.payment_header;
+    headerName = decided.payment_header_name ?? headerName;
   }
   const headers = new Headers(init.headers);
-  headers.set('PAYMENT-SIGNATURE', header);
-  return fetchImpl(url, { ...init, headers, ...(signal ? { signal } : {}) });
+  headers.set(headerName, header);
+  const paid = await fetchImpl(url, { ...init, headers, ...(signal ? { signal } : {}) });
+  const refusal = sellerRefusal(paid);
+  if (refusal && payer.reportX402Refusal) {
+    // Best effort: the service checks the chain itself; the answer goes to the caller unchanged.
+    await payer
+      .reportX402Refusal(payment.payment_id, { reason: refusal.reason.slice(0, 200) })
+      .catch(() => {});
+  }
+  return paid;
 }

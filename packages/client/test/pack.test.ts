@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,7 @@ import {
   createTestService,
   type TestService,
 } from '../../../test/support/service.ts';
+import { packPackage } from './pack.ts';
 
 // The SDK as a user gets it: `npm pack` (which builds dist/ through prepack), the tarball installed
 // into fresh projects outside this repository, then used from plain Node ESM, from CommonJS, and
@@ -34,13 +35,7 @@ describe.skipIf(isPostgres)('the packed SDK in fresh projects', () => {
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'botpay-sdk-pack-'));
-    await run('npm', ['pack', '--silent', '--pack-destination', work], {
-      cwd: PACKAGE_DIR,
-      timeout: 120_000,
-    });
-    const [file] = (await readdir(work)).filter((f) => f.endsWith('.tgz'));
-    if (!file) throw new Error('npm pack wrote no tarball');
-    tarball = join(work, file);
+    tarball = await packPackage(PACKAGE_DIR, work);
     svc = await createTestService({ env: { REGISTRATION_RATE_LIMIT_PER_HOUR: '1000' } });
     baseUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
     const owner = await createOwner(svc);
@@ -91,6 +86,7 @@ describe.skipIf(isPostgres)('the packed SDK in fresh projects', () => {
       'package/dist/cjs/index.d.ts',
       'package/dist/cjs/package.json',
       'package/dist/esm/webhooks/express.js',
+      'package/dist/docs/api.md',
       'package/README.md',
     ]) {
       expect(files).toContain(f);
@@ -102,8 +98,8 @@ describe.skipIf(isPostgres)('the packed SDK in fresh projects', () => {
     const dir = await project('esm-consumer', { type: 'module' });
     await writeFile(
       join(dir, 'main.js'),
-      `import { BotPayClient, isBotPayError, signStandard, verifyStandardWebhook } from '@botpay/client';
-import { createWebhookReceiver } from '@botpay/client/webhooks';
+      `import { BotPayClient, isBotPayError, verifyStandardWebhookAsync } from '@botpay/client';
+import { createWebhookReceiver, signStandard } from '@botpay/client/webhooks';
 const client = new BotPayClient({ baseUrl: process.env.BOTPAY_URL, apiKey: process.env.BOTPAY_API_KEY });
 const status = await client.status();
 const wallet = await client.walletCheck();
@@ -113,7 +109,7 @@ try {
 } catch (e) { registered = isBotPayError(e) ? e.code : String(e); }
 const at = Math.floor(Date.now() / 1000);
 const sig = signStandard('{}', 'whsec_' + 'ab'.repeat(24), 'evt_1', at);
-const ok = verifyStandardWebhook('{}', { 'webhook-id': 'evt_1', 'webhook-timestamp': String(at), 'webhook-signature': sig }, 'whsec_' + 'ab'.repeat(24));
+const ok = await verifyStandardWebhookAsync('{}', { 'webhook-id': 'evt_1', 'webhook-timestamp': String(at), 'webhook-signature': sig }, 'whsec_' + 'ab'.repeat(24));
 console.log(JSON.stringify({ status: status.status, balance: wallet.balance_usd, registered: registered.status, verify: ok, receiver: typeof createWebhookReceiver }));
 `,
     );
@@ -155,27 +151,29 @@ const { verifySignature, signPayload, createNodeWebhookHandler } = require('@bot
     ['NodeNext', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'module' }],
     ['NodeNext from CommonJS', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'commonjs' }],
     ['Bundler', { module: 'ESNext', moduleResolution: 'Bundler' }, { type: 'module' }],
-  ])('type-checks a TypeScript consumer (%s)', async (name, compilerOptions, pkg) => {
-    const dir = await project(`ts-${name.replace(/\W+/g, '-').toLowerCase()}`, pkg);
-    await mkdir(join(dir, 'node_modules/@types'), { recursive: true });
-    await symlink(join(REPO, 'node_modules/@types/node'), join(dir, 'node_modules/@types/node'), 'dir');
-    await writeFile(
-      join(dir, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          ...compilerOptions,
-          target: 'ES2022',
-          strict: true,
-          noEmit: true,
-          skipLibCheck: false,
-          types: ['node'],
-        },
-        include: ['main.ts'],
-      }),
-    );
-    await writeFile(
-      join(dir, 'main.ts'),
-      `import { BotPayClient, type BotStatusResponse, type CheckoutRequest } from '@botpay/client';
+  ])(
+    'type-checks a TypeScript consumer (%s)',
+    async (name, compilerOptions, pkg) => {
+      const dir = await project(`ts-${name.replace(/\W+/g, '-').toLowerCase()}`, pkg);
+      await mkdir(join(dir, 'node_modules/@types'), { recursive: true });
+      await symlink(join(REPO, 'node_modules/@types/node'), join(dir, 'node_modules/@types/node'), 'dir');
+      await writeFile(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            ...compilerOptions,
+            target: 'ES2022',
+            strict: true,
+            noEmit: true,
+            skipLibCheck: false,
+            types: ['node'],
+          },
+          include: ['main.ts'],
+        }),
+      );
+      await writeFile(
+        join(dir, 'main.ts'),
+        `import { BotPayClient, type BotStatusResponse, type CheckoutRequest } from '@botpay/client';
 import { createWebhookReceiver, type WebhookEvent } from '@botpay/client/webhooks';
 export async function main(): Promise<number> {
   const client = new BotPayClient({ baseUrl: 'http://localhost:8080', apiKey: 'svc_live_x' });
@@ -188,11 +186,151 @@ export async function main(): Promise<number> {
   return status.status.length;
 }
 `,
+      );
+      const checked = await run(process.execPath, [TSC, '-p', dir], { cwd: dir, timeout: 120_000 }).then(
+        () => 'ok',
+        (e: { stdout?: string }) => e.stdout ?? String(e),
+      );
+      expect(checked).toBe('ok');
+    },
+    120_000,
+  );
+
+  it('README links work once published: each is this version’s file on unpkg, shipped in the tarball, or an anchor', async () => {
+    const { stdout } = await run('tar', ['-tzf', tarball]);
+    const files = new Set(stdout.split('\n').filter(Boolean));
+    const { stdout: readme } = await run('tar', ['-xzOf', tarball, 'package/README.md']);
+    const { stdout: manifest } = await run('tar', ['-xzOf', tarball, 'package/package.json']);
+    const { name, version } = JSON.parse(manifest) as { name: string; version: string };
+    const headings = new Set(
+      [...readme.matchAll(/^#+ (.+)$/gm)].map((m) =>
+        (m[1] ?? '')
+          .toLowerCase()
+          .replace(/[^\w\- ]/g, '')
+          .replace(/ /g, '-'),
+      ),
     );
-    const checked = await run(process.execPath, [TSC, '-p', dir], { cwd: dir, timeout: 120_000 }).then(
+    const links = [...readme.replace(/```[\s\S]*?```/g, '').matchAll(/\]\(([^)\s]+)\)/g)].map(
+      (m) => m[1] ?? '',
+    );
+    expect(links.length).toBeGreaterThanOrEqual(4);
+    const bad: string[] = [];
+    for (const link of links) {
+      if (link.startsWith('#')) {
+        if (!headings.has(link.slice(1))) bad.push(`${link}: no such heading`);
+      } else if (link.startsWith(`https://unpkg.com/${name}@${version}/`)) {
+        const file = `package/${link.slice(`https://unpkg.com/${name}@${version}/`.length)}`;
+        if (!files.has(file)) bad.push(`${link}: not in the tarball`);
+      } else if (!link.startsWith('https://www.npmjs.com/')) {
+        bad.push(`${link}: neither this package's own file nor an npm page`);
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+
+  /** A TypeScript project with the tarball and only the given @types linked from this repository. */
+  async function typeCheck(
+    name: string,
+    compilerOptions: Record<string, unknown>,
+    source: string,
+    types: string[],
+  ): Promise<string> {
+    const dir = await project(name, { type: 'module' });
+    await mkdir(join(dir, 'node_modules/@types'), { recursive: true });
+    for (const t of types) {
+      await symlink(join(REPO, 'node_modules/@types', t), join(dir, 'node_modules/@types', t), 'dir');
+    }
+    await writeFile(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+          ...compilerOptions,
+        },
+        include: ['main.ts'],
+      }),
+    );
+    await writeFile(join(dir, 'main.ts'), source);
+    return run(process.execPath, [TSC, '-p', dir], { cwd: dir, timeout: 120_000 }).then(
       () => 'ok',
       (e: { stdout?: string }) => e.stdout ?? String(e),
     );
-    expect(checked).toBe('ok');
-  });
+  }
+
+  const EVERYWHERE = `import { BotPayClient, verifyWebhookRequest, signPayloadAsync, type CheckoutRequest } from '@botpay/client';
+export async function handle(request: Request): Promise<Response> {
+  const delivery = await verifyWebhookRequest(request, 'whsec_x');
+  if (!delivery.ok) return new Response(delivery.reason, { status: 401 });
+  const bot = new BotPayClient({ baseUrl: 'https://pay.example.com', apiKey: 'svc_live_x' });
+  const order: CheckoutRequest = { profile_index: 1, amount_cents: 100, merchant_name: 'm', merchant_url: 'https://m.example', item_name: 'i' };
+  const result = await bot.checkout(order);
+  // @ts-expect-error: a Promise is not a boolean (the async verifiers must be awaited)
+  const sure: boolean = signPayloadAsync('x', 'y');
+  void sure;
+  return new Response(String(result.approved) + delivery.event.event);
+}
+`;
+
+  // Concurrently: each is a compiler process of its own.
+  it.concurrent.each([
+    [
+      'a browser project (DOM, no @types/node)',
+      { lib: ['ES2022', 'DOM'], types: [], module: 'ESNext', moduleResolution: 'Bundler' },
+    ],
+    [
+      'an edge project (WebWorker, no @types/node)',
+      { lib: ['ES2022', 'WebWorker'], types: [], module: 'ESNext', moduleResolution: 'Bundler' },
+    ],
+  ])(
+    'the main entry type-checks in %s',
+    async (name, options) => {
+      const types = (options.types as string[]).length ? ['node'] : [];
+      expect(await typeCheck(`main-${name.replace(/\W+/g, '-')}`, options, EVERYWHERE, types)).toBe('ok');
+    },
+    120_000,
+  );
+
+  it('in a Node project without DOM, the main entry and the Express middleware (no @types/express) type-check; the middleware fits Express’s own types', async () => {
+    const [withoutExpress, withExpress] = await Promise.all([
+      typeCheck(
+        'node-no-dom-no-express-types',
+        { lib: ['ES2022'], module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
+        `${EVERYWHERE}
+import { expressWebhook } from '@botpay/client/webhooks/express';
+import { createServer } from 'node:http';
+const handler = expressWebhook({ secret: 'whsec_x', onEvent: (e) => void e.event });
+createServer((req, res) => handler(req, res, (error) => { res.statusCode = error ? 500 : 404; res.end(); }));
+`,
+        ['node'],
+      ),
+      typeCheck(
+        'express-typed',
+        { module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
+        `import express from 'express';
+import { expressWebhook } from '@botpay/client/webhooks/express';
+const app = express();
+app.post('/webhook', expressWebhook({ secret: 'whsec_x', onEvent: (e) => void e.event }));
+app.use(express.json());
+`,
+        [
+          'node',
+          'express',
+          'express-serve-static-core',
+          'serve-static',
+          'body-parser',
+          'qs',
+          'range-parser',
+          'send',
+          'mime',
+          'http-errors',
+          'connect',
+        ],
+      ),
+    ]);
+    expect(withoutExpress).toBe('ok');
+    expect(withExpress).toBe('ok');
+  }, 120_000);
 });

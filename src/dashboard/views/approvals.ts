@@ -36,15 +36,24 @@ export const OUTCOME_WORDS: Record<string, string> = {
   expired: 'Expired (not decided in time)',
 };
 
+/** "3 minutes", "under a minute": the span of a burst in words. */
+function minutesBetween(first: string, last: string): string {
+  const minutes = Math.round((new Date(last).getTime() - new Date(first).getTime()) / 60_000);
+  return minutes < 1 ? 'under a minute' : `${minutes} minute${minutes === 1 ? '' : 's'}`;
+}
+
 /** Seconds from `now` until `isoTime`, never negative (the countdown's data-left). */
 function secondsLeft(isoTime: string, now: number): number {
   return Math.max(0, Math.round((new Date(isoTime).getTime() - now) / 1000));
 }
 
+type Burst = Awaited<ReturnType<typeof listApprovals>>['bursts'][number];
+
 export function inboxView(data: {
   csrf: string;
   now: number;
   approvals: PendingApproval[];
+  bursts: Burst[];
   decided: DecidedPurchase[];
   topups: OpenTopup[];
   /** The longest note a decline may carry (topups/service.ts NOTE_MAX). */
@@ -97,6 +106,12 @@ export function inboxView(data: {
       : 'Purchases your bots ask you to approve appear here, and we e-mail you about each.'
   }</p>
 ${data.top}
+${data.bursts.map(
+  (
+    b,
+  ) => html`<div class="flash warn stack" role="alert" data-testid="burst"><p><strong>${b.bot_name} asked for ${b.pending_purchases} purchases in ${minutesBetween(b.first_at, b.last_at)}.</strong> If you did not expect them, its API key and payment profiles file may be in someone else's hands: deny them all and freeze its wallet, then rotate its key.</p>
+  <div class="row">${postButton(`/approvals/bots/${b.bot_id}/deny-all-and-freeze`, `Deny all ${b.pending_purchases} and freeze`, data.csrf, { className: 'danger' })}</div></div>`,
+)}
 ${pending}
 ${topupSection(data.topups, csrf, data.noteMax)}
 <section class="card" aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>${history}</section>`;

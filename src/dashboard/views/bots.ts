@@ -123,6 +123,11 @@ ${data.top}
   <div><dt>Wallet</dt><dd data-testid="wallet-status">${pill(bot.wallet.status)}</dd></div>
   <div><dt>Webhook</dt><dd>${webhookHealth(bot.webhook)}</dd></div>
 </dl>
+${
+  bot.wallet.decoy_reserve_usd > 0
+    ? html`<p class="muted small" data-testid="decoy-reserve">The bot can spend ${usd(bot.wallet.bot_visible_balance_usd)}: decoy purchases keep ${usd(bot.wallet.decoy_reserve_usd)} of your balance from it, so that it cannot tell them from real ones. ${usd(bot.wallet.decoy_reserve_returnable_usd)} of that comes back with your next funding; the rest as your card's real profile spends as much as its busiest decoy.</p>`
+    : ''
+}
 <p class="muted small">Webhooks go to ${
     bot.webhook.callback_url
       ? html`<code>${bot.webhook.callback_url}</code>`

@@ -1,4 +1,4 @@
-import type { ApprovalMode, getCard, ProfileApprovalRule } from '../../cards/service.ts';
+import type { ApprovalMode, getCard, listOwnerCards, ProfileApprovalRule } from '../../cards/service.ts';
 import { humanDigitPositions } from '../../cards/split.ts';
 import type { getBot } from '../../owners/bots.ts';
 import { html, type SafeHtml } from '../html.ts';
@@ -29,6 +29,12 @@ const WINDOWS = [
 ] as const;
 
 type Card = Awaited<ReturnType<typeof getCard>>;
+type OwnerCard = Awaited<ReturnType<typeof listOwnerCards>>[number];
+
+/** How the owner recognises one of their cards in a list. */
+function cardName(c: OwnerCard): string {
+  return `${c.label ?? c.card_id} (bot ${c.bot_name})${c.legacy ? ' — added before files were built in your browser' : ''}`;
+}
 
 const STEPS = ['Name the card', 'Type the card', 'Save the file', 'Limits and profiles'];
 
@@ -51,13 +57,15 @@ function options<T extends string>(list: ReadonlyArray<readonly [T, string]>, cu
  * Step 2: the card form. Its fields have no name attribute, so the browser never submits them; the
  * wizard script reads them, builds the profiles file and sends only the activation request.
  */
-function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
+function cardForm(card: Card, botId: string, csrf: string, ownerCards: OwnerCard[]): SafeHtml {
   const field = (id: string, label: string, attrs: SafeHtml | string = '') =>
     html`<div class="field"><label for="${id}">${label}</label><input id="${id}" autocomplete="off" ${attrs}></div>`;
   return html`<p id="wizard-noscript" class="flash bad">This step needs JavaScript: your card number is split in this browser and never sent. Without JavaScript, use <code>botpay card split --bot ${botId} --card ${card.card_id}</code> on your own computer.</p>
 <p id="wizard-message" class="flash bad" role="alert" hidden></p>
 <p class="small" data-testid="digit-positions">The service keeps digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> of your card number (counting the first digit as 1). In the file they show as <code>***</code>; your bot receives them only for a purchase you allow.</p>
-<form id="card-wizard" class="stack" hidden data-card-id="${card.card_id}" data-bot-id="${botId}" data-real-index="${card.real_profile_index}" data-positions="${card.missing_digit_positions.join(',')}" data-csrf="${csrf}">
+<div id="wizard-same-card" class="flash warn stack" role="alert" hidden><p data-testid="same-card-question"></p>
+  <p class="row"><button type="button" id="wizard-same" data-same-card="">It is the same card: use its profiles</button> <button type="button" class="secondary" id="wizard-different">It is a different card: activate it</button></p></div>
+<form id="card-wizard" class="stack" hidden data-card-id="${card.card_id}" data-bot-id="${botId}" data-real-index="${card.real_profile_index}" data-positions="${card.missing_digit_positions.join(',')}" data-csrf="${csrf}"${ownerCards.length ? html` data-has-cards="yes"` : ''}>
   ${field('card-number', 'Card number', html`inputmode="numeric" maxlength="23" required spellcheck="false"`)}
   <div class="grid two">${field('card-month', 'Expiry month (MM)', html`inputmode="numeric" maxlength="2" required`)}${field('card-year', 'Expiry year (YYYY)', html`inputmode="numeric" maxlength="4" required`)}</div>
   ${field('card-name', 'Name on the card', html`maxlength="100" required`)}
@@ -74,7 +82,12 @@ function cardForm(card: Card, botId: string, csrf: string): SafeHtml {
 }
 
 /** The cards of a bot, and step 1 of adding one. */
-export function cardsView(data: { csrf: string; bot: OwnerBot; top: SafeHtml | string }): PageView {
+export function cardsView(data: {
+  csrf: string;
+  bot: OwnerBot;
+  ownerCards: OwnerCard[];
+  top: SafeHtml | string;
+}): PageView {
   const { bot, csrf } = data;
   const base = `/bots/${bot.bot_id}/cards`;
   const list = bot.cards.length
@@ -98,7 +111,19 @@ ${list}
   <form method="post" action="${base}" class="inline-form">${csrfField(csrf)}
     <div class="field"><label for="label">Name for this card <span class="hint">Optional, for example "Visa ending 42"</span></label>
       <input id="label" name="label" maxlength="100"></div>
-    <button type="submit">Start a card</button></form></section>`;
+    <button type="submit">Start a card</button></form>
+  ${
+    data.ownerCards.length
+      ? html`<h3>A card you already added</h3>
+  <p class="muted small">Adding the same card number to another bot, or again to this one? Choose it here: this bot gets the very same six profiles, and you give it the same file. Two different files of one card would show which profile is real to anyone who gets both.</p>
+  <form method="post" action="${base}" class="inline-form" data-testid="same-card-form">${csrfField(csrf)}
+    <div class="field"><label for="same_card_as">Same card as</label><select id="same_card_as" name="same_card_as" required><option value="">Choose a card</option>${data.ownerCards.map(
+      (c) => html`<option value="${c.card_id}">${cardName(c)}</option>`,
+    )}</select></div>
+    <div class="field"><label for="same_label">Its name on this bot <span class="hint">Optional</span></label><input id="same_label" name="label" maxlength="100"></div>
+    <button type="submit" class="secondary">Add with the same profiles</button></form>`
+      : ''
+  }</section>`;
   return { title: `${bot.bot_name}: cards`, nav: 'bots', body };
 }
 
@@ -107,6 +132,7 @@ export function cardView(data: {
   csrf: string;
   bot: OwnerBot;
   card: Card;
+  ownerCards: OwnerCard[];
   top: SafeHtml | string;
   /** Typed values to keep after an error (field name → text). */
   values?: Record<string, string | undefined> | undefined;
@@ -121,13 +147,25 @@ export function cardView(data: {
   const wizard = pending
     ? html`<section class="card stack" aria-labelledby="digits-h"><div id="wizard-step2" class="stack">${steps(2)}<h2 id="digits-h">Type your card: it is split in this browser</h2>
   <p class="small">Type your card as printed. This page builds your bot's payment profiles file here, in your browser: your card and five decoys that look just like it. The service receives only three digits of each profile (stored encrypted), never your number, name or address.</p>
-  ${cardForm(card, bot.bot_id, csrf)}</section>`
+  ${
+    card.same_card_as
+      ? html`<p class="small">This is the same card as <code>${card.same_card_as}</code>, added before profiles were built in your browser: the hidden digits and the real profile stay the same, and your browser builds new decoys. Delete the old file from every bot: it shows which profile is real (its decoys use test prefixes).</p>`
+      : ''
+  }
+  ${cardForm(card, bot.bot_id, csrf, data.ownerCards)}</section>`
     : card.legacy_profiles_file
       ? html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
-  <p class="small">This card was added before profiles were built in your browser. Its file: complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code>) and give it to your bot, or add the card again for decoys that look like your card. The missing digits are digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> (counting the first digit as 1).</p>
+  <p class="small">This card was added before profiles were built in your browser. Its file: complete profile <strong>${card.real_profile_index}</strong> (the one with <code>#</code>) and give it to your bot. Its decoys use test prefixes, so anyone who reads the file can tell which profile is real: better, ask your bank for a new card number and add that. To keep this number, add it again under "A card you already added" on the cards page: the new file hides the same digits, so the two files together still lack three of them. The missing digits are digits <strong>${humanDigitPositions(card.missing_digit_positions)}</strong> (counting the first digit as 1).</p>
   <p><a class="button" href="${base}/profiles-file" download data-testid="profiles-file">Download payment profiles file</a></p></section>`
-      : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
-  <p class="small">The file was saved by your browser when you activated the card; the service never had it. Lost it? Freeze this card and add it again.</p></section>`;
+      : card.same_card_as
+        ? html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
+  <p class="small" data-testid="shared-profiles">This card shares the six profiles of <code>${card.same_card_as}</code>: give this bot the same payment profiles file. Load that file here and your browser writes this bot's copy (the same profiles, this card's id); nothing is sent.</p>
+  <form id="relabel" class="inline-form" data-card-id="${card.card_id}" data-bot-id="${bot.bot_id}"><div class="field"><label for="relabel-file">Profiles file of the same card</label><input id="relabel-file" type="file" accept="application/json,.json"></div></form>
+  <p id="relabel-message" class="flash bad" role="alert" hidden></p>
+  <p><a id="relabel-download" class="button secondary" hidden data-testid="relabelled-file">Save this bot's copy again</a></p>
+<script src="/assets/card-wizard.js"></script></section>`
+        : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
+  <p class="small">The file was saved by your browser when you activated the card; the service never had it. Lost it? Your bot has a copy. If no copy is left anywhere, replace the card number with your bank: adding the same number again with new decoys would let anyone who ever saw the old file and sees the new one tell which profile is real.</p></section>`;
   const profileItems = card.profiles.map((p) => {
     const i = p.profile_index;
     return html`<li class="profile-item" data-testid="profile"><div class="spread"><strong>Profile ${i}</strong>${

@@ -68,15 +68,9 @@ export function schedulesView(data: {
       (c) =>
         html`<option value="${String(c.card_id)}"${v.card_id === c.card_id ? html` selected` : ''}>${String(c.label ?? c.card_id)}</option>`,
     )}</select></div>
-    <div class="field"><label for="profile_index">Profile <span class="hint">Your card's profile for a real purchase</span></label><select id="profile_index" name="profile_index">${[
-      1, 2, 3, 4, 5, 6,
-    ].map((i) => {
-      const real = cards.find((c) => c.card_id === (v.card_id ?? cards[0]?.card_id))?.real_profile_index;
-      const selected = v.profile_index ? v.profile_index === String(i) : i === real;
-      return html`<option value="${i}"${selected ? html` selected` : ''}>${i}${i === real ? ' (your card)' : ''}</option>`;
-    })}</select></div>
     <div class="field"><label for="category">Category <span class="hint">Optional</span></label><input id="category" name="category" maxlength="100" value="${v.category ?? ''}"></div>
   </div>
+  <p class="muted small">A schedule buys for real, with the card's real profile; you approve its purchases by creating it (the card's limits still apply, and you are not asked each time).</p>
   <button type="submit">Create schedule</button></form>`
     : html`<p class="muted">Add and activate a card first: <a href="/bots/${bot.bot_id}/cards">Cards</a>.</p>`;
   const taskRows = tasks.length

@@ -36,7 +36,9 @@
 --   spending, with this card's real-profile spending replaced by this profile's); only the real
 --   profile spends the owner's real budget;
 -- - a decoy writes decoy ledger rows (decoy_cover → decoy_spent / decoy_held) where a real
---   purchase writes money rows; a held decoy gets its outcome from decoy_decision_sample.
+--   purchase writes money rows;
+-- - a held purchase is the same object on every profile: decided by the owner in the approvals
+--   inbox (which does not show the profile) or expired, never by the service.
 --
 -- Kept in step with it: src/checkout/guardrails.ts counterSpecs (the scopes released on deny and
 -- expiry), src/events/outbox.ts (the event row; the caller builds the body and notifies after commit).
@@ -64,8 +66,6 @@ DECLARE
   available bigint;
   automatic boolean;
   held boolean;
-  d_delay bigint;
-  d_outcome text;
   prior record;
   retry integer;
   added record;
@@ -199,24 +199,18 @@ BEGIN
   IF prof.approval_rule = 'auto_approve_under_threshold' THEN
     automatic := automatic AND p_amount < prof.approval_threshold_cents;
   END IF;
+  -- A purchase for a task is approved by its schedule (the owner's or a shadow's alike): the owner
+  -- approved the schedule. The caller checks the task in the same transaction (src/checkout/taskLink.ts).
+  IF p_task_id IS NOT NULL THEN automatic := true; END IF;
   held := NOT automatic;
-  IF held THEN
-    -- Drawn for every hold, real or decoy, so both take the same work; only a decoy uses it.
-    SELECT delay_ms, outcome INTO d_delay, d_outcome
-      FROM decoy_decision_sample(st.owner_id, prof.persona_delay_ms, prof.persona_sigma, prof.persona_deny, prof.persona_expire,
-                                 p_window_seconds);
-  END IF;
 
   INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
       merchant_name, merchant_url, item_name, category, task_id, amount_cents, status, created_at, expires_at,
-      decide_at, decoy_outcome, decided_at, decided_by, idempotency_key, request_hash)
+      decided_at, decided_by, idempotency_key, request_hash)
     VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, prof.allowance_window,
       p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
       CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
       CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
-      CASE WHEN held AND NOT is_real THEN
-        coalesce(p_now + make_interval(secs => d_delay / 1000.0), p_now + make_interval(secs => p_window_seconds)) END,
-      CASE WHEN held AND NOT is_real THEN d_outcome END,
       CASE WHEN held THEN NULL ELSE p_now END,
       CASE WHEN held THEN NULL ELSE 'guardrails' END, p_idempotency_key,
       CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END);

@@ -19,3 +19,13 @@ export {
   verifySignature,
   verifyStandardWebhook,
 } from './verify.ts';
+export {
+  type StandardHeaders,
+  signPayloadAsync,
+  signStandardAsync,
+  type VerifiedRequest,
+  type VerifyRequestOptions,
+  verifySignatureAsync,
+  verifyStandardWebhookAsync,
+  verifyWebhookRequest,
+} from './web.ts';
