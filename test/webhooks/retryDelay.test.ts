@@ -53,9 +53,10 @@ describe('webhook retries', () => {
     await worker.start();
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-      const owner = await createOwner(svc);
       await Promise.all(
         Array.from({ length: BOTS }, async () => {
+          // An owner each: one owner's second card like the first would be asked whether it is the same card.
+          const owner = await createOwner(svc);
           const bot = await registerBot(svc, { owner_email: owner.email, callback_url: url });
           const call = (path: string, payload: unknown) =>
             svc.app.inject({ method: 'POST', url: path, headers: owner.auth, payload: payload as object });
