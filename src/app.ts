@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
+import AjvCompiler from '@fastify/ajv-compiler';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
@@ -8,13 +9,13 @@ import Fastify, {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
+  type FastifySchema,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
 import { wantsHtml } from './dashboard/http.ts';
 import { htmlNotFound, registerDashboardRoutes } from './dashboard/routes.ts';
-import { sessionCookieName } from './dashboard/sessions.ts';
 import { registerMcpRoutes } from './mcp/http.ts';
 import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
@@ -23,7 +24,9 @@ import { registerOwnerRoutes } from './owners/routes.ts';
 import type { AppContext } from './platform/context.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
+import { jsonDepthExceeded, MAX_JSON_DEPTH, strictBodySchema } from './platform/bodies.ts';
 import { pgErrorCode } from './platform/db/port.ts';
+import { logDecision, noteRefusal } from './platform/decisionLog.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import type { App } from './platform/http.ts';
 import { lazyChildLoggerFactory } from './platform/logger.ts';
@@ -75,6 +78,9 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         removeAdditional: false,
       },
     },
+    // Except in query strings, where every value arrives as text: `?limit=5` is the integer its
+    // schema declares and `?refresh=true` the boolean (what generated clients send).
+    schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   // Load shedding (platform/overload.ts). The event loop's delay is measured from the moment the
@@ -89,6 +95,40 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   app.addHook('onClose', (_instance, done) => {
     ctx.metrics.eventLoop.stop();
     done();
+  });
+
+  // Every route, as registered (routeTable below), and every JSON body closed to fields its schema
+  // does not name (platform/bodies.ts). The dashboard's forms take no JSON: its scope parses
+  // url-encoded forms only.
+  const routes: RouteEntry[] = [];
+  ROUTE_TABLES.set(app, routes);
+  app.addHook('onRoute', function (this: FastifyInstance, route) {
+    const schema = route.schema as (FastifySchema & { tags?: string[] }) | undefined;
+    const json = this.hasContentTypeParser('application/json');
+    if (schema?.body !== undefined && json) {
+      route.schema = { ...schema, body: strictBodySchema(schema.body) };
+    }
+    const dashboard = schema?.tags?.includes('dashboard') === true;
+    for (const method of [route.method].flat()) {
+      routes.push({ method, url: route.url, schema: route.schema, json, dashboard });
+    }
+  });
+  // JSON nested deeper than MAX_JSON_DEPTH is refused on its text, before it is parsed.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (jsonDepthExceeded(String(body))) {
+      done(
+        new ApiError(
+          'validation_error',
+          `The body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels, more than any request of this API.`,
+          { max_depth: MAX_JSON_DEPTH },
+        ),
+        undefined,
+      );
+      return;
+    }
+    parseJson(request, String(body), done);
   });
 
   // A request's owner mail may still be on its way to SMTP (sent after the answer): the database
@@ -119,11 +159,14 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     ctx.metrics.httpDuration.observe(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
+    // At debug: what the request decided (platform/decisionLog.ts).
+    logDecision(request, reply);
     done();
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ApiError) {
+      noteRefusal(request, error.code, error.details);
       // Every 429 and every `overloaded` 503 says when to come back in the header too (RFC 9110),
       // not only in the body.
       if (
@@ -136,10 +179,19 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     }
     if (error.validation) {
       const first = error.validation[0];
-      const field = first?.instancePath
-        ? first.instancePath.replace(/^\//, '').replace(/\//g, '.')
-        : undefined;
-      const message = `${error.validationContext ?? 'request'}${first?.instancePath ?? ''} ${first?.message ?? 'is invalid'}`;
+      const where = `${error.validationContext ?? 'request'}${first?.instancePath ?? ''}`;
+      // A field the route does not know: named, in the path of the object that holds it.
+      const unknown =
+        first?.keyword === 'additionalProperties'
+          ? String((first.params as { additionalProperty?: unknown }).additionalProperty)
+          : undefined;
+      const path = `${first?.instancePath ?? ''}${unknown === undefined ? '' : `/${unknown}`}`;
+      const field = path ? path.replace(/^\//, '').replace(/\//g, '.') : undefined;
+      const message =
+        unknown === undefined
+          ? `${where} ${first?.message ?? 'is invalid'}`
+          : `${where} has a field this request does not take: ${JSON.stringify(unknown.slice(0, 100))}`;
+      noteRefusal(request, 'validation_error', field ? { field } : {});
       return reply.status(400).send({ error: 'validation_error', message, ...(field ? { field } : {}) });
     }
     switch (error.code) {
@@ -213,12 +265,6 @@ export async function buildApp(ctx: AppContext): Promise<App> {
           botKey: { type: 'http', scheme: 'bearer', description: 'svc_live_<48 hex>' },
           ownerToken: { type: 'http', scheme: 'bearer', description: 'svc_owner_<48 hex>' },
           tunnelToken: { type: 'http', scheme: 'bearer', description: 'svc_tun_<48 hex>' },
-          dashboardSession: {
-            type: 'apiKey',
-            in: 'cookie',
-            name: sessionCookieName(ctx.config),
-            description: 'The dashboard session (HTML pages; forms carry a CSRF token)',
-          },
         },
       },
     },
@@ -346,16 +392,60 @@ function docsUi(app: App) {
 /** Paths answered however busy the instance is: liveness, readiness and metrics. */
 const NEVER_SHED = new Set(['/healthz', '/readyz', '/metrics']);
 
+/**
+ * Fastify's validator factory (@fastify/ajv-compiler, as Fastify uses it) twice: the app's Ajv
+ * options for bodies, params and headers, and the same with `coerceTypes: true` for query strings.
+ */
+function queryCoercingValidator(): AjvCompiler.BuildCompilerFromPool {
+  const strict = AjvCompiler();
+  const coercing = AjvCompiler();
+  type Options = NonNullable<Parameters<typeof strict>[1]>;
+  // Typed as Fastify declares it; at run time the compiled function is called with the route
+  // ({ schema, method, url, httpPart }), as @fastify/ajv-compiler's own is.
+  return ((externalSchemas: Parameters<typeof strict>[0], options?: Options) => {
+    const base = options ?? {};
+    const exact = strict(externalSchemas, base) as unknown as (route: RouteSchema) => unknown;
+    const query = coercing(externalSchemas, {
+      ...base,
+      customOptions: { ...(base.customOptions as Record<string, unknown>), coerceTypes: true },
+    } as Options) as unknown as (route: RouteSchema) => unknown;
+    return (route: RouteSchema) => (route.httpPart === 'querystring' ? query(route) : exact(route));
+  }) as unknown as AjvCompiler.BuildCompilerFromPool;
+}
+
+interface RouteSchema {
+  schema: unknown;
+  method: string;
+  url: string;
+  httpPart?: string;
+}
+
+/** One registered route (a route with several methods appears once per method). */
+export interface RouteEntry {
+  method: string;
+  url: string;
+  schema: FastifySchema | undefined;
+  /** Its scope parses JSON bodies (false for the dashboard's pages and forms). */
+  json: boolean;
+  /** A dashboard page, form or asset (tag `dashboard`): not in /openapi.json. */
+  dashboard: boolean;
+}
+
+const ROUTE_TABLES = new WeakMap<App, RouteEntry[]>();
+
+/** Every route of an app built by buildApp, in registration order (tests enumerate it). */
+export function routeTable(app: App): readonly RouteEntry[] {
+  return ROUTE_TABLES.get(app) ?? [];
+}
+
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date']);
 
 /**
  * The OpenAPI document as `redocly lint` (recommended rules, .ci/run) wants it, for every route
  * without each route repeating it: an operationId from method and path, and the error answers
  * every API route gives whether it declares them or not (400 when it validates input, 401 when it
- * needs credentials). Dashboard pages (tag `dashboard`) declare the session cookie, or `[]` when
- * public. The one-click approval pages are signed e-mail links, not something a client builds:
- * their template `/approvals/one-click/{decision}` overlaps `/approvals/{confirmation_id}/approve`
- * (ambiguous to a client), so they are left out of the document.
+ * needs credentials). Dashboard pages (tag `dashboard`: HTML pages, forms, assets, the one-click
+ * e-mail links) are left out: the document describes the API that clients are generated for.
  */
 function openapiTransform({
   schema,
@@ -364,10 +454,12 @@ function openapiTransform({
 }: {
   schema: unknown;
   url: string;
-  route: { method: string | string[]; config?: { public?: boolean } };
+  route: { method: string | string[] };
 }) {
   const s = { ...((schema ?? {}) as Record<string, unknown>) };
-  if (url.startsWith('/approvals/one-click/')) return { schema: { ...s, hide: true }, url };
+  // The document describes the API only: the dashboard's HTML pages, forms and assets are not
+  // something a client is generated for (they stay in the route table, `routeTable(app)`).
+  if ((s.tags as string[] | undefined)?.includes('dashboard')) return { schema: { ...s, hide: true }, url };
   if (s.operationId === undefined && typeof route.method === 'string') {
     const words = url
       .replace(/^\/api\/v1\//, '/')
@@ -383,10 +475,6 @@ function openapiTransform({
   const response = { ...((s.response ?? {}) as Record<string, unknown>) };
   const has4xx = Object.keys(response).some((code) => /^4/.test(code));
   const validates = s.body !== undefined || s.querystring !== undefined || s.params !== undefined;
-  if ((s.tags as string[] | undefined)?.includes('dashboard')) {
-    s.security ??= route.config?.public === true ? [] : [{ dashboardSession: [] }];
-    return { schema: s, url };
-  }
   if (!has4xx && validates) response[400] = ErrorBody;
   const secured = Array.isArray(s.security) && s.security.length > 0;
   if (secured && response[401] === undefined) response[401] = ErrorBody;

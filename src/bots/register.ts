@@ -7,6 +7,7 @@ import { ApiError, validationError } from '../platform/errors.ts';
 import { idSuffix, newId } from '../platform/ids.ts';
 import { namedInsert } from '../platform/db/named.ts';
 import { consumeRateLimit, releaseRateLimit, tooMany } from '../platform/rateLimit.ts';
+import { displayText, optionalDisplayText } from '../platform/text.ts';
 import {
   buildTunnelSetup,
   isValidWebhookPath,
@@ -71,21 +72,11 @@ interface Validated {
   webhookPath: string;
 }
 
-/**
- * Names and descriptions are shown to owners (pages, e-mail subjects and bodies): control characters
- * (line breaks included) become spaces, so a bot cannot add lines or headers to a mail the service
- * sends to an address of its choosing.
- */
-export function plainText(value: string): string {
-  return value
-    .replace(/[\p{Cc}\u2028\u2029]/gu, ' ')
-    .replace(/ {2,}/g, ' ')
-    .trim();
-}
-
 function validate(ctx: AppContext, body: RegistrationRequest): Validated {
-  const name = plainText(body.bot_name);
-  if (name.length === 0) throw validationError('bot_name must be 1 to 100 characters', { field: 'bot_name' });
+  // Names and descriptions are shown to owners (pages, e-mail subjects and bodies): one plain,
+  // visible line each (platform/text.ts), so a bot cannot add lines or headers to a mail the service
+  // sends to an address of its choosing, nor reorder or hide what is shown.
+  const name = displayText(body.bot_name, 'bot_name', 100);
   const ownerEmail = body.owner_email.trim();
   if (ownerEmail.length > 254 || !EMAIL_PATTERN.test(ownerEmail)) {
     throw validationError('owner_email must be a valid e-mail address', { field: 'owner_email' });
@@ -128,7 +119,7 @@ function validate(ctx: AppContext, body: RegistrationRequest): Validated {
   return {
     name,
     ownerEmail,
-    description: body.description === undefined ? null : plainText(body.description),
+    description: optionalDisplayText(body.description, 'description', 500),
     callbackUrl,
     pairingCode,
     botType,

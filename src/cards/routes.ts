@@ -2,6 +2,7 @@ import { OWNER_SECURITY, type App } from '../platform/http.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ownerOf } from '../owners/auth.ts';
 import { ErrorBody } from '../platform/schemas.ts';
+import { optionalDisplayText } from '../platform/text.ts';
 import {
   ActivateBody,
   BotParams,
@@ -46,7 +47,8 @@ export async function registerCardRoutes(app: App, ctx: AppContext): Promise<voi
     async (request, reply) =>
       reply.status(201).send(
         await startCard(ctx, ownerOf(request).id, request.params.bot_id, {
-          label: request.body?.label,
+          // A label is a display name: one plain, visible line (platform/text.ts).
+          label: optionalDisplayText(request.body?.label, 'label', 100) ?? undefined,
           sameCardAs: request.body?.same_card_as,
         }),
       ),

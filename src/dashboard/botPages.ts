@@ -5,6 +5,7 @@ import { fundBot, listMoneyMovements, setRail, setWalletFrozen } from '../owners
 import { getMasterGuardrails } from '../owners/guardrails.ts';
 import { rotateApiKey, rotateWebhookSecret } from '../owners/keys.ts';
 import type { AppContext } from '../platform/context.ts';
+import { randomHex } from '../platform/crypto.ts';
 import type { App } from '../platform/http.ts';
 import { flashHolder, putFlash, sessionFlashHolder, takeFlash } from './flash.ts';
 import { NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
@@ -64,6 +65,8 @@ export function registerBotPages(app: App, ctx: AppContext): void {
       partnerSection: partnerWalletSection(bot.bot_id, railStatus, session.csrfToken, partner),
       top: options.top ?? '',
       values: options.values ?? {},
+      // One key per page shown: a double-submitted (or resent) funding form funds once.
+      fundKey: randomHex(16),
     });
     return reply.page(view, options.status ?? 200);
   };
@@ -127,7 +130,8 @@ export function registerBotPages(app: App, ctx: AppContext): void {
           values: { amount_usd: request.body.amount_usd ?? '' },
         });
       }
-      await fundBot(ctx, sessionOf(request).ownerId, request.params.bot_id, cents);
+      const key = request.body.idempotency_key;
+      await fundBot(ctx, sessionOf(request).ownerId, request.params.bot_id, cents, key && `dashboard:${key}`);
       return reply.redirect(`/bots/${request.params.bot_id}?notice=funded`, 303);
     },
   );

@@ -13,6 +13,7 @@ import { getBot } from '../owners/bots.ts';
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
+import { optionalDisplayText } from '../platform/text.ts';
 import { flashHolder, redirectAfterSave, takeFlash } from './flash.ts';
 import { limitOrderWarning, NOTICES, noticeFlash, parseUsdToCents, tags } from './forms.ts';
 import type { SafeHtml } from './html.ts';
@@ -116,7 +117,8 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const label = request.body.label?.trim() || undefined;
+      // A label is a display name: one plain, visible line (platform/text.ts).
+      const label = optionalDisplayText(request.body.label, 'label', 100) ?? undefined;
       const sameCardAs = request.body.same_card_as || undefined;
       const started = await startCard(ctx, sessionOf(request).ownerId, request.params.bot_id, {
         label,

@@ -98,6 +98,9 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
 
   await app.register(async (scope) => {
     // Only dashboard routes parse url-encoded forms: a cross-site form cannot reach the JSON API.
+    // And they take nothing else: a JSON body is a 415 (JSON goes to the owner API, whose bodies
+    // are closed to unknown fields; the forms' schemas are not, for the browsers' sake).
+    scope.removeContentTypeParser(['application/json', 'text/plain']);
     await scope.register(formbody, { bodyLimit: 16_384 });
     // The one page renderer: every dashboard page is a view sent with reply.page(view, status).
     scope.decorateReply('page', function (this: FastifyReply, view: PageView, status = 200) {

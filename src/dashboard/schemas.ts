@@ -77,7 +77,12 @@ export const TokenBody = Type.Object({ name: Text(200), _csrf: Text(200) });
 // --- A bot (botPages.ts, x402Pages.ts) ---
 
 export const BotQuery = Type.Object({ notice: Text(40), flash: Text(64), before: Before });
-export const FundBody = Type.Object({ amount_usd: Text(30), _csrf: Text(200) });
+export const FundBody = Type.Object({
+  amount_usd: Text(30),
+  _csrf: Text(200),
+  // The form's Idempotency-Key (owners/idempotency.ts), made when the page was shown.
+  idempotency_key: Type.Optional(Type.String({ pattern: '^[0-9a-f]{32}$' })),
+});
 export const RailBody = Type.Object({
   status: Type.Union([Type.Literal('active'), Type.Literal('inactive')]),
   address: Text(200),

@@ -72,6 +72,8 @@ export const RETENTION: readonly RetentionRule[] = [
   // One line each: table, walked key and its type, age from, kept for, walk the whole table.
   // Idempotency keys are honoured for 24 hours (src/checkout/idempotency.ts).
   plain('checkout_idempotency', 'created_at', 'timestamptz', 'x.created_at', () => IDEMPOTENCY_TTL_MS),
+  // The owner calls' keys (src/owners/idempotency.ts, migration 0029), the same 24 hours.
+  plain('owner_idempotency', 'created_at', 'timestamptz', 'x.created_at', () => IDEMPOTENCY_TTL_MS),
   // A rate-limit key's row goes when its newest counted request left the longest window (a day).
   plain('rate_limits', 'key', 'text', '(SELECT max(h) FROM unnest(x.hits) h)', () => DAY, true),
   // No longer written since migration 0020, which emptied it; listed so that nothing stays behind.

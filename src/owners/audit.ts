@@ -43,6 +43,49 @@ export const AUDIT_ACTIONS = [
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
+/** The largest `details` an audit row keeps, as JSON text (characters). */
+export const AUDIT_DETAILS_MAX = 4096;
+const AUDIT_TEXT_MAX = 500;
+const AUDIT_LIST_MAX = 100;
+
+/**
+ * `details` as stored: callers pass the fields they know (never a request body as given), and this
+ * bounds what they pass whatever it is: strings cut at 500 characters, lists at 100 items, nesting
+ * at 3 levels, and the whole at AUDIT_DETAILS_MAX (later keys dropped, `truncated: true` said).
+ */
+export function boundedAuditDetails(details: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  let size = 2;
+  for (const [key, value] of Object.entries(details)) {
+    const bounded = boundValue(value, 0);
+    const entry = JSON.stringify({ [key.slice(0, 100)]: bounded }).length;
+    if (size + entry > AUDIT_DETAILS_MAX - 20) {
+      out.truncated = true;
+      break;
+    }
+    out[key.slice(0, 100)] = bounded;
+    size += entry;
+  }
+  return out;
+}
+
+function boundValue(value: unknown, depth: number): unknown {
+  if (typeof value === 'string')
+    return value.length > AUDIT_TEXT_MAX ? `${value.slice(0, AUDIT_TEXT_MAX)}…` : value;
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return value;
+  if (value === undefined) return null;
+  if (depth >= 2) return '…';
+  if (Array.isArray(value)) return value.slice(0, AUDIT_LIST_MAX).map((item) => boundValue(item, depth + 1));
+  if (typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value)
+        .slice(0, AUDIT_LIST_MAX)
+        .map(([k, v]) => [k.slice(0, 100), boundValue(v, depth + 1)]),
+    );
+  }
+  return String(value).slice(0, AUDIT_TEXT_MAX);
+}
+
 /** One `audit_log` row, in the caller's transaction (the change and its record commit together). */
 export async function audit(
   tx: Queryable,
@@ -60,7 +103,7 @@ export async function audit(
       entry.ownerId,
       entry.botId ?? null,
       entry.action,
-      JSON.stringify(entry.details ?? {}),
+      JSON.stringify(boundedAuditDetails(entry.details ?? {})),
       new Date(entry.at),
     ],
   );

@@ -7,6 +7,7 @@ import { centsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { fundWallet, MONEY_KINDS, returnDecoyReserve } from '../wallet/ledger.ts';
 import { audit } from './audit.ts';
+import { ownerIdempotent } from './idempotency.ts';
 import { assertOwnedBot, lockOwnedBot } from './locks.ts';
 
 // The owner's side of a bot's wallet: funding, freeze, payment rails and the transaction list.
@@ -19,13 +20,30 @@ export const LOW_BALANCE_CENTS = 500;
  * balance) comes back with it, inside the amount the bot is told it was funded: the part that is
  * decoy spending whichever profile is real (returnableReserve), so what comes back tells the bot
  * nothing it could not work out itself (docs/security.md, "The decoy reserve").
+ * With an Idempotency-Key (owners/idempotency.ts) a retry of the same funding replays its answer
+ * instead of funding again: an owner who lost the answer can always send it again.
  */
-export async function fundBot(ctx: AppContext, ownerId: string, botId: string, amountCents: number) {
+export async function fundBot(
+  ctx: AppContext,
+  ownerId: string,
+  botId: string,
+  amountCents: number,
+  idempotencyKey?: string,
+) {
   const now = ctx.clock.now();
-  return ctx.db.transaction(async (tx) => {
-    await lockOwnedBot(tx, ownerId, botId);
-    return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
-  });
+  return ownerIdempotent(
+    ctx,
+    {
+      ownerId,
+      key: idempotencyKey,
+      operation: 'wallet.fund',
+      request: { bot_id: botId, amount_cents: amountCents },
+    },
+    async (tx) => {
+      await lockOwnedBot(tx, ownerId, botId);
+      return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
+    },
+  );
 }
 
 /**

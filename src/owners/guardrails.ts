@@ -54,7 +54,18 @@ export async function updateMasterGuardrails(ctx: AppContext, ownerId: string, i
         input.monthly_budget_cents ?? null,
       ],
     );
-    await audit(tx, { ownerId, action: 'master_guardrails.updated', details: { ...input }, at: now });
+    // Only the fields this change knows, whatever object the caller passed.
+    const details = {
+      per_transaction_cents: input.per_transaction_cents,
+      daily_budget_cents: input.daily_budget_cents,
+      monthly_budget_cents: input.monthly_budget_cents,
+    };
+    await audit(tx, {
+      ownerId,
+      action: 'master_guardrails.updated',
+      details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== undefined)),
+      at: now,
+    });
     return getMasterGuardrails(tx, ownerId, now);
   });
 }

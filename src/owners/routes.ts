@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../platform/context.ts';
 import { authenticationRequired, validationError } from '../platform/errors.ts';
 import { type App, OWNER_SECURITY } from '../platform/http.ts';
-import { ErrorBody } from '../platform/schemas.ts';
+import { DEFAULT_PAGE_LIMIT, ErrorBody, IdempotencyHeaders } from '../platform/schemas.ts';
 import { setPartnerRail } from '../x402/wallet.ts';
 import { listAudit } from './audit.ts';
 import { authenticateOwnerToken, type OwnerAuthenticator, ownerOf } from './auth.ts';
@@ -32,11 +32,6 @@ import {
   WebhookSecretRotated,
 } from './schemas.ts';
 import { registerOwnerTokenRoutes } from './tokenRoutes.ts';
-
-function pageLimit(raw: string | undefined): number {
-  const n = raw === undefined ? 50 : Number(raw);
-  return Math.min(Math.max(n, 1), 200);
-}
 
 export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<void> {
   // Session cookies (dashboard) register here; the bearer owner token is always accepted.
@@ -122,12 +117,22 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         tags,
         security,
         summary: 'Add funds to the wallet (emits wallet.funded)',
+        description:
+          'Send an Idempotency-Key header to make retries safe: a retry with the same key and amount answers the first funding again instead of funding twice.',
         params: BotParams,
+        headers: IdempotencyHeaders,
         body: FundBody,
-        response: { 200: FundResponse, 404: ErrorBody },
+        response: { 200: FundResponse, 404: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request) => fundBot(ctx, ownerOf(request).id, request.params.bot_id, request.body.amount_cents),
+    async (request) =>
+      fundBot(
+        ctx,
+        ownerOf(request).id,
+        request.params.bot_id,
+        request.body.amount_cents,
+        request.headers['idempotency-key'],
+      ),
   );
 
   for (const [action, frozen] of [
@@ -243,7 +248,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         ctx,
         ownerOf(request).id,
         request.params.bot_id,
-        pageLimit(request.query.limit),
+        request.query.limit ?? DEFAULT_PAGE_LIMIT,
         request.query.before,
       ),
   );
@@ -261,7 +266,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
       },
     },
     async (request) =>
-      listAudit(ctx, ownerOf(request).id, request.params.bot_id, pageLimit(request.query.limit)),
+      listAudit(ctx, ownerOf(request).id, request.params.bot_id, request.query.limit ?? DEFAULT_PAGE_LIMIT),
   );
 
   app.post(

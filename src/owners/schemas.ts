@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { IdParam } from '../platform/schemas.ts';
+import { IdParam, PageLimit } from '../platform/schemas.ts';
 
 // HTTP schemas of the owner API (routes.ts, tokenRoutes.ts). The types the handlers see are these
 // schemas' Static<> types; responses list exactly what the services return, except the figures of
@@ -16,7 +16,7 @@ export const BotParams = Type.Object({ bot_id: IdParam('bot') });
 export type BotParams = Static<typeof BotParams>;
 
 export const Page = Type.Object({
-  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })),
+  limit: Type.Optional(PageLimit),
   before: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
 });
 

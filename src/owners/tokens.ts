@@ -6,6 +6,7 @@ import { iso } from '../platform/time.ts';
 import { createOwnerToken } from './auth.ts';
 import { audit } from './audit.ts';
 import { present } from '../platform/present.ts';
+import { displayText } from '../platform/text.ts';
 
 // Owner API tokens as the owner manages them (dashboard settings page and /api/v1/owner/tokens):
 // create with a name (the raw token is returned once and stored only as its SHA-256 hash), list
@@ -56,8 +57,7 @@ export async function createNamedOwnerToken(
   ownerId: string,
   name: string,
 ): Promise<OwnerTokenView & { token: string }> {
-  const trimmed = name.trim().replace(/\s+/g, ' ');
-  if (!trimmed) throw new ApiError('validation_error', 'Give the token a name.', { field: 'name' });
+  const trimmed = displayText(name, 'name', 100);
   const now = ctx.clock.now();
   return ctx.db.transaction(async (tx) => {
     // Serialises concurrent creations of one owner, so the cap below holds.

@@ -3,7 +3,7 @@ import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import { botOf } from '../bots/auth.ts';
 import { ownerOf } from '../owners/auth.ts';
-import { ErrorBody } from '../platform/schemas.ts';
+import { DEFAULT_PAGE_LIMIT, ErrorBody } from '../platform/schemas.ts';
 import { changeSchedule, createSchedule, listSchedules, listTasks } from './schedules.ts';
 import {
   BotParams,
@@ -101,10 +101,8 @@ export async function registerTaskRoutes(app: App, ctx: AppContext): Promise<voi
         response: { 200: TaskList, 400: ErrorBody, 404: ErrorBody },
       },
     },
-    async (request) => {
-      const raw = request.query.limit === undefined ? 50 : Number(request.query.limit);
-      return listTasks(ctx, ownerOf(request).id, request.params.bot_id, Math.min(Math.max(raw, 1), 200));
-    },
+    async (request) =>
+      listTasks(ctx, ownerOf(request).id, request.params.bot_id, request.query.limit ?? DEFAULT_PAGE_LIMIT),
   );
 
   app.delete(

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { IdParam } from '../platform/schemas.ts';
+import { IdParam, PageLimit } from '../platform/schemas.ts';
 
 // HTTP schemas of the task and schedule routes (routes.ts); handler types are their Static<> types.
 
@@ -74,7 +74,7 @@ export const BotParams = Type.Object({ bot_id: IdParam('bot') });
 export const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 
 export const ScheduleList = Type.Object({ schedules: Type.Array(Schedule) });
-export const TaskListQuery = Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })) });
+export const TaskListQuery = Type.Object({ limit: Type.Optional(PageLimit) });
 
 const Time = Type.String({ format: 'date-time' });
 /** The owner's view of a bot's tasks (schedules.ts listTasks). */

@@ -2,7 +2,7 @@ import { BOT_SECURITY, OWNER_SECURITY, type App } from '../platform/http.ts';
 import type { AppContext } from '../platform/context.ts';
 import { botOf } from '../bots/auth.ts';
 import { ownerOf } from '../owners/auth.ts';
-import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
+import { DEFAULT_PAGE_LIMIT, ErrorBody, IdempotencyHeaders, RateLimitedBody } from '../platform/schemas.ts';
 import {
   ApproveBody,
   BotListQuery,
@@ -20,10 +20,6 @@ import { decideTopup, listBotTopups, listOwnerTopups, requestTopup } from './ser
 // Bot: ask the owner for funds and list its own requests. Owner: list, approve (funds the card
 // wallet), decline. Amounts in requests are cents like every other request of the API; the
 // largest request is the largest single owner funding.
-
-function pageLimit(raw: string | undefined): number {
-  return Math.min(Math.max(raw === undefined ? 50 : Number(raw), 1), 200);
-}
 
 /** Approve and decline take an optional body: a POST without one is the same as `{}`. */
 async function emptyBodyIsObject(request: { body: unknown }): Promise<void> {
@@ -70,7 +66,7 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
     },
     async (request) =>
       listBotTopups(ctx, botOf(request).id, {
-        limit: pageLimit(request.query.limit),
+        limit: request.query.limit ?? DEFAULT_PAGE_LIMIT,
         before: request.query.before,
       }),
   );
@@ -89,7 +85,7 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
     async (request) =>
       listOwnerTopups(ctx, ownerOf(request).id, {
         status: request.query.status,
-        limit: pageLimit(request.query.limit),
+        limit: request.query.limit ?? DEFAULT_PAGE_LIMIT,
         before: request.query.before,
       }),
   );
@@ -101,17 +97,23 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
         tags: ['owner'],
         security: OWNER_SECURITY,
         summary: 'Approve a top-up request: funds the wallet (emits wallet.funded and wallet.topup_approved)',
+        description:
+          'Send an Idempotency-Key header to make retries safe: a retry with the same key and body answers the first approval again instead of 409 not_pending.',
         params: TopupParams,
+        headers: IdempotencyHeaders,
         body: ApproveBody,
         response: { 200: TopupDecision, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
       preValidation: emptyBodyIsObject,
     },
     async (request) =>
-      decideTopup(ctx, ownerOf(request).id, request.params.topup_id, {
-        approve: true,
-        amountCents: request.body?.amount_cents,
-      }),
+      decideTopup(
+        ctx,
+        ownerOf(request).id,
+        request.params.topup_id,
+        { approve: true, amountCents: request.body?.amount_cents },
+        request.headers['idempotency-key'],
+      ),
   );
 
   app.post(
@@ -122,15 +124,19 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
         security: OWNER_SECURITY,
         summary: 'Decline a top-up request, with an optional note for the bot (emits wallet.topup_declined)',
         params: TopupParams,
+        headers: IdempotencyHeaders,
         body: DeclineBody,
         response: { 200: TopupDecision, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
       preValidation: emptyBodyIsObject,
     },
     async (request) =>
-      decideTopup(ctx, ownerOf(request).id, request.params.topup_id, {
-        approve: false,
-        note: request.body?.note,
-      }),
+      decideTopup(
+        ctx,
+        ownerOf(request).id,
+        request.params.topup_id,
+        { approve: false, note: request.body?.note },
+        request.headers['idempotency-key'],
+      ),
   );
 }

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { IdParam } from '../platform/schemas.ts';
+import { IdParam, PageLimit } from '../platform/schemas.ts';
 import { NOTE_MAX, REASON_MAX } from './service.ts';
 
 // HTTP schemas of the top-up routes (routes.ts); handler types are their Static<> types.
@@ -45,7 +45,7 @@ export const BotTopupList = Type.Object({ topup_requests: Type.Array(BotTopup) }
 
 export const TopupParams = Type.Object({ topup_id: IdParam('topup') });
 const PageFields = {
-  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200 (default 50).' })),
+  limit: Type.Optional(PageLimit),
   before: Type.Optional(
     Type.String({
       format: 'date-time',

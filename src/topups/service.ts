@@ -1,4 +1,3 @@
-import { plainText } from '../bots/register.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { sendOwnerMailSoon } from '../notifications/job.ts';
 import { audit } from '../owners/audit.ts';
@@ -6,12 +5,14 @@ import { fundLockedBot } from '../owners/funding.ts';
 import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
-import { ApiError, notFound, validationError } from '../platform/errors.ts';
+import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { present } from '../platform/present.ts';
+import { displayText } from '../platform/text.ts';
+import { ownerIdempotent } from '../owners/idempotency.ts';
 
 // Top-up requests: a bot asks its owner for funds (amount, reason); the owner approves, which funds
 // the card wallet through the owner funding path in the same transaction, or declines. A request
@@ -41,19 +42,6 @@ export interface TopupRow {
   decided_at: Date | null;
   decided_by: string | null;
   [key: string]: unknown;
-}
-
-/** Text a bot or owner typed that is shown to the other side (pages, e-mail): one plain line. */
-export function cleanText(value: string, field: string, max: number): string {
-  // A NUL or a lone surrogate is refused (as everywhere else); other control characters become spaces.
-  if (value.includes('\u0000') || /\p{Cs}/u.test(value)) {
-    throw validationError(`${field} contains a character that cannot be stored`, { field });
-  }
-  const text = plainText(value);
-  if (text.length === 0 || text.length > max) {
-    throw validationError(`${field} must be 1 to ${max} characters of text`, { field });
-  }
-  return text;
 }
 
 /** A pending request past its expiry is reported as expired even before the job has written it. */
@@ -91,7 +79,7 @@ export async function requestTopup(
   botId: string,
   input: { amount_cents: number; reason: string },
 ) {
-  const reason = cleanText(input.reason, 'reason', REASON_MAX);
+  const reason = displayText(input.reason, 'reason', REASON_MAX);
   const now = ctx.clock.now();
   const outcome = await ctx.db.transaction(async (tx): Promise<AskOutcome> => {
     const limited = await consumeRateLimit(tx, {
@@ -296,105 +284,139 @@ type Decision = { approve: true; amountCents?: number } | { approve: false; note
  * The owner approves (funds the wallet with the asked amount or the amount given) or declines (with
  * an optional note the bot sees). Decided once: 409 not_pending when no longer pending.
  */
-export async function decideTopup(ctx: AppContext, ownerId: string, topupId: string, decision: Decision) {
+export async function decideTopup(
+  ctx: AppContext,
+  ownerId: string,
+  topupId: string,
+  decision: Decision,
+  idempotencyKey?: string,
+) {
   const note =
-    !decision.approve && decision.note !== undefined ? cleanText(decision.note, 'note', NOTE_MAX) : null;
+    !decision.approve && decision.note !== undefined ? displayText(decision.note, 'note', NOTE_MAX) : null;
   const now = ctx.clock.now();
-  const result = await ctx.db.transaction(async (tx) => {
-    const row = await lockOwnedTopup(tx, ownerId, topupId);
-    if (row.status !== 'pending') return { decided: false as const, status: row.status };
-    if (new Date(row.expires_at).getTime() <= now) {
-      await expireLocked(tx, row, now);
-      return { decided: false as const, status: 'expired' as const };
-    }
-    if (decision.approve) {
-      const amount = decision.amountCents ?? Number(row.amount_cents);
-      await lockOwnedBot(tx, ownerId, row.bot_id);
-      // The owner funding path (ledger, wallet.funded, audit). No decoy-reserve share comes back
-      // here: the bot knows what it asked for, so a share would be readable as the difference
-      // (docs/security.md); direct fundings, whose amount the bot does not know, return it.
-      const funding = await fundLockedBot(tx, {
-        ownerId,
-        botId: row.bot_id,
-        amountCents: amount,
-        now,
-        returnReserve: false,
-        details: { topup_id: row.id },
-      });
-      await tx.query(
-        `UPDATE topup_requests SET status = 'approved', approved_cents = $2, funding_id = $3, decided_at = $4, decided_by = 'owner'
-          WHERE id = $1`,
-        [row.id, amount, funding.funding_id, new Date(now)],
-      );
-      await emitEvent(tx, {
-        botId: row.bot_id,
-        type: 'wallet.topup_approved',
-        data: {
-          topup_id: row.id,
-          amount: centsToUsd(Number(row.amount_cents)),
-          approved_amount: centsToUsd(amount),
-          funding_id: funding.funding_id,
-          balance: funding.bot_visible_balance_usd,
-          description: `Owner approved the top-up request: $${centsToUsd(amount).toFixed(2)} added to the wallet`,
-        },
-        at: now,
-      });
-      await audit(tx, {
-        ownerId,
-        botId: row.bot_id,
-        action: 'topup.approved',
-        details: { topup_id: row.id, amount_cents: Number(row.amount_cents), approved_cents: amount },
-        at: now,
-      });
-      return { decided: true as const, row, status: 'approved' as const, amount, funding };
-    }
+  // With an Idempotency-Key (owners/idempotency.ts), a retry of the same decision replays its answer
+  // rather than 409 not_pending: an owner who lost the answer learns what was decided.
+  const request = decision.approve
+    ? { topup_id: topupId, approve: true, amount_cents: decision.amountCents }
+    : { topup_id: topupId, approve: false, note: decision.note };
+  const result = await ownerIdempotent(
+    ctx,
+    { ownerId, key: idempotencyKey, operation: 'topup.decide', request },
+    (tx) => decideLocked(tx, ownerId, topupId, decision, note, now),
+    (outcome) => outcome.decided,
+  );
+  if (!result.decided) {
+    throw new ApiError('not_pending', `The top-up request is no longer pending (it is ${result.status}).`, {
+      status: result.status,
+    });
+  }
+  return result.answer;
+}
+
+/** The decision inside its transaction: the answer, or why the request was not decided. */
+async function decideLocked(
+  tx: Queryable,
+  ownerId: string,
+  topupId: string,
+  decision: Decision,
+  note: string | null,
+  now: number,
+) {
+  const row = await lockOwnedTopup(tx, ownerId, topupId);
+  if (row.status !== 'pending') return { decided: false as const, status: row.status };
+  if (new Date(row.expires_at).getTime() <= now) {
+    await expireLocked(tx, row, now);
+    return { decided: false as const, status: 'expired' as const };
+  }
+  if (decision.approve) {
+    const amount = decision.amountCents ?? Number(row.amount_cents);
+    await lockOwnedBot(tx, ownerId, row.bot_id);
+    // The owner funding path (ledger, wallet.funded, audit). No decoy-reserve share comes back
+    // here: the bot knows what it asked for, so a share would be readable as the difference
+    // (docs/security.md); direct fundings, whose amount the bot does not know, return it.
+    const funding = await fundLockedBot(tx, {
+      ownerId,
+      botId: row.bot_id,
+      amountCents: amount,
+      now,
+      returnReserve: false,
+      details: { topup_id: row.id },
+    });
     await tx.query(
-      `UPDATE topup_requests SET status = 'declined', note = $2, decided_at = $3, decided_by = 'owner' WHERE id = $1`,
-      [row.id, note, new Date(now)],
+      `UPDATE topup_requests SET status = 'approved', approved_cents = $2, funding_id = $3, decided_at = $4, decided_by = 'owner'
+          WHERE id = $1`,
+      [row.id, amount, funding.funding_id, new Date(now)],
     );
     await emitEvent(tx, {
       botId: row.bot_id,
-      type: 'wallet.topup_declined',
+      type: 'wallet.topup_approved',
       data: {
         topup_id: row.id,
         amount: centsToUsd(Number(row.amount_cents)),
-        ...(note !== null ? { note } : {}),
-        description: 'Owner declined the top-up request',
+        approved_amount: centsToUsd(amount),
+        funding_id: funding.funding_id,
+        balance: funding.bot_visible_balance_usd,
+        description: `Owner approved the top-up request: $${centsToUsd(amount).toFixed(2)} added to the wallet`,
       },
       at: now,
     });
     await audit(tx, {
       ownerId,
       botId: row.bot_id,
-      action: 'topup.declined',
-      details: {
-        topup_id: row.id,
-        amount_cents: Number(row.amount_cents),
-        ...(note !== null ? { note } : {}),
-      },
+      action: 'topup.approved',
+      details: { topup_id: row.id, amount_cents: Number(row.amount_cents), approved_cents: amount },
       at: now,
     });
-    return { decided: true as const, row, status: 'declined' as const };
-  });
-  if (!result.decided) {
-    throw new ApiError('not_pending', `The top-up request is no longer pending (it is ${result.status}).`, {
-      status: result.status,
-    });
+    return {
+      decided: true as const,
+      answer: {
+        ...decisionCommon(row, topupId, now),
+        status: 'approved' as const,
+        approved_amount_usd: centsToUsd(amount),
+        funding_id: funding.funding_id,
+        balance_usd: funding.balance_usd,
+        bot_visible_balance_usd: funding.bot_visible_balance_usd,
+      },
+    };
   }
-  const common = {
-    topup_id: topupId,
-    bot_id: result.row.bot_id,
-    amount_usd: centsToUsd(Number(result.row.amount_cents)),
-    decided_at: iso(now),
-  };
-  if (result.status === 'declined') return { ...common, status: result.status, note };
+  await tx.query(
+    `UPDATE topup_requests SET status = 'declined', note = $2, decided_at = $3, decided_by = 'owner' WHERE id = $1`,
+    [row.id, note, new Date(now)],
+  );
+  await emitEvent(tx, {
+    botId: row.bot_id,
+    type: 'wallet.topup_declined',
+    data: {
+      topup_id: row.id,
+      amount: centsToUsd(Number(row.amount_cents)),
+      ...(note !== null ? { note } : {}),
+      description: 'Owner declined the top-up request',
+    },
+    at: now,
+  });
+  await audit(tx, {
+    ownerId,
+    botId: row.bot_id,
+    action: 'topup.declined',
+    details: {
+      topup_id: row.id,
+      amount_cents: Number(row.amount_cents),
+      ...(note !== null ? { note } : {}),
+    },
+    at: now,
+  });
   return {
-    ...common,
-    status: result.status,
-    approved_amount_usd: centsToUsd(result.amount),
-    funding_id: result.funding.funding_id,
-    balance_usd: result.funding.balance_usd,
-    bot_visible_balance_usd: result.funding.bot_visible_balance_usd,
+    decided: true as const,
+    answer: { ...decisionCommon(row, topupId, now), status: 'declined' as const, note },
+  };
+}
+
+function decisionCommon(row: TopupRow, topupId: string, now: number) {
+  return {
+    topup_id: topupId,
+    bot_id: row.bot_id,
+    amount_usd: centsToUsd(Number(row.amount_cents)),
+    decided_at: iso(now),
   };
 }
 

@@ -5,7 +5,13 @@ import { BotParams } from '../owners/schemas.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { App } from '../platform/http.ts';
 import { BOT_SECURITY, OWNER_SECURITY } from '../platform/http.ts';
-import { ErrorBody, IdParam } from '../platform/schemas.ts';
+import {
+  DEFAULT_PAGE_LIMIT,
+  ErrorBody,
+  IdempotencyHeaders,
+  IdParam,
+  PageLimit,
+} from '../platform/schemas.ts';
 import { ackMessages, getDelivery, listDeliveries, listMessages, retryDelivery } from './service.ts';
 
 const Message = Type.Object({
@@ -16,9 +22,7 @@ const Message = Type.Object({
   data: Type.Object({}, { additionalProperties: true }),
 });
 
-const MessagesQuery = Type.Object({
-  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
-});
+const MessagesQuery = Type.Object({ limit: Type.Optional(PageLimit) });
 
 export const AckBody = Type.Object({
   event_ids: Type.Array(IdParam('evt'), { minItems: 1, maxItems: 200 }),
@@ -63,7 +67,7 @@ const Attempt = Type.Object({
 const DeliveryWithAttempts = Type.Composite([Delivery, Type.Object({ attempt_log: Type.Array(Attempt) })]);
 
 const DeliveriesQuery = Type.Object({
-  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200, default 50' })),
+  limit: Type.Optional(PageLimit),
   status: Type.Optional(
     Type.Union([
       Type.Literal('pending'),
@@ -79,11 +83,6 @@ const DeliveriesQuery = Type.Object({
     }),
   ),
 });
-
-function limitOf(raw: string | undefined): number {
-  const n = raw === undefined ? 50 : Number(raw);
-  return Math.min(Math.max(n, 1), 200);
-}
 
 export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
   app.get(
@@ -101,7 +100,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => listMessages(ctx, botOf(request).id, limitOf(request.query.limit)),
+    async (request) => listMessages(ctx, botOf(request).id, request.query.limit ?? DEFAULT_PAGE_LIMIT),
   );
 
   app.post(
@@ -149,7 +148,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
     },
     async (request) =>
       listDeliveries(ctx, ownerOf(request).id, request.params.bot_id, {
-        limit: limitOf(request.query.limit),
+        limit: request.query.limit ?? DEFAULT_PAGE_LIMIT,
         ...(request.query.status ? { status: request.query.status } : {}),
         ...(request.query.before ? { before: request.query.before } : {}),
         includeAttempts: request.query.include === 'attempts',
@@ -181,8 +180,11 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
       schema: {
         tags: ['owner'],
         summary: 'Send a failed or pending delivery again now',
+        description:
+          'Send an Idempotency-Key header to make retries of this call safe: the same key answers the first retry again instead of queuing another attempt.',
         security: OWNER_SECURITY,
         params: Type.Object({ delivery_id: IdParam('whd') }),
+        headers: IdempotencyHeaders,
         response: {
           200: Type.Object({ delivery: Delivery }),
           401: ErrorBody,
@@ -191,6 +193,7 @@ export async function registerWebhookRoutes(app: App, ctx: AppContext): Promise<
         },
       },
     },
-    async (request) => retryDelivery(ctx, ownerOf(request).id, request.params.delivery_id),
+    async (request) =>
+      retryDelivery(ctx, ownerOf(request).id, request.params.delivery_id, request.headers['idempotency-key']),
   );
 }

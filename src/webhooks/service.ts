@@ -1,5 +1,6 @@
 import { EVENTS_CHANNEL } from '../events/outbox.ts';
 import { audit } from '../owners/audit.ts';
+import { ownerIdempotent } from '../owners/idempotency.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
@@ -193,9 +194,22 @@ export async function listDeliveries(
 }
 
 /** Sends a failed or pending delivery again now (one more attempt; a pending one keeps its schedule). */
-export async function retryDelivery(ctx: AppContext, ownerId: string, deliveryId: string) {
+export async function retryDelivery(
+  ctx: AppContext,
+  ownerId: string,
+  deliveryId: string,
+  idempotencyKey?: string,
+) {
   const now = ctx.clock.now();
-  const row = await ctx.db.transaction(async (tx) => {
+  // With an Idempotency-Key (owners/idempotency.ts) a repeated call answers the first retry again
+  // instead of queuing the delivery once more.
+  const call = {
+    ownerId,
+    key: idempotencyKey,
+    operation: 'webhook_delivery.retry',
+    request: { delivery_id: deliveryId },
+  };
+  const row = await ownerIdempotent(ctx, call, async (tx) => {
     const current = await maybeOne<DeliveryRow>(
       tx,
       `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN bots b ON b.id = d.bot_id
@@ -231,7 +245,7 @@ export async function retryDelivery(ctx: AppContext, ownerId: string, deliveryId
     await tx.query('SELECT botpay_notify($1, $2)', [EVENTS_CHANNEL, current.bot_id]);
     // The row is locked above, so the update finds it; anything else is a bug, not a client error.
     if (!updated) throw new Error(`delivery ${deliveryId} vanished while locked for a retry`);
-    return updated;
+    return present(updated);
   });
-  return { delivery: present(row) };
+  return { delivery: row };
 }

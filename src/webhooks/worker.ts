@@ -269,6 +269,12 @@ export class DeliveryWorker {
 
   /** Sends what a claim returned (oldest first) and ends the claim. */
   private claimed(args: ClaimArgs, rows: ClaimedRow[]): void {
+    if (rows.length > 0) {
+      this.ctx.logger.trace(
+        { deliveries: rows.map((r) => r.id), attempts: rows.map((r) => r.attempts + 1) },
+        'webhook deliveries claimed',
+      );
+    }
     for (const row of rows) this.dispatch(row, args.token);
     this.endClaim();
     // Found work (or had to skip busy bots)? Then more may be due: each batch of finished sends is
@@ -467,13 +473,18 @@ export class DeliveryWorker {
       throw error;
     }
     if (claim) this.claimed(claim, rows);
+    // Each attempt: a failure at info, a delivery at debug (what the attempt decided; no header,
+    // body or signature is logged).
     for (const f of batch) {
-      if (!f.result.ok) {
-        this.ctx.logger.info(
-          { delivery_id: f.id, bot_id: f.botId, status: f.result.status, error: f.result.error },
-          'webhook attempt failed',
-        );
-      }
+      const fields = {
+        delivery_id: f.id,
+        bot_id: f.botId,
+        status: f.result.status,
+        duration_ms: f.result.durationMs,
+        target: f.result.via,
+      };
+      if (!f.result.ok) this.ctx.logger.info({ ...fields, error: f.result.error }, 'webhook attempt failed');
+      else this.ctx.logger.debug(fields, 'webhook delivered');
     }
     return claim !== null;
   }

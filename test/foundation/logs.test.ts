@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeliveryWorker } from '../../src/webhooks/worker.ts';
+import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { emit, Receiver } from '../webhooks/helpers.ts';
 
 describe('logs never contain secrets', () => {
   let svc: TestService;
@@ -46,6 +49,74 @@ describe('logs never contain secrets', () => {
     expect(logs.length).toBeGreaterThan(1000); // the requests were logged…
     expect(logs).toContain('/api/v1/bot/status');
     for (const secret of secrets) expect(logs, `secret ${secret.slice(0, 12)}… leaked`).not.toContain(secret);
+  });
+
+  it('at trace, what each request decided is logged (refusal and its step, hold, approval, delivery attempt), with no secret', async () => {
+    const owner = await createOwner(svc);
+    const receiver = await new Receiver().start();
+    const bot = await activeBot(svc, owner, { fundCents: 1000, body: { callback_url: receiver.url() } });
+    const secrets: string[] = [owner.token, bot.api_key, bot.webhook_secret];
+    const card = await setupCard(svc, owner, bot.bot_id, {
+      approval_mode: 'auto_approve_under_threshold',
+      approval_threshold_cents: 300,
+      per_transaction_cents: 600,
+    });
+    const approved = await checkout(svc, bot, purchase(card.real_profile_index, 100));
+    expect(approved.statusCode).toBe(200);
+    secrets.push(
+      `"${approved.json().missing_digits}"`,
+      `"missing_digits":"${approved.json().missing_digits}"`,
+    );
+    const held = await checkout(svc, bot, purchase(card.real_profile_index, 400));
+    expect(held.statusCode).toBe(202);
+    const refused = await checkout(svc, bot, purchase(card.real_profile_index, 700));
+    expect(refused.json().error).toBe('card_guardrail_violation');
+    // Deliveries of the events (signed with the webhook secret): one accepted, then one refused.
+    const worker = new DeliveryWorker(svc.ctx);
+    await worker.runOnce();
+    receiver.respond = (_r, res) => {
+      res.writeHead(500);
+      res.end('no');
+    };
+    await emit(svc, bot.bot_id);
+    await worker.runOnce();
+    await worker.stop();
+    await receiver.close();
+    for (const r of receiver.requests) {
+      secrets.push(String(r.headers['x-service-signature']), String(r.headers['webhook-signature']));
+    }
+
+    const lines = svc
+      .logs()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { level: number; msg: string; decision?: Record<string, unknown> });
+    const decisions = lines.filter((l) => l.decision).map((l) => l.decision!);
+    expect(decisions).toContainEqual({
+      route: 'POST /api/v1/bot/merchant/checkout',
+      status: 200,
+      outcome: 'approved',
+    });
+    expect(decisions).toContainEqual({
+      route: 'POST /api/v1/bot/merchant/checkout',
+      status: 202,
+      outcome: 'held for the owner',
+    });
+    expect(decisions).toContainEqual(
+      expect.objectContaining({
+        route: 'POST /api/v1/bot/merchant/checkout',
+        status: 403,
+        outcome: 'refused',
+        error: 'card_guardrail_violation',
+        step: 'card guardrails',
+        details: expect.objectContaining({ limit: 'per_transaction', limit_usd: 6 }),
+      }),
+    );
+    expect(lines.some((l) => l.msg === 'webhook delivered' && l.level === 20)).toBe(true);
+    expect(lines.some((l) => l.msg === 'webhook attempt failed')).toBe(true);
+    expect(lines.some((l) => l.msg === 'webhook deliveries claimed' && l.level === 10)).toBe(true);
+    const logs = svc.logs();
+    for (const secret of secrets) expect(logs, `secret ${secret.slice(0, 14)}… leaked`).not.toContain(secret);
   });
 
   it('a logged database error keeps its SQL but not its parameters (hashes, encrypted secrets)', async () => {

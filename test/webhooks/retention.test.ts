@@ -65,6 +65,7 @@ describe('data retention (src/jobs/retention.ts)', () => {
     expect(RETENTION.map((r) => r.table)).toEqual([
       'events',
       'checkout_idempotency',
+      'owner_idempotency',
       'rate_limits',
       'rate_limit_hits',
       'audit_log',
@@ -92,6 +93,11 @@ describe('data retention (src/jobs/retention.ts)', () => {
       `INSERT INTO checkout_idempotency (bot_id, key, request_hash, created_at) VALUES
          ($1, 'old', 'h', $2), ($1, 'young', 'h', $3)`,
       [b, new Date(now - DAY - 1000), new Date(now - DAY + 60_000)],
+    );
+    await svc.ctx.db.query(
+      `INSERT INTO owner_idempotency (owner_id, key, request_hash, created_at) VALUES
+         ($1, 'old', 'h', $2), ($1, 'young', 'h', $3)`,
+      [owner.id, new Date(now - DAY - 1000), new Date(now - DAY + 60_000)],
     );
     await svc.ctx.db.query(
       `INSERT INTO rate_limits (key, hits) VALUES ('rt:old', ARRAY[$1::timestamptz, $1]), ('rt:young', ARRAY[$1::timestamptz, $2])`,
@@ -123,6 +129,8 @@ describe('data retention (src/jobs/retention.ts)', () => {
     }
     expect(await exists('checkout_idempotency', 'key', 'old')).toBe(false);
     expect(await exists('checkout_idempotency', 'key', 'young')).toBe(true);
+    expect(await exists('owner_idempotency', 'key', 'old')).toBe(false);
+    expect(await exists('owner_idempotency', 'key', 'young')).toBe(true);
     expect(await exists('rate_limits', 'key', 'rt:old')).toBe(false);
     expect(await exists('rate_limits', 'key', 'rt:young')).toBe(true);
     expect(await exists('rate_limit_hits', 'key', 'rt:old')).toBe(false);

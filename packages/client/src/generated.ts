@@ -40,7 +40,7 @@ export interface BotOperations {
   };
   'GET /api/v1/bot/messages': {
     query: {
-      limit?: string;
+      limit?: number;
     };
     responses: {
       200: {
@@ -131,7 +131,7 @@ export interface BotOperations {
   };
   'GET /api/v1/bot/wallet/topup-requests': {
     query: {
-      limit?: string;
+      limit?: number;
       before?: string;
     };
     responses: {

@@ -94,9 +94,10 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
       type: 'object',
       properties: {
         limit: {
-          pattern: '^[0-9]{1,3}$',
-          type: 'string',
-          description: '1 to 200, default 50',
+          minimum: 1,
+          maximum: 200,
+          type: 'integer',
+          description: '1 to 200 (default 50).',
         },
       },
     },
@@ -329,8 +330,9 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
       type: 'object',
       properties: {
         limit: {
-          pattern: '^[0-9]{1,3}$',
-          type: 'string',
+          minimum: 1,
+          maximum: 200,
+          type: 'integer',
           description: '1 to 200 (default 50).',
         },
         before: {
@@ -727,6 +729,7 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
           },
         },
       },
+      additionalProperties: false,
     },
     output: {
       type: 'object',

@@ -103,6 +103,8 @@ export function botView(data: {
   top: SafeHtml | string;
   /** Typed values to keep after an error (form field name → text). */
   values: Record<string, string | undefined>;
+  /** The funding form's idempotency key (a double submit funds once). */
+  fundKey: string;
 }): PageView {
   const { bot, guardrails, transactions, values, csrf } = data;
   const base = `/bots/${bot.bot_id}`;
@@ -134,7 +136,7 @@ ${
 
 <div class="grid two">
 <section class="card stack" aria-labelledby="fund-h"><h2 id="fund-h">Add funds</h2>
-  <form method="post" action="${base}/fund" class="inline-form">${csrfField(csrf)}
+  <form method="post" action="${base}/fund" class="inline-form">${csrfField(csrf)}<input type="hidden" name="idempotency_key" value="${data.fundKey}">
     <div class="field"><label for="amount_usd">Amount, $<span class="hint">Up to $10,000 at a time</span></label>
       <input id="amount_usd" name="amount_usd" type="number" min="0.01" max="10000" step="0.01" inputmode="decimal" required placeholder="25.00" value="${values.amount_usd ?? ''}"${values.amount_usd !== undefined ? html` aria-invalid="true"` : ''}></div>
     <button type="submit">Add funds</button></form></section>
