@@ -69,6 +69,17 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     }
   }
 
+  /** The card wizard's fields other than the number: expiry 09/2031, holder and address. */
+  async function fillCardHolder() {
+    await page.getByLabel('Expiry month (MM)').fill('09');
+    await page.getByLabel('Expiry year (YYYY)').fill('2031');
+    await page.getByLabel('Name on the card').fill('Ada Lovelace');
+    await page.getByLabel('Billing address', { exact: true }).fill('12 St James Square');
+    await page.getByLabel('City').fill('London');
+    await page.getByLabel('Postal code').fill('SW1Y 4JH');
+    await page.getByLabel('Country (2 letters)').fill('GB');
+  }
+
   async function shoot(name: string) {
     for (const [width, height, suffix] of [
       [1280, 900, 'desktop'],
@@ -433,13 +444,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     await shoot('21-card-form');
     // A mistyped number: the page says so and sends nothing.
     await page.getByLabel('Card number').fill(`${number.slice(0, -1)}${(Number(number.slice(-1)) + 1) % 10}`);
-    await page.getByLabel('Expiry month (MM)').fill('09');
-    await page.getByLabel('Expiry year (YYYY)').fill('2031');
-    await page.getByLabel('Name on the card').fill('Ada Lovelace');
-    await page.getByLabel('Billing address', { exact: true }).fill('12 St James Square');
-    await page.getByLabel('City').fill('London');
-    await page.getByLabel('Postal code').fill('SW1Y 4JH');
-    await page.getByLabel('Country (2 letters)').fill('GB');
+    await fillCardHolder();
     await page.getByRole('button', { name: 'Split and activate' }).click();
     await page.locator('#wizard-message').waitFor({ state: 'visible' });
     expect(await page.locator('#wizard-message').textContent()).toContain('mistyped');
@@ -710,13 +715,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       .split(',')
       .map(Number);
     await page.getByLabel('Card number').fill(realCardNumber(againPositions[0]!));
-    await page.getByLabel('Expiry month (MM)').fill('09');
-    await page.getByLabel('Expiry year (YYYY)').fill('2031');
-    await page.getByLabel('Name on the card').fill('Ada Lovelace');
-    await page.getByLabel('Billing address', { exact: true }).fill('12 St James Square');
-    await page.getByLabel('City').fill('London');
-    await page.getByLabel('Postal code').fill('SW1Y 4JH');
-    await page.getByLabel('Country (2 letters)').fill('GB');
+    await fillCardHolder();
     await page.getByRole('button', { name: 'Split and activate' }).click();
     await page.getByTestId('same-card-question').waitFor({ state: 'visible' });
     expect(await page.getByTestId('same-card-question').textContent()).toContain(cardId);

@@ -4,7 +4,7 @@ import { processDueConfirmations } from '../../src/checkout/decisions.ts';
 import { ownerMailSettled } from '../../src/notifications/job.ts';
 import { TIME_CHARS } from '../../src/platform/ids.ts';
 import { checkout, poll, setupCard } from '../checkout/helpers.ts';
-import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { activeBot, createTestService, type TestService } from '../support/service.ts';
 import {
   CHANCE,
   chanceOfFalseFailure,
@@ -16,6 +16,7 @@ import {
   seeded,
   type Trial,
 } from './classify.ts';
+import { ownerWithWideBudgets } from './world.ts';
 
 // Channels of a held purchase in the default mode (every purchase held, ask_for_everything), played
 // by the attacker the issue describes: they hold the profiles file and the bot's API key, so they
@@ -80,18 +81,7 @@ function reactionTo(shown: string, habit: number): Reaction {
 
 beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000' } });
-  const owner = await createOwner(svc);
-  const guardrails = await svc.app.inject({
-    method: 'PUT',
-    url: '/api/v1/owner/guardrails',
-    headers: owner.auth,
-    payload: {
-      per_transaction_cents: 1000,
-      daily_budget_cents: 100_000_000,
-      monthly_budget_cents: 100_000_000,
-    },
-  });
-  expect(guardrails.statusCode, guardrails.body).toBe(200);
+  const owner = await ownerWithWideBudgets(svc);
   const bot = await activeBot(svc, owner, { fundCents: 1_000_000 });
   const habit = rand();
   for (let t = 0; t < TRIALS; t++) {

@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProfilesFile } from '../../src/cards/split.ts';
 import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
 import { realCardNumber, splitCard } from '../support/cards.ts';
-import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { activeBot, createTestService, type TestService } from '../support/service.ts';
 import { accuracy, CHANCE, combine, judge, per, type Trial } from './classify.ts';
+import { ownerWithWideBudgets } from './world.ts';
 
 // Channel: two files of one card. The same card number on two bots (or added again after a loss)
 // used to give two files whose real profile was the same number and whose decoys differed, so the
@@ -41,17 +42,7 @@ beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '100000' } });
   const auto = { approval_mode: 'auto_approve_under_threshold', approval_threshold_cents: 1000 };
   for (let i = 0; i < OWNERS; i++) {
-    const owner = await createOwner(svc);
-    await svc.app.inject({
-      method: 'PUT',
-      url: '/api/v1/owner/guardrails',
-      headers: owner.auth,
-      payload: {
-        per_transaction_cents: 1000,
-        daily_budget_cents: 1_000_000,
-        monthly_budget_cents: 1_000_000,
-      },
-    });
+    const owner = await ownerWithWideBudgets(svc);
     const a = await activeBot(svc, owner, { fundCents: 5000 });
     const b = await activeBot(svc, owner, { fundCents: 5000 });
     const first = await setupCard(svc, owner, a.bot_id, auto);

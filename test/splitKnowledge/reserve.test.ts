@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { splitCard } from '../support/cards.ts';
-import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { activeBot, createTestService, type TestService } from '../support/service.ts';
 import { accuracy, CHANCE, combine, judge, LIMIT, per, seeded, type Trial } from './classify.ts';
+import { ownerWithWideBudgets } from './world.ts';
 
 // Channel: the decoy reserve in fundings (docs/security.md, "The decoy reserve"). Decoy purchases
 // lower the balance the bot sees; part of what they took comes back with an owner funding, inside
@@ -37,18 +38,7 @@ const copies: Trial<Observed>[] = [];
 
 beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '100000' } });
-  const owner = await createOwner(svc);
-  const guardrails = await svc.app.inject({
-    method: 'PUT',
-    url: '/api/v1/owner/guardrails',
-    headers: owner.auth,
-    payload: {
-      per_transaction_cents: 1000,
-      daily_budget_cents: 100_000_000,
-      monthly_budget_cents: 100_000_000,
-    },
-  });
-  expect(guardrails.statusCode, guardrails.body).toBe(200);
+  const owner = await ownerWithWideBudgets(svc);
   for (let t = 0; t < TRIALS; t++) {
     for (let real = 1; real <= 6; real++) {
       // The same choices in every copy of the trial.

@@ -1,4 +1,5 @@
 import { setupCard, type TestCard } from '../checkout/helpers.ts';
+import { expect } from 'vitest';
 import { activeBot, createOwner, type TestOwner, type TestService } from '../support/service.ts';
 
 // Simulated owners, bots and cards for the split-knowledge suite: each its own owner (so master
@@ -55,4 +56,21 @@ export async function botEvents(svc: TestService, botId: string) {
     at: new Date(r.created_at).getTime(),
     data: JSON.parse(r.body).data,
   }));
+}
+
+/** An owner whose master budgets stay out of the way ($10 a purchase, $1,000,000 a day and a month). */
+export async function ownerWithWideBudgets(svc: TestService): Promise<TestOwner> {
+  const owner = await createOwner(svc);
+  const res = await svc.app.inject({
+    method: 'PUT',
+    url: '/api/v1/owner/guardrails',
+    headers: owner.auth,
+    payload: {
+      per_transaction_cents: 1000,
+      daily_budget_cents: 100_000_000,
+      monthly_budget_cents: 100_000_000,
+    },
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return owner;
 }
