@@ -496,6 +496,12 @@ describe('x402 partner wallet', () => {
       expect(inbox.json().approvals.map((a: { confirmation_id: string }) => a.confirmation_id)).toContain(
         held.payment_id,
       );
+      // An x402 payment has no card: null, not an empty id (issue 33, item 8).
+      expect(
+        inbox
+          .json()
+          .approvals.find((a: { confirmation_id: string }) => a.confirmation_id === held.payment_id),
+      ).toMatchObject({ rail: 'partner_wallet', card_id: null });
       // The owner is mailed as for a held card purchase.
       await new Promise((r) => setTimeout(r, 50));
       expect(svc.mailer.sent.some((m) => m.text.includes('api.example.com'))).toBe(true);
