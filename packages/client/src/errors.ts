@@ -1,38 +1,61 @@
 // Every failure the client reports is a BotPayError: an HTTP error answer of the service (with the
 // spec's error code and its details), or a transport failure after the retries ran out.
 
-/** The error codes of docs/errors.md and the service's error table, plus the client's own transport codes. */
-export type BotPayErrorCode =
-  | 'validation_error'
-  | 'invalid_pairing_code'
-  | 'duplicate_registration'
-  | 'card_id_required'
-  | 'invalid_profile'
-  | 'Authentication required'
-  | 'insufficient_funds'
-  | 'wallet_not_active'
-  | 'wallet_frozen'
-  | 'card_not_active'
-  | 'card_guardrail_violation'
-  | 'allowance_exceeded'
-  | 'master_budget_exceeded'
-  | 'not_found'
-  | 'card_not_found'
-  | 'idempotency_conflict'
-  | 'conflict'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'rate_limited'
-  | 'internal_error'
-  | 'service_unavailable'
+/**
+ * Every error code a bot's call can be answered with (docs/errors.md; the service's error table less
+ * the codes only owner routes answer), then the client's own transport codes.
+ */
+export const BOT_PAY_ERROR_CODES = [
+  'validation_error',
+  'invalid_pairing_code',
+  'card_id_required',
+  'invalid_profile',
+  'Authentication required',
+  'insufficient_funds',
+  'forbidden',
+  'wallet_not_active',
+  'wallet_frozen',
+  'card_not_active',
+  'card_guardrail_violation',
+  'allowance_exceeded',
+  'master_budget_exceeded',
+  'rail_not_active',
+  'rail_guardrail_violation',
+  'destination_not_allowed',
+  'not_found',
+  'card_not_found',
+  'method_not_allowed',
+  'request_timeout',
+  'duplicate_registration',
+  'conflict',
+  'idempotency_conflict',
+  'rail_not_configured',
+  'payload_too_large',
+  'uri_too_long',
+  'unsupported_media_type',
+  'upgrade_required',
+  'rate_limited',
+  'headers_too_large',
+  'internal_error',
+  'not_implemented',
+  'resource_unreachable',
+  'tunnel_not_connected',
+  'tunnel_upstream_error',
+  /** The database does not answer; retried for idempotent calls. */
+  'service_unavailable',
+  /** The service is at capacity and refused the call; `retryAfterSeconds` says when to come back. */
+  'overloaded',
+  'tunnel_timeout',
   /** The service could not be reached (connection refused or reset, DNS failure). */
-  | 'network_error'
+  'network_error',
   /** No answer within the client's per-attempt timeout. */
-  | 'timeout'
+  'timeout',
   /** An answer that is not the service's JSON error envelope (for example a proxy's HTML page). */
-  | 'unexpected_response'
-  // Codes added by newer service versions still arrive as strings.
-  | (string & {});
+  'unexpected_response',
+] as const;
+
+/** The codes of BOT_PAY_ERROR_CODES; codes added by newer service versions still arrive as strings. */
+export type BotPayErrorCode = (typeof BOT_PAY_ERROR_CODES)[number] | (string & {});
 
 export interface BotPayErrorInit {
   status: number;

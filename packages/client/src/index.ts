@@ -6,7 +6,7 @@ export {
   CLIENT_OPERATIONS,
   CLIENT_VERSION,
 } from './client.ts';
-export { BotPayError, type BotPayErrorCode, isBotPayError } from './errors.ts';
+export { BOT_PAY_ERROR_CODES, BotPayError, type BotPayErrorCode, isBotPayError } from './errors.ts';
 export type { BotOperations } from './generated.ts';
 export { DEFAULT_RETRY, type RetryOptions } from './retry.ts';
 export type * from './types.ts';
