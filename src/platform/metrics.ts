@@ -113,12 +113,11 @@ export function createMetrics(db: Db): Metrics {
     help: 'Events not yet delivered nor acknowledged (queue depth)',
     registers: [registry],
     async collect() {
-      this.set(
-        await scalar(
-          db,
-          'SELECT count(*)::int AS v FROM events WHERE delivered_at IS NULL AND acked_at IS NULL',
-        ),
+      const v = await scalar(
+        db,
+        'SELECT count(*)::int AS v FROM events WHERE delivered_at IS NULL AND acked_at IS NULL',
       );
+      if (v !== undefined) this.set(v);
     },
   });
   new Gauge({
@@ -126,13 +125,12 @@ export function createMetrics(db: Db): Metrics {
     help: 'Age of the oldest event not yet delivered nor acknowledged',
     registers: [registry],
     async collect() {
-      this.set(
-        await scalar(
-          db,
-          `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS v
-             FROM events WHERE delivered_at IS NULL AND acked_at IS NULL`,
-        ),
+      const v = await scalar(
+        db,
+        `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS v
+           FROM events WHERE delivered_at IS NULL AND acked_at IS NULL`,
       );
+      if (v !== undefined) this.set(v);
     },
   });
   return {
@@ -184,12 +182,17 @@ class CountsHistogram {
   reset(): void {}
 }
 
-async function scalar(db: Db, sql: string): Promise<number> {
+/**
+ * One number read from the database for a gauge, or undefined when the read failed — an instance
+ * past its capacity refuses it (`overloaded`) like any other statement. The gauge then keeps the
+ * value it had: a NaN would make every alert on it false exactly when the instance is busiest.
+ */
+async function scalar(db: Db, sql: string): Promise<number | undefined> {
   try {
     const rows = await db.query<{ v: number }>(sql);
     return Number(rows[0]?.v ?? 0);
   } catch {
-    return Number.NaN;
+    return undefined;
   }
 }
 

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Histogram, type Metric, Registry } from 'prom-client';
-import { HTTP_BUCKETS, HttpDurationHistogram } from '../../src/platform/metrics.ts';
+import { OverloadedError } from '../../src/platform/db/gate.ts';
+import type { Db } from '../../src/platform/db/port.ts';
+import { createMetrics, HTTP_BUCKETS, HttpDurationHistogram } from '../../src/platform/metrics.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
 describe('/metrics', () => {
@@ -30,6 +32,35 @@ describe('/metrics', () => {
     expect(text).toMatch(/botpay_events_oldest_undelivered_age_seconds \d/);
     expect(text).toContain('botpay_checkout_decisions_total');
     expect(text).toContain('botpay_webhook_delivery_attempts_total');
+  });
+
+  it('keeps the queue gauges at their last value (never NaN) while the database refuses their reads as overloaded', async () => {
+    let refuse = false;
+    const db = new Proxy(svc.ctx.db, {
+      get(target, key, receiver) {
+        if (key === 'query') {
+          return (...args: Parameters<Db['query']>) => {
+            if (refuse) return Promise.reject(new OverloadedError('no session came free'));
+            return target.query(...args);
+          };
+        }
+        const value = Reflect.get(target, key, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const { registry } = createMetrics(db);
+    const gauges = (text: string) =>
+      text
+        .split('\n')
+        .filter((line) => /^botpay_events_(undelivered|oldest_undelivered_age_seconds) /.test(line));
+    const before = gauges(await registry.metrics());
+    expect(before).toHaveLength(2);
+    expect(Number(before[0]!.split(' ')[1])).toBeGreaterThanOrEqual(2);
+    refuse = true;
+    const during = gauges(await registry.metrics());
+    expect(during.join('\n')).not.toMatch(/nan/i);
+    expect(during[0]).toBe(before[0]);
+    expect(during).toHaveLength(2);
   });
 });
 
