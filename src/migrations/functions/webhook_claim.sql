@@ -12,6 +12,9 @@
 -- would otherwise fill the window of every claim on the instances that do not hold its leases
 -- themselves (p_skip is only the caller's own), so healthy bots would wait for its attempts to time
 -- out (issue 32, test/webhooks/fairness.test.ts).
+-- Order: each bot's due rows are taken in event order (seq, the events' sequence copied onto the
+-- delivery row, 0040), and returned in that order, so each bot's sends start in the order its
+-- events were written, also within one millisecond (test/webhooks/order.test.ts).
 CREATE OR REPLACE FUNCTION webhook_claim(p_now timestamptz, p_until timestamptz, p_token text, p_per_bot integer,
                               p_room integer, p_skip text[], p_candidates integer)
 RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts integer, body text,
