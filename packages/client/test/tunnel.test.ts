@@ -266,7 +266,7 @@ describe.skipIf(isPostgres)('the SDK tunnel against the real service', () => {
     expect((await next).body.toString()).toBe('late');
   });
 
-  it('reconnects after the service restarts and requests flow again; a rejected token ends it', async () => {
+  it('reconnects after the service restarts and requests flow again; a rejected token or a replacement ends it', async () => {
     const bot = await registerTunnelBot(svc, 18789);
     const t = tunnel({
       server,
@@ -286,6 +286,44 @@ describe.skipIf(isPostgres)('the SDK tunnel against the real service', () => {
     const wrong = tunnel({ server, token: 'svc_tun_wrong', handler: () => ({ status: 200 }) });
     expect(await wrong.ended).toMatchObject({ reason: 'token_rejected' });
     await expect(wrong.waitConnected()).rejects.toThrow(/ended/);
+
+    // A second client with the same token replaces the first, which ends (and does not fight back).
+    const second = tunnel({
+      server,
+      token: bot.tunnel_token,
+      handler: () => ({ status: 200, body: 'second' }),
+    });
+    expect(await t.ended).toMatchObject({ reason: 'replaced' });
+    await second.waitConnected();
+    expect((await hostRequest(port, bot.hostname, { path: '/x' })).body.toString()).toBe('second');
+  });
+
+  it('a service that answers with the first protocol version is refused with a message', async () => {
+    const { WebSocketServer } = await import('ws');
+    const old = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    // A version 1 hello: [4 bytes JSON length][JSON], whose first byte is 0.
+    old.on('connection', (socket) => {
+      const json = Buffer.from(
+        JSON.stringify({ type: 'hello', version: 1, hostname: 'h', public_url: 'https://h' }),
+      );
+      const prefix = Buffer.alloc(4);
+      prefix.writeUInt32BE(json.length, 0);
+      socket.send(Buffer.concat([prefix, json]));
+    });
+    await new Promise((r) => old.once('listening', r));
+    try {
+      const address = old.address() as { port: number };
+      const t = tunnel({
+        server: `http://127.0.0.1:${address.port}`,
+        token: 'svc_tun_x',
+        handler: () => ({ status: 200 }),
+      });
+      expect(await t.ended).toMatchObject({ reason: 'unsupported_service' });
+      expect(t.connections).toBe(0);
+    } finally {
+      for (const c of old.clients) c.terminate();
+      await new Promise((r) => old.close(r));
+    }
   });
 
   it('webhookHandler refuses another method (405) and an unsigned delivery (401) before onEvent', async () => {
