@@ -20,12 +20,16 @@ import {
   stopWithBench,
 } from './lib.ts';
 
-// Requests per second and p99 through the managed tunnel (autocannon → relay in the service →
-// WebSocket → `botpay tunnel` → local receiver) as a ratio to the same requests sent straight to
-// the receiver in the same run. Goal (issue 17): throughput ≥ 0.35 of direct and p99 ≤ 3 × direct.
+// Requests per second and p99 through the managed tunnel as a ratio to the same requests sent
+// straight to the bot's receiver in the same run, two ways:
+//   - the SDK's tunnel (`@botpay/client/tunnel`, issue 34): autocannon → relay in the service →
+//     WebSocket → the bot's own process, whose handler answers (no local HTTP hop, no third
+//     process). Goal (issues 17, 34): throughput ≥ 0.35 of direct and p99 ≤ 3 × direct.
+//   - `botpay tunnel` (for bots in other languages): relay → WebSocket → the client process →
+//     local receiver over HTTP. Shown beside it, no goal of its own.
 //
 // Every party is its own process on 127.0.0.1 (service with the embedded database, tunnel client,
-// receiver), so the load generator shares an event loop with none of them.
+// receiver, the SDK bot), so the load generator shares an event loop with none of them.
 //   npm run bench:tunnel            (BENCH_SECONDS=10, BENCH_CONNECTIONS=20 by default)
 
 if (process.argv[3] === 'receiver') {
@@ -39,6 +43,18 @@ if (process.argv[3] === 'receiver') {
   });
   server.keepAliveTimeout = 60_000;
   server.listen(Number(process.argv[4]), '127.0.0.1', () => console.log('receiver ready'));
+} else if (process.argv[3] === 'sdk') {
+  // A bot whose process opens its tunnel with the SDK and answers like the receiver above.
+  const { openTunnel } = await import('../packages/client/src/tunnel/index.ts');
+  const answer = {
+    status: 200,
+    headers: { 'content-type': 'application/json', 'x-bot': 'sdk' },
+    body: '{"ok":true}',
+  };
+  const tunnel = openTunnel({ server: process.argv[4] ?? '', handler: () => answer });
+  await tunnel.waitConnected();
+  console.log('sdk bot ready');
+  process.once('SIGTERM', () => void tunnel.close().then(() => process.exit(0)));
 } else {
   await main();
   await clusterBench();
@@ -130,32 +146,57 @@ async function main(): Promise<void> {
       connections,
       parties,
     );
-    const ratio = tunnel.rps / direct.rps;
-    const p99Ratio = tunnel.p99 / Math.max(0.001, direct.p99);
-    const met = ratio >= 0.35 && p99Ratio <= 3;
     const logged = readFileSync(join(dataDir, 'client.log'), 'utf8').split('\n').length;
-    console.log(`\nPOST ${body.length} B JSON, ${connections} connections, ${seconds} s each`);
-    console.log(`direct to receiver : ${fmt(direct)}`);
-    console.log(`through the tunnel : ${fmt(tunnel)}`);
-    console.log(
-      `throughput ratio   : ${ratio.toFixed(2)} (goal ≥ 0.35); p99 ratio ${p99Ratio.toFixed(1)} (goal ≤ 3) ${met ? 'OK' : 'BELOW GOAL'}`,
+
+    // The SDK's tunnel: the same bot's process opens the tunnel (replacing `botpay tunnel`, which
+    // is stopped first) and answers in its handler.
+    await stop(children[2]!);
+    const sdk = start(['bin/run-ts.mjs', 'bench/tunnel.ts', 'sdk', base], {
+      BOTPAY_TUNNEL_TOKEN: bot.tunnel_token,
+    });
+    children.push(sdk);
+    await waitFor(async () => {
+      const res = await undiciRequest(`${base}/webhook`, { method: 'POST', headers: { host } });
+      await res.body.dump();
+      return res.statusCode === 200 && res.headers['x-bot'] === 'sdk';
+    });
+    const sdkTunnel = await run(
+      { url: `${base}/webhook`, ...request, headers: { ...request.headers, host } },
+      seconds,
+      connections,
+      { bench: process.pid, service: parties.service, bot: sdk.pid! },
     );
-    console.log(`client log lines : ${logged}`);
-    // Every process on the path (load generator, receiver, service, client), summed: the goal's
-    // rate leaves at most CORES × 10⁶ ÷ (0.35 × direct req/s) µs per request among them.
+
+    const ratio = sdkTunnel.rps / direct.rps;
+    const p99Ratio = sdkTunnel.p99 / Math.max(0.001, direct.p99);
+    const cliRatio = tunnel.rps / direct.rps;
+    const cliP99Ratio = tunnel.p99 / Math.max(0.001, direct.p99);
+    const met = ratio >= 0.35 && p99Ratio <= 3;
+    console.log(`\nPOST ${body.length} B JSON, ${connections} connections, ${seconds} s each`);
+    console.log(`direct to receiver      : ${fmt(direct)}`);
+    console.log(`through \`botpay tunnel\` : ${fmt(tunnel)}`);
+    console.log(`through the SDK tunnel  : ${fmt(sdkTunnel)}`);
+    console.log(
+      `SDK tunnel ÷ direct     : ${ratio.toFixed(2)} (goal ≥ 0.35); p99 ratio ${p99Ratio.toFixed(1)} (goal ≤ 3) ${met ? 'OK' : 'BELOW GOAL'}`,
+    );
+    console.log(
+      `botpay tunnel ÷ direct  : ${cliRatio.toFixed(2)}; p99 ratio ${cliP99Ratio.toFixed(1)}; client log lines ${logged}`,
+    );
+    // Every process on the path, summed: the goal's rate leaves at most CORES × 10⁶ ÷ (0.35 ×
+    // direct req/s) µs per request among them.
     const sumUs = (r: Result) => Object.values(r.cpuPerRequestUs).reduce((a, b) => a + b, 0);
     console.log(
-      `CPU per request, all processes: direct ${sumUs(direct)} µs, through the tunnel ${sumUs(tunnel)} µs; ` +
+      `CPU per request, all processes: direct ${sumUs(direct)} µs, botpay tunnel ${sumUs(tunnel)} µs, SDK tunnel ${sumUs(sdkTunnel)} µs; ` +
         `in use: direct ${coresBusyPercent(direct.rps, sumUs(direct)).toFixed(0)} %, ` +
-        `tunnel ${coresBusyPercent(tunnel.rps, sumUs(tunnel)).toFixed(0)} % of ${CORES} cores; ` +
+        `SDK tunnel ${coresBusyPercent(sdkTunnel.rps, sumUs(sdkTunnel)).toFixed(0)} % of ${CORES} cores; ` +
         `0.35 × direct leaves ${cpuBudgetUs(0.35 * direct.rps).toFixed(0)} µs`,
     );
     await saveResults('tunnel', [
       {
         benchmark: 'tunnel',
         database: '-',
-        metric: `requests/s through the tunnel (${connections} conn)`,
-        value: tunnel.rps,
+        metric: `requests/s through the SDK tunnel (${connections} conn)`,
+        value: sdkTunnel.rps,
         baseline: 'requests/s direct to the receiver',
         baselineValue: direct.rps,
         ratio,
@@ -164,8 +205,8 @@ async function main(): Promise<void> {
       {
         benchmark: 'tunnel',
         database: '-',
-        metric: 'p99 ms through the tunnel',
-        value: tunnel.p99,
+        metric: 'p99 ms through the SDK tunnel',
+        value: sdkTunnel.p99,
         baseline: 'p99 ms direct',
         baselineValue: direct.p99,
         ratio: p99Ratio,
@@ -175,14 +216,36 @@ async function main(): Promise<void> {
         {
           benchmark: 'tunnel',
           database: '-',
-          metric: 'CPU µs per request through the tunnel: load generator + service + client + receiver',
+          metric: 'CPU µs per request through the SDK tunnel: load generator + service + bot',
         },
-        sumUs(tunnel),
+        sumUs(sdkTunnel),
         0.35,
         direct.rps,
       ),
+      {
+        benchmark: 'tunnel',
+        database: '-',
+        metric: `requests/s through \`botpay tunnel\` (${connections} conn)`,
+        value: tunnel.rps,
+        baseline: 'requests/s direct to the receiver',
+        baselineValue: direct.rps,
+        ratio: cliRatio,
+        goal: '-',
+      },
+      {
+        benchmark: 'tunnel',
+        database: '-',
+        metric: 'p99 ms through `botpay tunnel`',
+        value: tunnel.p99,
+        baseline: 'p99 ms direct',
+        baselineValue: direct.p99,
+        ratio: cliP99Ratio,
+        goal: '-',
+      },
     ]);
-    if (tunnel.errors > 0 || tunnel.non2xx > 0) process.exitCode = 1;
+    if (tunnel.errors > 0 || tunnel.non2xx > 0 || sdkTunnel.errors > 0 || sdkTunnel.non2xx > 0) {
+      process.exitCode = 1;
+    }
   } finally {
     for (const child of children.reverse()) await stop(child);
     await rm(dataDir, { recursive: true, force: true });

@@ -20,13 +20,14 @@ import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 // instances (a bot's in-flight count is its rows under a live lease, read inside the claim, and
 // claims are serialised by a transaction-scoped advisory lock so that two instances cannot both
 // take the last slot), and MAX_IN_FLIGHT in all per instance. A claim is one round trip (the SQL
-// function webhook_claim, src/migrations/functions/) and returns its rows oldest first. Sends run
+// function webhook_claim, src/migrations/functions/) and returns its rows in event order (the
+// events' sequence, copied onto the delivery row: migration 0040; not the id, random within a ms). Sends run
 // concurrently; their results are recorded in batches by one call (webhook_record_and_claim: the
 // deliveries, every attempt in webhook_attempts, events.delivered_at and the bots' health) that,
 // while more is due, also claims the next rows in the same round trip and transaction: a slot stays
 // taken until its attempt is recorded, and is taken again at once. One claim runs at a time (a
 // recording call waits for a claim of the loop under way), so each bot's sends start in the order
-// they came due. The loop claims on NOTIFY botpay_events (sent after commit by the events_wake
+// of its events. The loop claims on NOTIFY botpay_events (sent after commit by the events_wake
 // trigger, 0001), when a recording call could not claim and no send is left to be recorded, and on
 // a safety poll for retries that come due.
 //
@@ -234,7 +235,7 @@ export class DeliveryWorker {
   /**
    * The arguments of a claim (webhook_claim's parameters after p_now), or null when this instance
    * has no free slot or another claim is under way. One claim at a time: the rows of one claim are
-   * sent before those of the next, so each bot's sends start in the order they came due, and two
+   * sent before those of the next, so each bot's sends start in the order of its events, and two
    * claims never take more than MAX_IN_FLIGHT together. `endClaim` ends it.
    */
   private reserveClaim(): ClaimArgs | null {
@@ -267,7 +268,7 @@ export class DeliveryWorker {
     }
   }
 
-  /** Sends what a claim returned (oldest first) and ends the claim. */
+  /** Sends what a claim returned (in event order) and ends the claim. */
   private claimed(args: ClaimArgs, rows: ClaimedRow[]): void {
     if (rows.length > 0) {
       this.ctx.logger.trace(

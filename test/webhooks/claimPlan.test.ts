@@ -83,5 +83,9 @@ describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', 
     const full = lines.slice(at, at + 8).join('\n');
     expect(full).toMatch(/Scan on webhook_deliveries_leased_idx/);
     expect(plan).not.toMatch(/Seq Scan on webhook_deliveries/);
+    // The window of due rows is read in claim order (due time, then event order: 0040) from the due
+    // index, up to its limit, not sorted from every due row.
+    expect(plan).toMatch(/Index Scan using webhook_deliveries_due_idx on webhook_deliveries d/);
+    expect(plan).not.toMatch(/Sort Key: d\.next_attempt_at/);
   });
 });

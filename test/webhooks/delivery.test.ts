@@ -338,7 +338,7 @@ describe('webhook delivery', () => {
       // arrives later wakes a claim that finds the bot's one slot taken.)
       for (let i = 0; i < 8; i++) {
         ids.push((await emit(svc, bot.bot_id)).id);
-        svc.clock.advance(1); // distinct due times (equal ones are ordered by id)
+        svc.clock.advance(1); // distinct due times (equal ones: test/webhooks/order.test.ts)
       }
       await live.start();
       await receiver.waitFor(

@@ -12,6 +12,7 @@ import {
   createTestService,
   type TestService,
 } from '../../../test/support/service.ts';
+import { registerTunnelBot } from '../../../test/tunnels/helpers.ts';
 import { packPackage } from './pack.ts';
 
 // The SDK as a user gets it: `npm pack` (which builds dist/ through prepack), the tarball installed
@@ -86,6 +87,9 @@ describe.skipIf(isPostgres)('the packed SDK in fresh projects', () => {
       'package/dist/cjs/index.d.ts',
       'package/dist/cjs/package.json',
       'package/dist/esm/webhooks/express.js',
+      'package/dist/esm/tunnel/index.js',
+      'package/dist/cjs/tunnel/index.js',
+      'package/dist/esm/tunnel/index.d.ts',
       'package/dist/docs/api.md',
       'package/README.md',
     ]) {
@@ -146,6 +150,39 @@ const { verifySignature, signPayload, createNodeWebhookHandler } = require('@bot
       handler: 'function',
     });
   });
+
+  it('the tunnel entry opens the bot’s tunnel from ESM and CommonJS (with ws, its optional peer, installed)', async () => {
+    const bot = await registerTunnelBot(svc, 18789);
+    const script = (imports: string) => `${imports}
+const http = require_http();
+(async () => {
+  const t = openTunnel({ server: process.env.BOTPAY_URL, token: ${JSON.stringify(bot.tunnel_token)},
+    handler: (r) => ({ status: 200, body: 'from the bot: ' + r.method + ' ' + r.path }), log: () => {} });
+  await t.waitConnected();
+  const u = new URL(process.env.BOTPAY_URL);
+  const body = await new Promise((resolve, reject) => http.request({ host: u.hostname, port: u.port, path: '/x', headers: { host: t.hostname } }, (r) => { let b = ''; r.on('data', (c) => { b += c; }); r.on('end', () => resolve(b)); }).on('error', reject).end());
+  await t.close();
+  console.log(JSON.stringify({ body }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+    for (const [name, type, imports] of [
+      [
+        'tunnel-esm',
+        'module',
+        "import { openTunnel } from '@botpay/client/tunnel';\nimport * as nodeHttp from 'node:http';\nconst require_http = () => nodeHttp;",
+      ],
+      [
+        'tunnel-cjs',
+        'commonjs',
+        "const { openTunnel } = require('@botpay/client/tunnel');\nconst require_http = () => require('node:http');",
+      ],
+    ] as const) {
+      const dir = await project(name, { type });
+      await symlink(join(REPO, 'node_modules/ws'), join(dir, 'node_modules/ws'), 'dir');
+      await writeFile(join(dir, 'main.js'), script(imports));
+      expect(await node(dir, 'main.js')).toEqual({ body: 'from the bot: GET /x' });
+    }
+  }, 120_000);
 
   it.each([
     ['NodeNext', { module: 'NodeNext', moduleResolution: 'NodeNext' }, { type: 'module' }],
@@ -300,9 +337,17 @@ export async function handle(request: Request): Promise<Response> {
         { lib: ['ES2022'], module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'] },
         `${EVERYWHERE}
 import { expressWebhook } from '@botpay/client/webhooks/express';
+import { openTunnel, type TunnelHandler } from '@botpay/client/tunnel';
 import { createServer } from 'node:http';
 const handler = expressWebhook({ secret: 'whsec_x', onEvent: (e) => void e.event });
 createServer((req, res) => handler(req, res, (error) => { res.statusCode = error ? 500 : 404; res.end(); }));
+const echo: TunnelHandler = async (r) => ({ status: 200, headers: { 'x-path': r.path }, body: r.body });
+const tunnel = openTunnel({ server: 'https://pay.example.com', handler: echo });
+const webhooks = openTunnel({ server: 'https://pay.example.com', webhooks: { secret: 'whsec_x', onEvent: (e) => void e.data } });
+void tunnel.ended.then((end) => end.reason === 'replaced');
+void webhooks.close();
+// @ts-expect-error: a handler answers with a status
+openTunnel({ server: 'https://pay.example.com', handler: async () => ({ body: 'x' }) });
 `,
         ['node'],
       ),

@@ -12,6 +12,9 @@
 -- would otherwise fill the window of every claim on the instances that do not hold its leases
 -- themselves (p_skip is only the caller's own), so healthy bots would wait for its attempts to time
 -- out (issue 32, test/webhooks/fairness.test.ts).
+-- Order: each bot's due rows are taken in event order (seq, the events' sequence copied onto the
+-- delivery row, 0040), and returned in that order, so each bot's sends start in the order its
+-- events were written, also within one millisecond (test/webhooks/order.test.ts).
 CREATE OR REPLACE FUNCTION webhook_claim(p_now timestamptz, p_until timestamptz, p_token text, p_per_bot integer,
                               p_room integer, p_skip text[], p_candidates integer)
 RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts integer, body text,
@@ -33,17 +36,22 @@ BEGIN
      GROUP BY l.bot_id
     HAVING count(*) >= p_per_bot
   ), due AS (
-    SELECT d.id, d.bot_id, d.next_attempt_at
+    -- The window: due rows oldest first, through webhook_deliveries_due_idx (next_attempt_at, seq;
+    -- 0040) in its order, so rows due in the same millisecond enter it in event order and a window
+    -- that cuts through them keeps the earliest.
+    SELECT d.id, d.bot_id, d.seq
       FROM webhook_deliveries d
      WHERE d.status = 'pending' AND d.next_attempt_at <= p_now
        AND (d.locked_until IS NULL OR d.locked_until <= p_now)
        AND NOT (d.bot_id = ANY(p_skip))
        AND NOT (d.bot_id = ANY(ARRAY(SELECT f.bot_id FROM full_bots f)))
-     ORDER BY d.next_attempt_at, d.id
+     ORDER BY d.next_attempt_at, d.seq
      LIMIT p_candidates
   ), ordered AS (
-    SELECT due.id, due.bot_id,
-           row_number() OVER (PARTITION BY due.bot_id ORDER BY due.next_attempt_at, due.id) AS rn
+    -- Each bot's free slots go to its due rows in event order (seq: the order the events were
+    -- written, 0040), not by id: ids order by millisecond only, and within one their order is random.
+    SELECT due.id, due.bot_id, due.seq,
+           row_number() OVER (PARTITION BY due.bot_id ORDER BY due.seq, due.id) AS rn
       FROM due
   ), counted AS (
     -- In flight anywhere in the deployment: the bot's rows under a live lease (every instance's),
@@ -76,7 +84,8 @@ BEGIN
        -- Re-checked on the locked row version: another worker may have claimed it meanwhile.
        AND d.status = 'pending' AND d.next_attempt_at <= p_now
        AND (d.locked_until IS NULL OR d.locked_until <= p_now)
-     ORDER BY d.next_attempt_at, d.id
+     -- In event order: when p_room cuts, each bot keeps its earliest rows (a prefix of its order).
+     ORDER BY d.seq, d.id
      LIMIT p_room
      FOR UPDATE OF d SKIP LOCKED
   ), claimed AS (
@@ -87,11 +96,11 @@ BEGIN
     RETURNING d.id, d.event_id, d.bot_id, d.event_type, d.attempts, e.body, b.callback_url, b.tunnel_hostname,
               b.webhook_path, b.hooks_token_enc, b.webhook_secret_enc,
               CASE WHEN b.webhook_secret_prev_until > p_now THEN b.webhook_secret_prev_enc END AS prev_enc,
-              d.next_attempt_at AS due_at, e.seq
+              d.seq
   )
-  -- Oldest first, so the worker starts each bot's sends in the order they came due.
+  -- In event order, so the worker starts each bot's sends in the order of its events.
   SELECT c.id, c.event_id, c.bot_id, c.event_type, c.attempts, c.body, c.callback_url, c.tunnel_hostname,
          c.webhook_path, c.hooks_token_enc, c.webhook_secret_enc, c.prev_enc
     FROM claimed c
-   ORDER BY c.due_at, c.seq;
+   ORDER BY c.seq, c.id;
 END $$;

@@ -1,0 +1,14 @@
+-- One webhook delivery per event, written by the trigger events_create_webhook_delivery (0003)
+-- in the transaction that writes the event, so no event exists without its delivery, whichever
+-- module emits it (src/events/outbox.ts, src/checkout/service.ts). The delivery id shares the event
+-- id's random part (evt_X → whd_X); the first attempt is due when the event happened. seq is the
+-- event's place in the order events were written (events.seq): each bot's deliveries are claimed
+-- in that order (webhook_claim), not in the order of their ids, which is random within a
+-- millisecond (0040).
+CREATE OR REPLACE FUNCTION webhook_delivery_for_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO webhook_deliveries (id, event_id, bot_id, event_type, next_attempt_at, created_at, seq)
+  VALUES ('whd_' || substr(NEW.id, position('_' in NEW.id) + 1), NEW.id, NEW.bot_id, NEW.type,
+          NEW.created_at, NEW.created_at, NEW.seq);
+  RETURN NEW;
+END $$;
