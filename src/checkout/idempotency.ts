@@ -5,7 +5,7 @@ import type { CheckoutResult } from './service.ts';
 
 // Idempotency-Key of an x402 payment (src/x402/service.ts; keys 'x402:<key>'). A card checkout
 // keeps its key on its confirmation row instead (checkout_run; migration 0023), and reads this
-// table only for keys used before that migration. The key row is inserted first in the payment's own
+// table only for keys used before that migration (that read goes with migration 0040, docs/deploy.md). The key row is inserted first in the payment's own
 // transaction: a concurrent request with the same key waits on the unique index until the first
 // commits (then replays its response) or rolls back (then runs itself). So money moves once.
 // Only successful responses (200/202) are kept; a refused request can be retried with the same key.
