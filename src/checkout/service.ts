@@ -7,10 +7,13 @@ import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import { newId, newTimeOrderedId } from '../platform/ids.ts';
+import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
+import { purchaseEventRow } from '../spend/events.ts';
+import { limitError, perTransactionError } from '../spend/refusals.ts';
+import type { SpendResult } from '../spend/result.ts';
 import {
   type AttemptParams,
   type AttemptRefusal,
@@ -19,7 +22,6 @@ import {
   checkoutAlone,
   checkoutAttempt,
 } from './attempt.ts';
-import { limitError, perTransactionError } from './guardrails.ts';
 import type { ApprovedBody, CheckoutBody, PendingBody } from './schemas.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
@@ -44,21 +46,12 @@ import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 /** The request body, as the route's schema validated it. */
 export type CheckoutRequest = CheckoutBody;
 
-export interface CheckoutResult {
-  statusCode: 200 | 202;
-  body: Record<string, unknown>;
-  /** Set (never stored or sent) when the purchase was held, on any profile: an owner e-mail is due. */
-  heldForOwner?: string;
-  /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
-  balanceLow?: boolean;
-}
-
 /** A checkout's answer, typed by the route's response schemas (200 approved, 202 held). */
 export type CheckoutAnswer = (
   | { statusCode: 200; body: ApprovedBody }
   | { statusCode: 202; body: PendingBody }
 ) &
-  Pick<CheckoutResult, 'heldForOwner' | 'balanceLow'>;
+  Pick<SpendResult, 'heldForOwner' | 'balanceLow'>;
 
 export const APPROVED_MESSAGE =
   'Purchase approved. Complete the card number of your profile with missing_digits and use the expiry shown.';
@@ -400,49 +393,4 @@ export async function emitBalanceLowIfCrossed(
     return true;
   }
   return false;
-}
-
-function purchaseData(c: PurchaseEventInput, type: PurchaseEventType) {
-  return {
-    checkout_id: c.id,
-    amount: centsToUsd(c.amountCents),
-    vendor: c.merchantName,
-    description: c.itemName,
-    status: type.slice('purchase.'.length),
-  };
-}
-
-type PurchaseEventType = 'purchase.approved' | 'purchase.denied' | 'purchase.expired';
-interface PurchaseEventInput {
-  id: string;
-  botId: string;
-  amountCents: number;
-  merchantName: string;
-  itemName: string;
-}
-
-/**
- * The outbox row of a purchase event written by checkout_run, serialised exactly as emitEvent
- * does (src/events/outbox.ts): the body is built here, the database function only stores it.
- */
-function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {
-  const id = newTimeOrderedId('evt', at);
-  const body = JSON.stringify({
-    id,
-    event: type,
-    timestamp: new Date(at).toISOString(),
-    bot_id: c.botId,
-    data: purchaseData(c, type),
-  });
-  return { id, body };
-}
-
-/** purchase.* events: data as docs/webhooks.md lists it (checkout_id, amount, vendor, description) plus status. No card digits. */
-export async function emitPurchaseEvent(
-  tx: Queryable,
-  type: PurchaseEventType,
-  c: PurchaseEventInput,
-  at: number,
-): Promise<void> {
-  await emitEvent(tx, { botId: c.botId, type, data: purchaseData(c, type), at });
 }

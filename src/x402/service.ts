@@ -1,11 +1,5 @@
 import type { Static } from '@sinclair/typebox';
 import type { PaymentPayload, ResourceInfo } from '@x402/core/types';
-import { subtractFromCounters } from '../checkout/counters.ts';
-import type { ConfirmationRow } from '../checkout/decisions.ts';
-import { limitError, perTransactionError } from '../checkout/guardrails.ts';
-import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
-import type { CheckoutResult } from '../checkout/service.ts';
-import { emitPurchaseEvent } from '../checkout/service.ts';
 import { sendOwnerMailSoon } from '../notifications/job.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -16,6 +10,12 @@ import { centsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso, windowStart } from '../platform/time.ts';
+import { subtractFromCounters } from '../spend/counters.ts';
+import { emitPurchaseEvent } from '../spend/events.ts';
+import type { ConfirmationRow } from '../spend/holds.ts';
+import { claimIdempotencyKey, saveIdempotentResponse } from '../spend/idempotency.ts';
+import { limitError, perTransactionError } from '../spend/refusals.ts';
+import type { SpendResult } from '../spend/result.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { probeClaim } from './probe.ts';
 import {
@@ -36,7 +36,7 @@ import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 // figures → funds (the x402 wallet row, locked last) → approval mode. Approved: the authorisation
 // is signed and the amount moves to x402_authorized; held: a checkout confirmation with rail
 // partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.* events as a
-// card purchase; src/checkout/decisions.ts calls settleX402Hold).
+// card purchase: the one hold life in src/spend/holds.ts calls settleX402Hold).
 //
 // Counter locks in one order: 'x402:<bot>' → 'owner:<id>' → 'bot:<id>', then the x402 wallet row.
 //
@@ -52,7 +52,7 @@ import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 // purchase.approved: a payment approved at once is announced when the seller is known to have
 // taken it (the seller's answer to the service's own request, or the chain: reconcile.ts), so a
 // payment the seller refuses never announces it (src/x402/refusal.ts sends x402.refused); a held
-// payment announces it at the owner's approval (src/checkout/decisions.ts).
+// payment announces it at the owner's approval (src/spend/holds.ts).
 
 export interface PayRequest {
   resource_url: string;
@@ -116,7 +116,7 @@ export interface PayOptions {
   domainCheck: 'claimed' | 'connected';
 }
 
-export type PayResult = CheckoutResult & { replayed: boolean };
+export type PayResult = SpendResult & { replayed: boolean };
 
 export async function pay(
   ctx: AppContext,
@@ -270,7 +270,7 @@ async function runChain(
   domain: string,
   domainCheck: X402PaymentRow['domain_check'],
   now: number,
-): Promise<CheckoutResult> {
+): Promise<SpendResult> {
   const limited = await consumeRateLimit(tx, payLimit(ctx, botId, now));
   if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'payment requests');
   const cfg = requireX402Config(ctx);
@@ -512,7 +512,7 @@ export async function announceApproved(tx: Queryable, row: X402PaymentRow, now: 
 }
 
 /**
- * Called by src/checkout/decisions.ts for a held partner_wallet confirmation, inside its
+ * The partner wallet's part of settling a held payment (src/spend/holds.ts), inside its
  * transaction with the confirmation row locked: approve signs now (fresh validity) and moves the
  * hold to x402_authorized; deny / expire give the counters and the hold back.
  */
@@ -529,7 +529,7 @@ export async function settleX402Hold(
     const wallet = present(await loadWallet(tx, c.bot_id, true), 'the partner wallet row');
     await authorise(ctx, tx, wallet, c.id, now);
     await x402Moves.approve(tx, c.bot_id, c.amount_cents, now, c.id);
-    // decisions.ts sends purchase.approved for the owner's approval.
+    // src/spend/holds.ts sends purchase.approved for the owner's approval.
     await tx.query('UPDATE x402_payments SET announced_at = $2 WHERE id = $1', [c.id, new Date(now)]);
     return;
   }

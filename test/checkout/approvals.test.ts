@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listApprovals, processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { listApprovals } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { ownerMailSettled } from '../../src/notifications/job.ts';
 import {
   activeBot,

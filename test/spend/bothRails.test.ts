@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import {
   activeBot,
   createOwner,
