@@ -9,10 +9,10 @@ import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
-import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
+import { consumeRateLimit } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { purchaseEventRow } from '../spend/events.ts';
-import { limitError, perTransactionError } from '../spend/refusals.ts';
+import { refusalError } from '../spend/refusals.ts';
 import type { SpendResult } from '../spend/result.ts';
 import {
   type AttemptParams,
@@ -145,16 +145,9 @@ function checkoutLimit(ctx: AppContext, botId: string, now: number) {
   return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
 
-/** The refusal of checkout_run, as the spec's error. */
-function refusalError(r: AttemptRefusal): ApiError {
+/** The refusal of checkout_run, as the spec's error: the card's own here, the shared ones in src/spend/refusals.ts. */
+function checkoutRefusalError(r: AttemptRefusal): ApiError {
   switch (r.error) {
-    case 'wallet_not_active':
-      return new ApiError(
-        'wallet_not_active',
-        'The wallet is not active: your owner has not claimed you yet.',
-      );
-    case 'wallet_frozen':
-      return new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
     case 'card_not_found':
       return new ApiError('card_not_found', 'card_id was not found or is not linked to this bot.');
     case 'card_not_active':
@@ -163,26 +156,8 @@ function refusalError(r: AttemptRefusal): ApiError {
       return new ApiError('card_id_required', 'This bot has several active cards: name one with card_id.');
     case 'invalid_profile':
       return new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
-    case 'insufficient_funds':
-      return new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
-        balance_usd: centsToUsd(r.balanceCents),
-      });
-    case 'rate_limited':
-      return tooMany(r.retryAfterSeconds, 'checkout requests');
-    case 'idempotency_conflict':
-      return new ApiError(
-        'idempotency_conflict',
-        'This Idempotency-Key was already used with a different request body.',
-      );
-    case 'per_transaction':
-      return perTransactionError(
-        r.name === 'card_per_transaction' ? 'card_guardrail_violation' : 'master_budget_exceeded',
-        r.limitCents,
-      );
-    case 'window_limit':
-      return limitError(r.name, r.limitCents, r.spentCents);
-    case 'allowance':
-      return limitError('profile_allowance', r.limitCents, r.spentCents, r.window);
+    default:
+      return refusalError('card_wallet', r);
   }
 }
 
@@ -279,7 +254,7 @@ function answer(
   balanceLow: boolean,
 ): CheckoutAnswer & { replayed: boolean } {
   if (r.ok === 'replay') return { ...replayAnswer(ctx, r.replay), replayed: true };
-  if (!r.ok) throw refusalError(r.refusal);
+  if (!r.ok) throw checkoutRefusalError(r.refusal);
   const common: AnswerCommon = {
     confirmation_id: p.confirmationId,
     profile_index: req.profile_index,

@@ -1,6 +1,7 @@
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
+import { refusalError } from './refusals.ts';
 import type { SpendResult } from './result.ts';
 
 // Idempotency-Key of an x402 payment (src/x402/service.ts; keys 'x402:<key>'). A card checkout
@@ -42,10 +43,7 @@ export async function claimIdempotencyKey(
   // The upsert above found the row (it waited for it to commit): it is there.
   if (!row) throw new Error(`idempotency key row of bot ${botId} vanished`);
   if (row.request_hash !== hash) {
-    throw new ApiError(
-      'idempotency_conflict',
-      'This Idempotency-Key was already used with a different request body.',
-    );
+    throw refusalError('partner_wallet', { error: 'idempotency_conflict' });
   }
   if (row.status_code === null || row.response_enc === null) {
     // Cannot happen: rows become visible only when their checkout commits with its response.
