@@ -12,10 +12,11 @@ import { emitPurchaseEvent } from './events.ts';
 // The one life of a held purchase, on both rails: the owner approves (capture the hold) or denies
 // (release it), or the window elapses (expire: release). The rail's part of it (counters, ledger
 // rows, an x402 authorisation) is its settlement in SETTLE; the confirmation row, its decision,
-// the purchase.* event and the task link are the same for both. A held purchase is the same object on every profile of a
-// card (docs/security.md): the owner decides it in the approvals inbox, which shows the purchase
-// (merchant, item, amount) and never the profile, and approving a decoy moves no real money (its
-// memo rows are captured instead). The service itself never decides a hold but by expiry.
+// the purchase.* event and the task link are the same for both. A held purchase is the same
+// object on every profile of a card (docs/security.md): the owner decides it in the approvals
+// inbox, which shows the purchase (merchant, item, amount) and never the profile, and approving a
+// decoy moves no real money (its memo rows are captured instead). The service itself never
+// decides a hold but by expiry.
 // Every decision locks the confirmation row first (FOR UPDATE), then counters and wallet in the
 // checkout's order, and changes only a row still 'pending': a confirmation is decided once.
 
