@@ -1,4 +1,4 @@
-import { spentInWindowSql } from '../checkout/counters.ts';
+import { spentInWindowSql } from '../spend/counters.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { notFound } from '../platform/errors.ts';

@@ -1,6 +1,7 @@
 import { type Db, pgErrorCode, prepared, type Queryable } from '../platform/db/port.ts';
 import { namedCall } from '../platform/db/named.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
+import type { Refusal } from '../spend/refusals.ts';
 
 // The typed interface to checkout_run (src/migrations/functions/checkout_run.sql): the
 // Idempotency-Key lookup, the rate limit, the guardrail chain and its writes in one database call.
@@ -81,22 +82,13 @@ export const attemptCall = namedCall<CallParams>('checkout_run', {
 const REFUSED = 'BP001';
 const NEEDS_TRANSACTION = 'BP002';
 
-/** A limit with a window: the amount would take the window's spending past it. */
-export type WindowLimitName = 'card_daily' | 'card_monthly' | 'master_daily' | 'master_monthly';
-
+/** A refusal of checkout_run: the card's own, or one both rails share (src/spend/refusals.ts). */
 export type AttemptRefusal =
-  | { error: 'wallet_not_active' }
-  | { error: 'wallet_frozen' }
   | { error: 'card_not_found' }
   | { error: 'card_not_active' }
   | { error: 'card_id_required' }
   | { error: 'invalid_profile' }
-  | { error: 'per_transaction'; name: 'card_per_transaction' | 'master_per_transaction'; limitCents: number }
-  | { error: 'window_limit'; name: WindowLimitName; limitCents: number; spentCents: number }
-  | { error: 'allowance'; limitCents: number; spentCents: number; window: WindowKind }
-  | { error: 'insufficient_funds'; balanceCents: number }
-  | { error: 'rate_limited'; retryAfterSeconds: number }
-  | { error: 'idempotency_conflict' };
+  | Refusal;
 
 export interface AttemptPassed {
   ok: true;

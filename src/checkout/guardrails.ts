@@ -1,10 +1,8 @@
-import { ApiError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
 import type { WindowKind } from '../platform/time.ts';
-import type { CounterSpec, LimitName } from './counters.ts';
+import type { CounterSpec } from '../spend/counters.ts';
 
-// The TypeScript side of the guardrail chain: which counters a purchase counted in (subtracted
-// again when a hold is denied or expires) and the errors of failed limits. The chain itself, its
+// The TypeScript side of the card's guardrail chain: which counters a purchase counted in
+// (subtracted again when a hold is denied or expires; the refusals are src/spend/refusals.ts). The chain itself, its
 // limits and the approval decision run in checkout_run
 // (src/migrations/functions/checkout_run.sql); the scopes below are the ones it adds to.
 
@@ -40,49 +38,4 @@ export function counterSpecs(p: PurchaseScope): CounterSpec[] {
     { name: 'master_monthly', scope: owner, kind: 'month' },
     { name: 'bot_monthly', scope: bot, kind: 'month' },
   ];
-}
-
-const LIMIT_ERRORS: Record<
-  LimitName,
-  {
-    code: 'card_guardrail_violation' | 'allowance_exceeded' | 'master_budget_exceeded';
-    limit: string;
-    text: string;
-  }
-> = {
-  card_daily: { code: 'card_guardrail_violation', limit: 'daily', text: "the card's daily budget" },
-  card_monthly: { code: 'card_guardrail_violation', limit: 'monthly', text: "the card's monthly budget" },
-  profile_allowance: { code: 'allowance_exceeded', limit: 'allowance', text: "the profile's allowance" },
-  master_daily: { code: 'master_budget_exceeded', limit: 'daily', text: "the owner's daily budget" },
-  master_monthly: { code: 'master_budget_exceeded', limit: 'monthly', text: "the owner's monthly budget" },
-  bot_monthly: { code: 'master_budget_exceeded', limit: 'monthly', text: 'the monthly budget' },
-};
-
-export function limitError(
-  name: LimitName,
-  limitCents: number,
-  spentCents: number,
-  window?: WindowKind,
-): ApiError {
-  const e = LIMIT_ERRORS[name];
-  const remaining = Math.max(0, limitCents - spentCents);
-  return new ApiError(e.code, `The purchase would exceed ${e.text}.`, {
-    limit: e.limit,
-    ...(window ? { window } : {}),
-    limit_usd: centsToUsd(limitCents),
-    remaining_usd: centsToUsd(remaining),
-  });
-}
-
-export function perTransactionError(
-  code: 'card_guardrail_violation' | 'master_budget_exceeded',
-  limitCents: number,
-): ApiError {
-  return new ApiError(
-    code,
-    code === 'card_guardrail_violation'
-      ? "The amount is above the card's per-transaction limit."
-      : "The amount is above the owner's per-transaction limit.",
-    { limit: 'per_transaction', limit_usd: centsToUsd(limitCents), remaining_usd: centsToUsd(limitCents) },
-  );
 }

@@ -5,7 +5,8 @@ import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
 import { BOT_SECURITY, OWNER_SECURITY } from '../platform/http.ts';
 import { ErrorBody, RateLimitedBody } from '../platform/schemas.ts';
-import { checkoutStatus, decideByOwner, listApprovals } from './decisions.ts';
+import { decideByOwner } from '../spend/holds.ts';
+import { checkoutStatus, listApprovals } from './decisions.ts';
 import {
   ApprovalsResponse,
   Approved,

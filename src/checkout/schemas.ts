@@ -110,7 +110,7 @@ export const ApprovalsResponse = Type.Object({
   ),
 });
 
-/** POST /api/v1/owner/approvals/{id}/approve|deny (decisions.ts decideByOwner). */
+/** POST /api/v1/owner/approvals/{id}/approve|deny (src/spend/holds.ts decideByOwner). */
 export const DecisionResponse = Type.Object({
   confirmation_id: Type.String(),
   status: Type.Union([Type.Literal('approved'), Type.Literal('denied')]),

@@ -7,10 +7,13 @@ import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import { newId, newTimeOrderedId } from '../platform/ids.ts';
+import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
-import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
+import { consumeRateLimit } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
+import { purchaseEventRow } from '../spend/events.ts';
+import { refusalError } from '../spend/refusals.ts';
+import type { SpendResult } from '../spend/result.ts';
 import {
   type AttemptParams,
   type AttemptRefusal,
@@ -19,7 +22,6 @@ import {
   checkoutAlone,
   checkoutAttempt,
 } from './attempt.ts';
-import { limitError, perTransactionError } from './guardrails.ts';
 import type { ApprovedBody, CheckoutBody, PendingBody } from './schemas.ts';
 import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 
@@ -44,21 +46,12 @@ import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 /** The request body, as the route's schema validated it. */
 export type CheckoutRequest = CheckoutBody;
 
-export interface CheckoutResult {
-  statusCode: 200 | 202;
-  body: Record<string, unknown>;
-  /** Set (never stored or sent) when the purchase was held, on any profile: an owner e-mail is due. */
-  heldForOwner?: string;
-  /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
-  balanceLow?: boolean;
-}
-
 /** A checkout's answer, typed by the route's response schemas (200 approved, 202 held). */
 export type CheckoutAnswer = (
   | { statusCode: 200; body: ApprovedBody }
   | { statusCode: 202; body: PendingBody }
 ) &
-  Pick<CheckoutResult, 'heldForOwner' | 'balanceLow'>;
+  Pick<SpendResult, 'heldForOwner' | 'balanceLow'>;
 
 export const APPROVED_MESSAGE =
   'Purchase approved. Complete the card number of your profile with missing_digits and use the expiry shown.';
@@ -152,16 +145,9 @@ function checkoutLimit(ctx: AppContext, botId: string, now: number) {
   return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
 
-/** The refusal of checkout_run, as the spec's error. */
-function refusalError(r: AttemptRefusal): ApiError {
+/** The refusal of checkout_run, as the spec's error: the card's own here, the shared ones in src/spend/refusals.ts. */
+function checkoutRefusalError(r: AttemptRefusal): ApiError {
   switch (r.error) {
-    case 'wallet_not_active':
-      return new ApiError(
-        'wallet_not_active',
-        'The wallet is not active: your owner has not claimed you yet.',
-      );
-    case 'wallet_frozen':
-      return new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
     case 'card_not_found':
       return new ApiError('card_not_found', 'card_id was not found or is not linked to this bot.');
     case 'card_not_active':
@@ -170,26 +156,8 @@ function refusalError(r: AttemptRefusal): ApiError {
       return new ApiError('card_id_required', 'This bot has several active cards: name one with card_id.');
     case 'invalid_profile':
       return new ApiError('invalid_profile', 'No permissions found for the given profile_index.');
-    case 'insufficient_funds':
-      return new ApiError('insufficient_funds', 'The wallet balance is too low for this purchase.', {
-        balance_usd: centsToUsd(r.balanceCents),
-      });
-    case 'rate_limited':
-      return tooMany(r.retryAfterSeconds, 'checkout requests');
-    case 'idempotency_conflict':
-      return new ApiError(
-        'idempotency_conflict',
-        'This Idempotency-Key was already used with a different request body.',
-      );
-    case 'per_transaction':
-      return perTransactionError(
-        r.name === 'card_per_transaction' ? 'card_guardrail_violation' : 'master_budget_exceeded',
-        r.limitCents,
-      );
-    case 'window_limit':
-      return limitError(r.name, r.limitCents, r.spentCents);
-    case 'allowance':
-      return limitError('profile_allowance', r.limitCents, r.spentCents, r.window);
+    default:
+      return refusalError('card_wallet', r);
   }
 }
 
@@ -286,7 +254,7 @@ function answer(
   balanceLow: boolean,
 ): CheckoutAnswer & { replayed: boolean } {
   if (r.ok === 'replay') return { ...replayAnswer(ctx, r.replay), replayed: true };
-  if (!r.ok) throw refusalError(r.refusal);
+  if (!r.ok) throw checkoutRefusalError(r.refusal);
   const common: AnswerCommon = {
     confirmation_id: p.confirmationId,
     profile_index: req.profile_index,
@@ -400,49 +368,4 @@ export async function emitBalanceLowIfCrossed(
     return true;
   }
   return false;
-}
-
-function purchaseData(c: PurchaseEventInput, type: PurchaseEventType) {
-  return {
-    checkout_id: c.id,
-    amount: centsToUsd(c.amountCents),
-    vendor: c.merchantName,
-    description: c.itemName,
-    status: type.slice('purchase.'.length),
-  };
-}
-
-type PurchaseEventType = 'purchase.approved' | 'purchase.denied' | 'purchase.expired';
-interface PurchaseEventInput {
-  id: string;
-  botId: string;
-  amountCents: number;
-  merchantName: string;
-  itemName: string;
-}
-
-/**
- * The outbox row of a purchase event written by checkout_run, serialised exactly as emitEvent
- * does (src/events/outbox.ts): the body is built here, the database function only stores it.
- */
-function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {
-  const id = newTimeOrderedId('evt', at);
-  const body = JSON.stringify({
-    id,
-    event: type,
-    timestamp: new Date(at).toISOString(),
-    bot_id: c.botId,
-    data: purchaseData(c, type),
-  });
-  return { id, body };
-}
-
-/** purchase.* events: data as docs/webhooks.md lists it (checkout_id, amount, vendor, description) plus status. No card digits. */
-export async function emitPurchaseEvent(
-  tx: Queryable,
-  type: PurchaseEventType,
-  c: PurchaseEventInput,
-  at: number,
-): Promise<void> {
-  await emitEvent(tx, { botId: c.botId, type, data: purchaseData(c, type), at });
 }

@@ -1,6 +1,7 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { decideByOwner, listApprovals } from '../checkout/decisions.ts';
+import { listApprovals } from '../checkout/decisions.ts';
+import { decideByOwner } from '../spend/holds.ts';
 import { findOneClickTarget, listRecentDecisions, type OneClickTarget } from '../checkout/inbox.ts';
 import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMail.ts';
 import type { AppContext } from '../platform/context.ts';

@@ -1,4 +1,4 @@
-import { checkoutDecisions } from '../checkout/job.ts';
+import { checkoutDecisions } from '../spend/job.ts';
 import { pruneSignInRecords } from '../dashboard/sessions.ts';
 import { ownerMailJob } from '../notifications/job.ts';
 import { tasksEngine } from '../tasks/job.ts';

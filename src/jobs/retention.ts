@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_TTL_MS } from '../checkout/idempotency.ts';
+import { IDEMPOTENCY_TTL_MS } from '../spend/idempotency.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
@@ -70,7 +70,7 @@ export const RETENTION: readonly RetentionRule[] = [
   gone_a AS (DELETE FROM webhook_attempts a USING gone_d WHERE a.delivery_id = gone_d.id)`,
   },
   // One line each: table, walked key and its type, age from, kept for, walk the whole table.
-  // Idempotency keys are honoured for 24 hours (src/checkout/idempotency.ts).
+  // Idempotency keys are honoured for 24 hours (src/spend/idempotency.ts).
   plain('checkout_idempotency', 'created_at', 'timestamptz', 'x.created_at', () => IDEMPOTENCY_TTL_MS),
   // The owner calls' keys (src/owners/idempotency.ts, migration 0029), the same 24 hours.
   plain('owner_idempotency', 'created_at', 'timestamptz', 'x.created_at', () => IDEMPOTENCY_TTL_MS),

@@ -1,4 +1,4 @@
-import { spentInWindowSql } from '../checkout/counters.ts';
+import { spentInWindowSql } from '../spend/counters.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { one } from '../platform/db/port.ts';

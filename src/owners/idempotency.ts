@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_TTL_MS } from '../checkout/idempotency.ts';
+import { IDEMPOTENCY_TTL_MS } from '../spend/idempotency.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import { one, type Queryable } from '../platform/db/port.ts';

@@ -1,5 +1,5 @@
 import type { Static } from '@sinclair/typebox';
-import { settleIfDue } from '../checkout/decisions.ts';
+import { settleIfDue } from '../spend/holds.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one } from '../platform/db/port.ts';

@@ -1,4 +1,4 @@
-import { subtractFromCounters } from '../checkout/counters.ts';
+import { subtractFromCounters } from '../spend/counters.ts';
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';

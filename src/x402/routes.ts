@@ -1,6 +1,6 @@
 import type { Static } from '@sinclair/typebox';
 import { BOT_SECURITY, OWNER_SECURITY, type App } from '../platform/http.ts';
-import { settleIfDue } from '../checkout/decisions.ts';
+import { settleIfDue } from '../spend/holds.ts';
 import { botOf } from '../bots/auth.ts';
 import { ownerOf } from '../owners/auth.ts';
 import { BotParams } from '../owners/schemas.ts';

@@ -1,11 +1,5 @@
 import type { Static } from '@sinclair/typebox';
 import type { PaymentPayload, ResourceInfo } from '@x402/core/types';
-import { subtractFromCounters } from '../checkout/counters.ts';
-import type { ConfirmationRow } from '../checkout/decisions.ts';
-import { limitError, perTransactionError } from '../checkout/guardrails.ts';
-import { claimIdempotencyKey, saveIdempotentResponse } from '../checkout/idempotency.ts';
-import type { CheckoutResult } from '../checkout/service.ts';
-import { emitPurchaseEvent } from '../checkout/service.ts';
 import { sendOwnerMailSoon } from '../notifications/job.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -14,8 +8,14 @@ import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { centsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
-import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
+import { consumeRateLimit } from '../platform/rateLimit.ts';
 import { iso, windowStart } from '../platform/time.ts';
+import { subtractFromCounters } from '../spend/counters.ts';
+import { emitPurchaseEvent } from '../spend/events.ts';
+import type { ConfirmationRow } from '../spend/holds.ts';
+import { claimIdempotencyKey, saveIdempotentResponse } from '../spend/idempotency.ts';
+import { refusalError } from '../spend/refusals.ts';
+import type { SpendResult } from '../spend/result.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { probeClaim } from './probe.ts';
 import {
@@ -36,7 +36,7 @@ import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 // figures → funds (the x402 wallet row, locked last) → approval mode. Approved: the authorisation
 // is signed and the amount moves to x402_authorized; held: a checkout confirmation with rail
 // partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.* events as a
-// card purchase; src/checkout/decisions.ts calls settleX402Hold).
+// card purchase: the one hold life in src/spend/holds.ts calls settleX402Hold).
 //
 // Counter locks in one order: 'x402:<bot>' → 'owner:<id>' → 'bot:<id>', then the x402 wallet row.
 //
@@ -52,7 +52,7 @@ import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 // purchase.approved: a payment approved at once is announced when the seller is known to have
 // taken it (the seller's answer to the service's own request, or the chain: reconcile.ts), so a
 // payment the seller refuses never announces it (src/x402/refusal.ts sends x402.refused); a held
-// payment announces it at the owner's approval (src/checkout/decisions.ts).
+// payment announces it at the owner's approval (src/spend/holds.ts).
 
 export interface PayRequest {
   resource_url: string;
@@ -116,7 +116,7 @@ export interface PayOptions {
   domainCheck: 'claimed' | 'connected';
 }
 
-export type PayResult = CheckoutResult & { replayed: boolean };
+export type PayResult = SpendResult & { replayed: boolean };
 
 export async function pay(
   ctx: AppContext,
@@ -197,27 +197,6 @@ export function judgeDomain(wallet: Pick<X402WalletRow, 'allow_domains' | 'deny_
     throw listRefusal(domain);
 }
 
-function railLimitError(
-  limit: 'per_transaction' | 'daily' | 'monthly',
-  limitCents: number,
-  spentCents: number,
-) {
-  const text = { per_transaction: 'per-transaction limit', daily: 'daily limit', monthly: 'monthly limit' }[
-    limit
-  ];
-  return new ApiError(
-    'rail_guardrail_violation',
-    limit === 'per_transaction'
-      ? `The amount is above the partner wallet's ${text}.`
-      : `The payment would exceed the partner wallet's ${text}.`,
-    {
-      limit,
-      limit_usd: centsToUsd(limitCents),
-      remaining_usd: centsToUsd(Math.max(0, limitCents - spentCents)),
-    },
-  );
-}
-
 /**
  * Adds a payment to one scope's day and month windows (spend_add's conditional upsert, one row per
  * scope): null when added, otherwise the first window whose limit it would pass and what is spent
@@ -270,9 +249,14 @@ async function runChain(
   domain: string,
   domainCheck: X402PaymentRow['domain_check'],
   now: number,
-): Promise<CheckoutResult> {
+): Promise<SpendResult> {
   const limited = await consumeRateLimit(tx, payLimit(ctx, botId, now));
-  if (!limited.ok) throw tooMany(limited.retryAfterSeconds, 'payment requests');
+  if (!limited.ok) {
+    throw refusalError('partner_wallet', {
+      error: 'rate_limited',
+      retryAfterSeconds: limited.retryAfterSeconds,
+    });
+  }
   const cfg = requireX402Config(ctx);
 
   // 1. Wallet and rail status.
@@ -293,9 +277,9 @@ async function runChain(
     [botId],
   );
   if (!st || st.owner_id === null || st.status === 'pending') {
-    throw new ApiError('wallet_not_active', 'The wallet is not active: your owner has not claimed you yet.');
+    throw refusalError('partner_wallet', { error: 'wallet_not_active' });
   }
-  if (st.status === 'frozen') throw new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
+  if (st.status === 'frozen') throw refusalError('partner_wallet', { error: 'wallet_frozen' });
   const ownerId = st.owner_id;
   const wallet = await loadWallet(tx, botId);
   if (st.rail_status !== 'active' || !wallet) {
@@ -320,8 +304,13 @@ async function runChain(
 
   // 3. The rail's limits.
   const amount = chosen.amountCents;
-  if (amount > wallet.per_transaction_cents)
-    throw railLimitError('per_transaction', wallet.per_transaction_cents, 0);
+  if (amount > wallet.per_transaction_cents) {
+    throw refusalError('partner_wallet', {
+      error: 'per_transaction',
+      name: 'x402_per_transaction',
+      limitCents: wallet.per_transaction_cents,
+    });
+  }
   const rail = await addCounter(
     tx,
     `x402:${botId}`,
@@ -330,24 +319,45 @@ async function runChain(
     { limit: wallet.daily_cents },
     { limit: wallet.monthly_cents },
   );
-  if (rail?.refused === 'day') throw railLimitError('daily', wallet.daily_cents, rail.spent);
-  if (rail) throw railLimitError('monthly', wallet.monthly_cents, rail.spent);
+  if (rail) {
+    const day = rail.refused === 'day';
+    throw refusalError('partner_wallet', {
+      error: 'window_limit',
+      name: day ? 'x402_daily' : 'x402_monthly',
+      limitCents: day ? wallet.daily_cents : wallet.monthly_cents,
+      spentCents: rail.spent,
+    });
+  }
 
   // 4. Master guardrails: the owner's budget across all bots and both rails.
   const mTx = Number(st.m_tx);
   const mDay = Number(st.m_day);
   const mMonth = Number(st.m_month);
-  if (amount > mTx) throw perTransactionError('master_budget_exceeded', mTx);
+  if (amount > mTx) {
+    throw refusalError('partner_wallet', {
+      error: 'per_transaction',
+      name: 'master_per_transaction',
+      limitCents: mTx,
+    });
+  }
   const master = await addCounter(tx, `owner:${ownerId}`, now, amount, { limit: mDay }, { limit: mMonth });
-  if (master?.refused === 'day') throw limitError('master_daily', mDay, master.spent);
-  if (master) throw limitError('master_monthly', mMonth, master.spent);
+  if (master) {
+    const day = master.refused === 'day';
+    throw refusalError('partner_wallet', {
+      error: 'window_limit',
+      name: day ? 'master_daily' : 'master_monthly',
+      limitCents: day ? mDay : mMonth,
+      spentCents: master.spent,
+    });
+  }
   await addCounter(tx, `bot:${botId}`, now, amount, null, { limit: null });
 
   // 5. Funds, from the ledger's view of the wallet (row locked last).
   const locked = present(await loadWallet(tx, botId, true), 'the partner wallet row');
   if (locked.available_cents < amount) {
-    throw new ApiError('insufficient_funds', 'The partner wallet balance is too low for this payment.', {
-      balance_usd: centsToUsd(locked.available_cents),
+    throw refusalError('partner_wallet', {
+      error: 'insufficient_funds',
+      balanceCents: locked.available_cents,
     });
   }
 
@@ -512,7 +522,7 @@ export async function announceApproved(tx: Queryable, row: X402PaymentRow, now: 
 }
 
 /**
- * Called by src/checkout/decisions.ts for a held partner_wallet confirmation, inside its
+ * The partner wallet's part of settling a held payment (src/spend/holds.ts), inside its
  * transaction with the confirmation row locked: approve signs now (fresh validity) and moves the
  * hold to x402_authorized; deny / expire give the counters and the hold back.
  */
@@ -529,7 +539,7 @@ export async function settleX402Hold(
     const wallet = present(await loadWallet(tx, c.bot_id, true), 'the partner wallet row');
     await authorise(ctx, tx, wallet, c.id, now);
     await x402Moves.approve(tx, c.bot_id, c.amount_cents, now, c.id);
-    // decisions.ts sends purchase.approved for the owner's approval.
+    // src/spend/holds.ts sends purchase.approved for the owner's approval.
     await tx.query('UPDATE x402_payments SET announced_at = $2 WHERE id = $1', [c.id, new Date(now)]);
     return;
   }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkoutAttempt } from '../../src/checkout/attempt.ts';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { ownerMailSettled } from '../../src/notifications/job.ts';
 import { newId } from '../../src/platform/ids.ts';
 import { isPostgres } from '../support/db.ts';

@@ -58,6 +58,27 @@ describe('migrations', () => {
     }
   });
 
+  it('every function of the schema has one definition, in a file of src/migrations/functions/', async () => {
+    // A function left defined only in a migration is changed by writing a new migration, which
+    // is how definitions drifted apart; an overload kept beside a newer signature outlives its
+    // purpose unnoticed.
+    const { db, drop } = await createTestDatabase();
+    try {
+      const rows = await db.query<{ name: string; n: number }>(
+        `SELECT p.proname AS name, count(*)::int AS n FROM pg_proc p
+           JOIN pg_namespace s ON s.oid = p.pronamespace
+          WHERE s.nspname = current_schema() GROUP BY 1 ORDER BY 1`,
+      );
+      const files = (await loadFunctions()).map((f) => f.sql).join('\n');
+      const defined = (name: string) => new RegExp(`CREATE OR REPLACE FUNCTION ${name}\\(`).test(files);
+      expect(rows.filter((r) => !defined(r.name)).map((r) => r.name)).toEqual([]);
+      expect(rows.filter((r) => r.n > 1)).toEqual([]);
+      expect(rows.map((r) => r.name)).toEqual(expect.arrayContaining(['botpay_notify', 'notify_bot_state']));
+    } finally {
+      await drop();
+    }
+  });
+
   it.runIf(isPostgres)('apply exactly once when several instances start at once', async () => {
     const schema = `t_${randomBase32(12)}`;
     const admin = new pg.Client({ connectionString: POSTGRES_URL });

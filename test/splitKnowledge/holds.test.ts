@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { ownerMailSettled } from '../../src/notifications/job.ts';
 import { TIME_CHARS } from '../../src/platform/ids.ts';
 import { checkout, poll, setupCard } from '../checkout/helpers.ts';

@@ -82,7 +82,7 @@ describe('ledger work does not tell the real profile from a decoy', () => {
   );
 
   it('a released hold gives back the same counter rows on the real profile and on a decoy', () => {
-    // decide and expire subtract a released hold from these (src/checkout/decisions.ts): one
+    // decide and expire subtract a released hold from these (src/spend/holds.ts): one
     // statement per scope, so the same scopes and windows mean the same work, whichever profile
     // (a decoy once skipped the owner's row, and its expiry, settled in the bot's own poll, was quicker).
     const shape = (isReal: boolean) =>

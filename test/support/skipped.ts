@@ -20,7 +20,7 @@ export function skippedSuites(probe: SkipProbe): string[] {
   const ci = probe.env.CI === 'true';
   if (!probe.env.TEST_DATABASE_URL) {
     lines.push(
-      `skipped: concurrency suites (test/checkout/concurrency.test.ts, test/x402/concurrency.test.ts, test/tasks/next.test.ts, concurrent registration and migrations) need PostgreSQL: ${PG_HINT}`,
+      `skipped: concurrency suites (test/checkout/concurrency.test.ts, test/x402/concurrency.test.ts, test/spend/concurrency.test.ts, test/tasks/next.test.ts, concurrent registration and migrations) need PostgreSQL: ${PG_HINT}`,
       `skipped: crash suites (test/checkout/crash.test.ts, test/webhooks/crash.test.ts) need PostgreSQL: ${PG_HINT}`,
       `skipped: scale suites (test/scale: several instances, database faults) need PostgreSQL: ${PG_HINT}`,
       `skipped: notify suite (test/foundation/notify.test.ts, NOTIFY after commit) needs PostgreSQL: ${PG_HINT}`,

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { checkout, poll, putProfile } from '../checkout/helpers.ts';
 import { createTestService, type TestService } from '../support/service.ts';
 import { createSchedule, MINUTE, scheduleBody, tick, type World, world } from './helpers.ts';

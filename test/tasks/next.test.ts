@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { ownerMailSettled } from '../../src/notifications/job.ts';
 import { LEASE_MS, NO_TASK_MESSAGE, TASK_LIFETIME_MS } from '../../src/tasks/service.ts';
 import { checkout, events, expectLedgerConsistent, setupCard, wallet } from '../checkout/helpers.ts';

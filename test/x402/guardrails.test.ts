@@ -2,7 +2,7 @@ import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { getAddress, verifyTypedData } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/checkout/decisions.ts';
+import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { announceApproved } from '../../src/x402/service.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import {

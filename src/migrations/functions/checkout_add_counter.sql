@@ -2,7 +2,8 @@
 -- payments add to one window of a scope through this call. It adds through spend_add, the same
 -- conditional upsert this version uses (table spend_windows), and answers as it used to: -1 when
 -- added, otherwise what is already spent in the window (nothing added). p_limit NULL: counted,
--- never limiting. Nothing in this version calls it.
+-- never limiting. Nothing in this version calls it; it goes with migration 0050 (docs/deploy.md,
+-- "Compatibility pieces").
 CREATE OR REPLACE FUNCTION checkout_add_counter(p_scope text, p_kind text, p_start timestamptz, p_amount bigint, p_limit bigint)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE

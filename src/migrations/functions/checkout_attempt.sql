@@ -1,8 +1,8 @@
 -- For instances of the previous version during a rolling deploy: they call checkout_attempt inside
 -- their transaction and expect a refusal as an answer ({"error": …}), which they then roll back.
 -- checkout_run raises it instead; the exception block turns it back into the answer (the block's
--- savepoint has already undone what the call wrote). Nothing in this version calls it; a later
--- release may drop it.
+-- savepoint has already undone what the call wrote). Nothing in this version calls it; it goes with
+-- migration 0050 (docs/deploy.md, "Compatibility pieces").
 CREATE OR REPLACE FUNCTION checkout_attempt(
   p_bot_id text, p_card_id text, p_profile_index integer, p_amount bigint, p_category text,
   p_id text, p_merchant_name text, p_merchant_url text, p_item_name text, p_task_id text,

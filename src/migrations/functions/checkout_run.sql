@@ -22,7 +22,8 @@
 -- after it then sees the committed confirmation, which is answered ({"replay": …}) before the rate
 -- limit, so a replay is never counted or refused. Keys are honoured for 24 hours: an older
 -- confirmation gives its key up. Keyed checkouts from before migration 0023 are still answered
--- from checkout_idempotency ({"legacy": …}) for their 24 hours.
+-- from checkout_idempotency ({"legacy": …}) for their 24 hours; that lookup goes with migration
+-- 0050 (docs/deploy.md, "Compatibility pieces").
 --
 -- Locks, in the one global order: the key's advisory lock, the bot's rate-limit row, then counter
 -- rows card → profile → owner → bot, then the wallet row.

@@ -1,10 +1,12 @@
 import type { Queryable } from '../platform/db/port.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
-// Spending windows kept as counters: one spend_windows row per scope, its day, ISO week and month
-// side by side (migration 0026). A checkout adds to them in checkout_run
-// (src/migrations/functions/) with one conditional upsert per scope (spend_add), in the global lock
-// order card → profile → owner → bot; a released hold (deny, expiry) subtracts here in the same order.
+// Spending windows kept as counters, for both rails: one spend_windows row per scope, its day, ISO
+// week and month side by side (migration 0026). A card checkout adds to them in checkout_run
+// (src/migrations/functions/) and an x402 payment in src/x402/service.ts, with one conditional
+// upsert per scope (spend_add), each in its fixed lock order (card → profile → owner → bot;
+// x402 → owner → bot); a released hold (deny, expiry, a refused or lapsed x402 payment) subtracts
+// here in the same order.
 
 export type LimitName =
   | 'card_daily'

@@ -1,9 +1,9 @@
 import { intervalJob } from '../jobs/runner.ts';
-import { processDueConfirmations } from './decisions.ts';
+import { processDueConfirmations } from './holds.ts';
 import { pruneIdempotencyKeys } from './idempotency.ts';
 
-// Expires pending confirmations when their window elapses and decides held decoys at their
-// planned time. Every instance with the worker role may run it (rows are claimed with SKIP LOCKED).
+// Expires held purchases of both rails when their window elapses (and prunes old x402
+// Idempotency-Keys). Every instance with the worker role may run it (rows are claimed with SKIP LOCKED).
 let lastPrune = 0;
 export const checkoutDecisions = intervalJob('checkout-decisions', 'worker', 2_000, async (ctx) => {
   await processDueConfirmations(ctx);

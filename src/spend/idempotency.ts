@@ -1,13 +1,15 @@
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import type { CheckoutResult } from './service.ts';
+import { refusalError } from './refusals.ts';
+import type { SpendResult } from './result.ts';
 
 // Idempotency-Key of an x402 payment (src/x402/service.ts; keys 'x402:<key>'). A card checkout
 // keeps its key on its confirmation row instead (checkout_run; migration 0023), and reads this
-// table only for keys used before that migration. The key row is inserted first in the payment's own
-// transaction: a concurrent request with the same key waits on the unique index until the first
-// commits (then replays its response) or rolls back (then runs itself). So money moves once.
+// table only for keys used before that migration (that read goes with migration 0040,
+// docs/deploy.md). The key row is inserted first in the payment's own transaction: a concurrent
+// request with the same key waits on the unique index until the first commits (then replays its
+// response) or rolls back (then runs itself). So money moves once.
 // Only successful responses (200/202) are kept; a refused request can be retried with the same key.
 // Responses are stored encrypted.
 
@@ -21,7 +23,7 @@ export async function claimIdempotencyKey(
   key: string,
   hash: string,
   now: number,
-): Promise<CheckoutResult | undefined> {
+): Promise<SpendResult | undefined> {
   // A row older than 24 hours is taken over as if it did not exist.
   const claimed = await tx.query(
     `INSERT INTO checkout_idempotency AS k (bot_id, key, request_hash, created_at) VALUES ($1, $2, $3, $4)
@@ -41,10 +43,7 @@ export async function claimIdempotencyKey(
   // The upsert above found the row (it waited for it to commit): it is there.
   if (!row) throw new Error(`idempotency key row of bot ${botId} vanished`);
   if (row.request_hash !== hash) {
-    throw new ApiError(
-      'idempotency_conflict',
-      'This Idempotency-Key was already used with a different request body.',
-    );
+    throw refusalError('partner_wallet', { error: 'idempotency_conflict' });
   }
   if (row.status_code === null || row.response_enc === null) {
     // Cannot happen: rows become visible only when their checkout commits with its response.
@@ -61,7 +60,7 @@ export async function saveIdempotentResponse(
   tx: Queryable,
   botId: string,
   key: string,
-  result: CheckoutResult,
+  result: SpendResult,
 ): Promise<void> {
   await tx.query(
     'UPDATE checkout_idempotency SET status_code = $3, response_enc = $4 WHERE bot_id = $1 AND key = $2',
