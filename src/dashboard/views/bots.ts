@@ -51,7 +51,18 @@ export function shownOnce(title: string, value: string, note: string): SafeHtml 
   <span class="small">${note} It is shown only now: copy it before you leave this page. Reloading the page does not show it again.</span></div>`;
 }
 
-function webhookHealth(webhook: { status: string; fail_count: number }): SafeHtml {
+/** What the dashboard says of a tunnel bot (and its deliveries) before its tunnel client first connected. */
+export const WAITING_FOR_TUNNEL_TEXT = "waiting for the bot's tunnel client — run the command it was given";
+
+function webhookHealth(webhook: {
+  status: string;
+  fail_count: number;
+  waiting_for_tunnel: boolean;
+}): SafeHtml {
+  // Calm: a new tunnel bot is waiting for its client, not failing (src/webhooks/tunnelWait.ts).
+  if (webhook.waiting_for_tunnel && webhook.status === 'pending') {
+    return html`<span data-testid="webhook-waiting">${pill('pending', 'waiting for tunnel')}<br><span class="small muted">${WAITING_FOR_TUNNEL_TEXT}</span></span>`;
+  }
   const label =
     webhook.status === 'active'
       ? 'healthy'
