@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import proxyaddr from 'proxy-addr';
 // One configuration schema, parsed once at start-up. Every variable of the README table is here with
 // its default; a wrong value stops start-up with a message that names the variable.
@@ -204,6 +205,13 @@ function url(name: string, raw: string, protocols: readonly string[]): string {
 export function parseConfig(env: Env = process.env): Config {
   const port = integer(env, 'PORT', 8080, 0, 65535);
   const host = read(env, 'HOST') ?? '0.0.0.0';
+  // Digits and dots that are not an IPv4 address (256.1.1.1) are a typo, not a host name to look up.
+  if (/^[\d.]+$/.test(host) && isIP(host) !== 4) {
+    throw new ConfigError(
+      'HOST',
+      `is ${host}, which is not an IPv4 address (four numbers 0–255): e.g. 0.0.0.0 or 127.0.0.1.`,
+    );
+  }
   const baseUrl = url('BASE_URL', read(env, 'BASE_URL') ?? `http://localhost:${port}`, [
     'http:',
     'https:',

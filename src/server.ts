@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { buildApp } from './app.ts';
 import { type Config, ConfigError } from './config.ts';
 import { ALL_JOBS } from './jobs/index.ts';
@@ -13,6 +14,7 @@ import type { App } from './platform/http.ts';
 import { createLogger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mailer.ts';
 import { createMetrics } from './platform/metrics.ts';
+import { checkListenAddress, ensureDataDir } from './platform/startupChecks.ts';
 
 export interface Service {
   app: App;
@@ -33,6 +35,10 @@ export interface StartOptions {
 
 /** Builds the context (database, secrets, mail), migrates, and starts the app and its jobs. */
 export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
+  // What an operator gets wrong first is judged before the database starts (seconds of work), each
+  // in one line naming its variable: the listening address, then DATA_DIR.
+  if ((options.listen ?? true) && !options.db) await checkListenAddress(config.host, config.port);
+  if (!config.databaseUrl && !options.db) await ensureDataDir(resolve(config.dataDir));
   const logger = createLogger(config.logLevel, options.logStream);
   const secretKey = await resolveSecretKey(config);
   const db = options.db ?? (await openDatabase(config));
