@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { ConfigError, type Config, parseConfig } from './config.ts';
 import { findOrCreateOwner, createOwnerToken } from './owners/auth.ts';
@@ -70,7 +71,28 @@ const commands: Record<string, Command> = {
     const config = parseConfig();
     // Loaded here: the other commands (card split, tunnel, …) start without the whole service.
     const { startService } = await import('./server.ts');
-    const service = await startService(config);
+    // Plain lines for people first, apart from the JSON log: where to go, and where sign-in links
+    // appear. The JSON lines of start-up wait until they are out (or until start-up failed), so the
+    // dashboard's address is the first thing on screen, as the README says.
+    const held = new HeldLines(process.stdout);
+    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+    let service: Awaited<ReturnType<typeof startService>>;
+    try {
+      service = await startService(config, {
+        logStream: held,
+        onListening: () => {
+          process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
+          if (!config.smtpUrl) {
+            process.stderr.write(
+              'SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n',
+            );
+          }
+          held.release();
+        },
+      });
+    } finally {
+      held.release();
+    }
     const log = service.ctx.logger;
     log.info(
       {
@@ -95,15 +117,6 @@ const commands: Record<string, Command> = {
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
-    // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
-    // A moment after the start-up log lines (pino writes them asynchronously), so that these are
-    // the last thing on screen rather than buried above them.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
-    process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
-    if (!config.smtpUrl) {
-      process.stderr.write('SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n');
-    }
     await stopped;
     return 0;
   },
@@ -173,6 +186,32 @@ const commands: Record<string, Command> = {
     return 0;
   },
 };
+
+/** A stream that keeps what is written to it until release(), then writes through to `target`. */
+class HeldLines extends Writable {
+  private held: Array<string | Buffer> | null = [];
+
+  constructor(private readonly target: NodeJS.WritableStream) {
+    super();
+  }
+
+  override _write(
+    chunk: string | Buffer,
+    _encoding: BufferEncoding,
+    done: (error?: Error | null) => void,
+  ): void {
+    if (this.held) this.held.push(chunk);
+    else this.target.write(chunk);
+    done();
+  }
+
+  release(): void {
+    const held = this.held;
+    if (!held) return;
+    this.held = null;
+    for (const chunk of held) this.target.write(chunk);
+  }
+}
 
 export function registerCommand(name: string, command: Command): void {
   commands[name] = command;

@@ -49,6 +49,12 @@ export interface Config {
   trustProxy: false | number | string[];
   roles: ReadonlySet<Role>;
   registrationRateLimitPerHour: number;
+  /**
+   * The registration limit for clients on this machine's loopback address: the same as
+   * registrationRateLimitPerHour, except in development (BASE_URL on localhost) with
+   * REGISTRATION_RATE_LIMIT_PER_HOUR unset, where trying the README and the docs needs more than 3.
+   */
+  registrationRateLimitLoopbackPerHour: number;
   checkoutRateLimitPerHour: number;
   /** Top-up requests a bot may make in a rolling day, and how many may wait for the owner at once. */
   topupRequestsPerDay: number;
@@ -307,6 +313,10 @@ export function parseConfig(env: Env = process.env): Config {
     trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
     roles,
     registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
+    registrationRateLimitLoopbackPerHour:
+      read(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR') === undefined && isDevelopmentBaseUrl({ baseUrl })
+        ? DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR
+        : integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
     checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),
     topupRequestsPerDay: integer(env, 'TOPUP_REQUESTS_PER_DAY', 10, 1, 10_000),
     topupRequestsOpenMax: integer(env, 'TOPUP_REQUESTS_OPEN_MAX', 3, 1, 1_000),
@@ -322,6 +332,9 @@ export function parseConfig(env: Env = process.env): Config {
     x402: x402Setting(env),
   };
 }
+
+/** Registrations an hour from this machine itself while BASE_URL is on localhost (see the Config field). */
+export const DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR = 100;
 
 /** True when BASE_URL points at this machine: development, where plain-http callbacks are allowed. */
 export function isDevelopmentBaseUrl(config: Pick<Config, 'baseUrl'>): boolean {

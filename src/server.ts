@@ -31,6 +31,8 @@ export interface StartOptions {
   jobs?: readonly BackgroundJob[];
   /** Listen on config.port (default true). Tests that use inject() can skip it. */
   listen?: boolean;
+  /** Called once the server listens, before the background jobs start (the CLI's human lines). */
+  onListening?: () => void;
 }
 
 /** Builds the context (database, secrets, mail), migrates, and starts the app and its jobs. */
@@ -70,6 +72,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       listenTextResolver: (address) => `listening on ${address}; public address (BASE_URL) ${config.baseUrl}`,
     });
   }
+  options.onListening?.();
   const jobs = await startJobs(ctx, options.jobs ?? ALL_JOBS);
   let closing: Promise<void> | undefined;
   return {

@@ -154,7 +154,9 @@ export async function registerBot(
     ownerId = await ctx.db.transaction(async (tx) => {
       const limited = await consumeRateLimit(tx, {
         key: `register:${clientIp}`,
-        limit: ctx.config.registrationRateLimitPerHour,
+        limit: isLoopbackAddress(clientIp)
+          ? ctx.config.registrationRateLimitLoopbackPerHour
+          : ctx.config.registrationRateLimitPerHour,
         windowSeconds: 3600,
         now,
       });
@@ -381,4 +383,10 @@ async function releasePairingAttempt(ctx: AppContext, clientIp: string, now: num
   await releaseRateLimit(ctx.db, pairingKey(clientIp), now).catch((err) =>
     ctx.logger.warn({ err }, 'could not release a pairing attempt'),
   );
+}
+
+/** 127.0.0.0/8, ::1 and their IPv4-mapped form: a client on this machine. */
+export function isLoopbackAddress(ip: string): boolean {
+  const bare = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+  return bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
 }

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isLoopbackAddress } from '../../src/bots/register.ts';
+import { DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR } from '../../src/config.ts';
 import { sha256Hex } from '../../src/platform/crypto.ts';
 import { isPostgres } from '../support/db.ts';
 import { createOwner, createTestService, nextIp, registerBot, type TestService } from '../support/service.ts';
@@ -405,5 +407,59 @@ describe('POST /api/v1/bots/register', () => {
     const a = await registerBot(svc);
     const b = await registerBot(svc);
     expect(a.api_key).not.toBe(b.api_key);
+  });
+});
+
+// Trying the README and the docs on one's own machine registers more than 3 bots in an hour: in
+// development (BASE_URL on localhost) with no REGISTRATION_RATE_LIMIT_PER_HOUR set, registrations
+// from this machine's loopback address get 100 an hour. Everyone else keeps the tight default, and
+// a limit the operator set applies to loopback too.
+describe('registration limit for this machine in development', () => {
+  const body = (name: string) => ({
+    bot_name: name,
+    owner_email: 'trial@example.com',
+    callback_url: 'https://a.example.com/hook',
+  });
+  const register = (svc: TestService, name: string, ip: string) =>
+    svc.app.inject({ method: 'POST', url: '/api/v1/bots/register', payload: body(name), remoteAddress: ip });
+
+  it('localhost BASE_URL, limit unset: loopback gets 100 an hour, other addresses 3', async () => {
+    const svc = await createTestService();
+    try {
+      expect(svc.ctx.config.registrationRateLimitLoopbackPerHour).toBe(
+        DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR,
+      );
+      for (let i = 0; i < 6; i++)
+        expect((await register(svc, `local-${i}`, '127.0.0.1')).statusCode).toBe(201);
+      expect((await register(svc, 'mapped', '::ffff:127.0.0.1')).statusCode).toBe(201);
+      const other = nextIp();
+      for (let i = 0; i < 3; i++) expect((await register(svc, `far-${i}`, other)).statusCode).toBe(201);
+      expect((await register(svc, 'far-4', other)).statusCode).toBe(429);
+      // "127.0.0.1.example.com" or a 127-looking private address is not loopback.
+      expect(isLoopbackAddress('10.127.0.1')).toBe(false);
+      expect(isLoopbackAddress('::ffff:10.0.0.1')).toBe(false);
+      expect(isLoopbackAddress('::1')).toBe(true);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('a public BASE_URL, or a limit the operator set, applies to loopback as to everyone', async () => {
+    const envs: Array<Record<string, string>> = [
+      { BASE_URL: 'https://pay.example.com' },
+      { REGISTRATION_RATE_LIMIT_PER_HOUR: '2' },
+    ];
+    for (const env of envs) {
+      const svc = await createTestService({ env });
+      try {
+        const limit = svc.ctx.config.registrationRateLimitPerHour;
+        expect(svc.ctx.config.registrationRateLimitLoopbackPerHour).toBe(limit);
+        for (let i = 0; i < limit; i++)
+          expect((await register(svc, `l-${i}`, '127.0.0.1')).statusCode).toBe(201);
+        expect((await register(svc, 'one-more', '127.0.0.1')).statusCode).toBe(429);
+      } finally {
+        await svc.close();
+      }
+    }
   });
 });
