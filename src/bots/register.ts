@@ -1,13 +1,15 @@
+import { isIP } from 'node:net';
 import { isDevelopmentBaseUrl } from '../config.ts';
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
+import { namedInsert } from '../platform/db/named.ts';
 import { maybeOne, pgErrorCode, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { idSuffix, newId } from '../platform/ids.ts';
-import { namedInsert } from '../platform/db/named.ts';
 import { consumeRateLimit, releaseRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { displayText, optionalDisplayText } from '../platform/text.ts';
+import { forbiddenReason } from '../webhooks/ssrf.ts';
 import {
   buildTunnelSetup,
   isValidWebhookPath,
@@ -95,6 +97,20 @@ function validate(ctx: AppContext, body: RegistrationRequest): Validated {
     }
     if (parsed.username || parsed.password) {
       throw validationError('callback_url must not contain credentials', { field: 'callback_url' });
+    }
+    // An address the deliveries would refuse (loopback, private, link-local…: webhooks/ssrf.ts) is
+    // refused now rather than at every delivery. Literal addresses and localhost names only: other
+    // names are judged at delivery time on what DNS says then.
+    if (!ctx.config.allowPrivateWebhookTargets) {
+      const host = parsed.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+      const local = host === 'localhost' || host.endsWith('.localhost') ? 'loopback' : null;
+      const reason = local ?? (isIP(host) ? forbiddenReason(host) : null);
+      if (reason) {
+        throw validationError(
+          `callback_url points at ${host} (${reason}), where the service does not deliver webhooks: omit callback_url to get a managed tunnel, or run the service with ALLOW_PRIVATE_WEBHOOK_TARGETS=true (development only)`,
+          { field: 'callback_url' },
+        );
+      }
     }
     const development = ctx.config.allowPrivateWebhookTargets || isDevelopmentBaseUrl(ctx.config);
     if (parsed.protocol === 'http:' && !development) {

@@ -463,3 +463,57 @@ describe('registration limit for this machine in development', () => {
     }
   });
 });
+
+// A callback_url the deliveries would refuse (loopback, private, link-local, localhost names) is
+// refused at registration, 400 validation_error naming the field, instead of being accepted and
+// failing at every delivery. ALLOW_PRIVATE_WEBHOOK_TARGETS=true (development) accepts them.
+describe('callback_url on a private or loopback address', () => {
+  it('is refused at registration unless private targets are allowed', async () => {
+    const strict = await createTestService({ env: { ALLOW_PRIVATE_WEBHOOK_TARGETS: 'false' } });
+    const open = await createTestService();
+    try {
+      const urls = [
+        'http://127.0.0.1:9000/hook',
+        'http://localhost:9000/hook',
+        'http://bot.localhost/hook',
+        'http://[::1]:9000/hook',
+        'http://10.1.2.3/hook',
+        'http://169.254.169.254/latest',
+        'http://[::ffff:127.0.0.1]/hook',
+      ];
+      for (const [i, url] of urls.entries()) {
+        const res = await strict.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: nextIp(),
+          payload: { bot_name: `p-${i}`, owner_email: 'p@example.com', callback_url: url },
+        });
+        expect(res.statusCode, url).toBe(400);
+        expect(res.json()).toMatchObject({ error: 'validation_error' });
+        expect(res.json().message).toMatch(
+          /^callback_url points at .* where the service does not deliver webhooks/,
+        );
+        const allowed = await open.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: nextIp(),
+          payload: { bot_name: `p-${i}`, owner_email: 'p@example.com', callback_url: url },
+        });
+        expect(allowed.statusCode, url).toBe(201);
+      }
+      // A public address and an ordinary name pass (names are judged at delivery time).
+      for (const url of ['https://93.184.215.14/hook', 'https://bot.example.com/hook']) {
+        const res = await strict.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: nextIp(),
+          payload: { bot_name: url, owner_email: 'p@example.com', callback_url: url },
+        });
+        expect(res.statusCode, url).toBe(201);
+      }
+    } finally {
+      await strict.close();
+      await open.close();
+    }
+  });
+});
