@@ -184,6 +184,11 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
         if (error.status === 503) return send(503, 'Try again shortly', error.message);
         return send(error.status, 'That did not work', error.message);
       }
+      // A mistyped address (/bots/bot_oops) is a page that does not exist, not a form to correct.
+      if (error.validation && error.validationContext === 'params') return notFoundPage(reply, session);
+      if (error.validation && error.validationContext === 'querystring') {
+        return send(400, 'That address is not right', 'Check the link or go back to the page you came from.');
+      }
       if (error.validation) {
         return send(400, 'Something in the form was not right', 'Go back, check the values and try again.');
       }

@@ -74,6 +74,13 @@ function webhookHealth(webhook: {
 
 export function botsOverviewView(bots: BotSummary[]): PageView {
   const pending = bots.reduce((n, b) => n + b.pending_approvals, 0);
+  // Top-up requests wait for the owner too (the Approvals page lists both): the line says so, so
+  // it never reads "Nothing is waiting" beside a top-up badge.
+  const topups = bots.reduce((n, b) => n + b.pending_topups, 0);
+  const waiting = [
+    ...(pending > 0 ? [`${pending} purchase${pending === 1 ? '' : 's'}`] : []),
+    ...(topups > 0 ? [`${topups} top-up request${topups === 1 ? '' : 's'}`] : []),
+  ];
   const list = bots.length
     ? html`<ul class="bot-list">${bots.map(
         (b) => html`<li class="card bot-item">
@@ -95,8 +102,8 @@ export function botsOverviewView(bots: BotSummary[]): PageView {
     body: html`<div class="spread"><h1>Your bots</h1>${bots.length ? html`<div class="row"><a class="button secondary" href="/claim">Claim a bot</a></div>` : ''}</div>
 <p class="lead">${
       bots.length
-        ? pending > 0
-          ? html`<a href="/approvals" data-testid="waiting-link">${pending} purchase${pending === 1 ? '' : 's'} waiting for your decision →</a>`
+        ? waiting.length > 0
+          ? html`<a href="/approvals" data-testid="waiting-link">${waiting.join(' and ')} waiting for your decision →</a>`
           : 'Nothing is waiting for you.'
         : 'Bots you own appear here.'
     }</p>${list}`,
