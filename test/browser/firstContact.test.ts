@@ -103,6 +103,10 @@ describe.skipIf(!existsSync(CHROMIUM))('first contact in a browser', () => {
     await page.waitForURL(`${base}/settings`);
     const token = (await page.getByTestId('new-token').textContent())?.trim();
     expect(token).toMatch(/^svc_owner_[0-9a-f]{48}$/);
+    // A Copy button beside it, as for keys and secrets, that copies exactly the token.
+    const copy = page.getByRole('button', { name: 'Copy' });
+    expect(await copy.isVisible()).toBe(true);
+    expect(await copy.getAttribute('data-copy')).toBe(token);
     await page.screenshot({ path: join(SHOTS, 'settings-token-created.png'), fullPage: true });
     // It works against the owner API.
     const me = await fetch(`${base}/api/v1/owner/tokens`, { headers: { authorization: `Bearer ${token}` } });
