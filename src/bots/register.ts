@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { isDevelopmentBaseUrl } from '../config.ts';
 import { emitEvent } from '../events/outbox.ts';
+import { audit } from '../owners/audit.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
 import { namedInsert } from '../platform/db/named.ts';
@@ -231,7 +232,11 @@ export async function registerBot(
         pairedOwner ? 'active' : 'pending',
         new Date(now),
       ]);
-      if (pairedOwner) await activateWallet(tx, botId, pairedOwner, now, 'paired');
+      if (pairedOwner) {
+        await activateWallet(tx, botId, pairedOwner, now, 'paired');
+        // How the bot became the owner's, in their activity log (a claim writes bot.claimed).
+        await audit(tx, { ownerId: pairedOwner, botId, action: 'bot.paired', at: now });
+      }
       return pairedOwner;
     });
   } catch (error) {

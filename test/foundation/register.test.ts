@@ -88,6 +88,12 @@ describe('POST /api/v1/bots/register', () => {
       body.bot_id,
     ]);
     expect(events.map((e) => e.type)).toEqual(['wallet.activated']);
+    // The owner's activity log says how the bot became theirs.
+    const log = await svc.ctx.db.query<{ action: string; owner_id: string }>(
+      'SELECT action, owner_id FROM audit_log WHERE bot_id = $1',
+      [body.bot_id],
+    );
+    expect(log).toEqual([{ action: 'bot.paired', owner_id: owner.id }]);
 
     const again = await post({
       bot_name: 'paired-2',
