@@ -119,9 +119,9 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) {
         request.dashboard = session;
-        // The navigation's count of purchases waiting (pages only; posts redirect to a page).
-        if (SAFE_METHODS.has(request.method))
-          session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId);
+        // The navigation's count of what waits in the approvals inbox: for posts too, since a
+        // refused form is shown again as a page and its badge must not vanish (one count query).
+        session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId);
       }
       const pre = request.cookies[preCookie];
       if (pre && /^[0-9a-f]{32}$/.test(pre)) request.preSessionId = pre;

@@ -508,6 +508,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       page.getByRole('button', { name: 'Split and activate' }).click(),
     ]);
     await page.locator('#wizard-done').waitFor({ state: 'visible' });
+    // "Card activated" beside a badge that still said "pending activation": the badge follows.
+    expect((await page.getByTestId('card-status').textContent())?.trim()).toBe('active');
     await shoot('22-card-activated');
     // The number never left the browser: no request carried it (nor its middle digits).
     expect(sent.some((x) => x.includes('/activate'))).toBe(true);

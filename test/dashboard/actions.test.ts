@@ -272,6 +272,12 @@ describe('the overview counts what waits for the owner', () => {
     expect(overview.body).toContain('1 top-up request');
     expect(overview.body).toMatch(/data-testid="waiting-link">1 top-up request waiting for your decision/);
     expect(overview.body).not.toContain('Nothing is waiting for you');
+    // A refused form shown again keeps the Approvals badge.
+    const refused = await own.submit(`/bots/${asker.bot_id}`, `/bots/${asker.bot_id}/fund`, {
+      amount_usd: 'ten',
+    });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.body).toMatch(/Approvals <span class="count" data-testid="nav-count"[^>]*>1<\/span>/);
   });
 
   it('a mistyped bot address is a page that does not exist, not a form error', async () => {
