@@ -3,6 +3,7 @@
 // bin/compiled.mjs) when that build is current, rebuilds it when a source changed since, and runs
 // the TypeScript sources through tsx when no build can be had, so that `npm install && npm start`
 // needs no build step and an edited source never runs stale. BOTPAY_TSX=1 always uses tsx.
+import { readFileSync } from 'node:fs';
 import { compiledEntry } from './compiled.mjs';
 
 const compiled = process.env.BOTPAY_TSX === '1' ? { fallback: 'BOTPAY_TSX=1' } : await compiledEntry();
@@ -18,4 +19,5 @@ if ('entry' in compiled) {
   register();
   ({ main } = await import('../src/cli.ts'));
 }
-await main(process.argv.slice(2), { runtime: 'entry' in compiled ? 'compiled' : 'tsx' });
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+await main(process.argv.slice(2), { runtime: 'entry' in compiled ? 'compiled' : 'tsx', version });

@@ -10,10 +10,12 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
   type FastifySchema,
+  LogController,
 } from 'fastify';
 import { registerBotRoutes } from './bots/routes.ts';
 import { registerCardRoutes } from './cards/routes.ts';
 import { registerCheckoutRoutes } from './checkout/routes.ts';
+import { isDevelopmentBaseUrl } from './config.ts';
 import { wantsHtml } from './dashboard/http.ts';
 import { htmlNotFound, registerDashboardRoutes } from './dashboard/routes.ts';
 import { registerMcpRoutes } from './mcp/http.ts';
@@ -21,10 +23,10 @@ import { registerSkillRoutes } from './mcp/skill.ts';
 import { registerMerchantRoutes } from './merchants/routes.ts';
 import { OWNER_MAIL_CLOSE_WAIT_MS, ownerMailSettled } from './notifications/job.ts';
 import { registerOwnerRoutes } from './owners/routes.ts';
+import { jsonDepthExceeded, MAX_JSON_DEPTH, strictBodySchema } from './platform/bodies.ts';
 import type { AppContext } from './platform/context.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
-import { jsonDepthExceeded, MAX_JSON_DEPTH, strictBodySchema } from './platform/bodies.ts';
 import { pgErrorCode } from './platform/db/port.ts';
 import { logDecision, noteRefusal } from './platform/decisionLog.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
@@ -47,6 +49,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   const app = Fastify({
     loggerInstance: ctx.logger,
     childLoggerFactory: lazyChildLoggerFactory,
+    // Fastify's two lines per request at the level requestLogLevel says (RequestLogs below).
+    logController: new RequestLogs(requestLogLevel(ctx.config)),
     trustProxy: trustFunction(ctx.config.trustProxy),
     bodyLimit: 1_048_576,
     // Slow clients must not hold connections forever.
@@ -528,4 +532,34 @@ function isDatabaseUnavailable(error: unknown, code: string | undefined): boolea
       message,
     )
   );
+}
+
+/**
+ * Fastify's two lines per request ('incoming request', 'request completed') at a level of our
+ * choosing: info in production, debug in development (BASE_URL on localhost), where they buried the
+ * dashboard's address and the sign-in links a newcomer looks for (issue 35, item 4). A request
+ * that errored is still logged at error.
+ */
+class RequestLogs extends LogController {
+  constructor(private readonly level: 'debug' | 'info') {
+    super();
+  }
+
+  override incomingRequest(request: FastifyRequest): void {
+    request.log[this.level]({ req: request }, 'incoming request');
+  }
+
+  override requestCompleted(
+    error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): void {
+    if (error) super.requestCompleted(error, request, reply);
+    else reply.log[this.level]({ res: reply, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
+
+/** The level of the per-request log lines: debug in development (BASE_URL on localhost), else info. */
+export function requestLogLevel(config: AppContext['config']): 'debug' | 'info' {
+  return isDevelopmentBaseUrl(config) ? 'debug' : 'info';
 }

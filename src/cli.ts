@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { ConfigError, type Config, parseConfig } from './config.ts';
 import { findOrCreateOwner, createOwnerToken } from './owners/auth.ts';
@@ -21,11 +22,48 @@ Commands:
 
 Configuration comes from environment variables (see README.md).`;
 
+/**
+ * Each command's own help, printed by `botpay <command> --help` (or -h) before anything runs: help
+ * never starts the service, migrates or creates a token.
+ */
+const HELP: Record<string, string> = {
+  serve: `Usage: botpay serve
+
+Starts the service: the bot API, the owner API and dashboard, the background workers and the
+managed-tunnel relay, as ROLES says. Configuration comes from environment variables (README.md,
+"Configuration"): with no DATABASE_URL the embedded database lives in DATA_DIR (./data).
+Stops cleanly on Ctrl-C or SIGTERM.`,
+  migrate: `Usage: botpay migrate
+
+Applies the pending database migrations (DATABASE_URL, or the embedded database in DATA_DIR) and
+exits. \`botpay serve\` applies them too; this is for deployments that migrate as a step of their own.`,
+  doctor: `Usage: botpay doctor
+
+Checks the configuration, the database, the migrations, the secret key and the ledger, one line
+each; exit code 1 when a check fails.`,
+  owner: `Usage: botpay owner token create --email ADDRESS [--name NAME]
+
+Creates the owner with that e-mail address if needed and prints a new owner API token (shown
+once). With the embedded database, run it while the service is stopped; afterwards create tokens
+on the dashboard's Settings page.`,
+  tunnel: `Usage: BOTPAY_TUNNEL_TOKEN=svc_tun_… botpay tunnel --server URL --port N [--path P]
+
+Runs the managed-tunnel client for a bot. \`botpay tunnel --help\` lists every option.`,
+  mcp: `Usage: BOTPAY_API_KEY=svc_live_… BOTPAY_URL=URL botpay mcp
+
+An MCP server on standard input/output with the bot's tools.`,
+};
+
+/** Commands whose own parser prints a fuller help for --help (it does nothing else). */
+const OWN_HELP = new Set(['card', 'tunnel']);
+
 type Command = (args: string[], options: MainOptions) => Promise<number>;
 
 export interface MainOptions {
   /** How bin/botpay.mjs loaded this code: its compiled build (dist/) or the sources through tsx. */
   runtime?: 'compiled' | 'tsx';
+  /** The package's version, read by bin/botpay.mjs from package.json (for --version). */
+  version?: string;
 }
 
 const commands: Record<string, Command> = {
@@ -33,7 +71,28 @@ const commands: Record<string, Command> = {
     const config = parseConfig();
     // Loaded here: the other commands (card split, tunnel, …) start without the whole service.
     const { startService } = await import('./server.ts');
-    const service = await startService(config);
+    // Plain lines for people first, apart from the JSON log: where to go, and where sign-in links
+    // appear. The JSON lines of start-up wait until they are out (or until start-up failed), so the
+    // dashboard's address is the first thing on screen, as the README says.
+    const held = new HeldLines(process.stdout);
+    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+    let service: Awaited<ReturnType<typeof startService>>;
+    try {
+      service = await startService(config, {
+        logStream: held,
+        onListening: () => {
+          process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
+          if (!config.smtpUrl) {
+            process.stderr.write(
+              'SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n',
+            );
+          }
+          held.release();
+        },
+      });
+    } finally {
+      held.release();
+    }
     const log = service.ctx.logger;
     log.info(
       {
@@ -58,15 +117,6 @@ const commands: Record<string, Command> = {
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
-    // Plain lines for people, apart from the JSON logs: where to go, and where sign-in links appear.
-    // A moment after the start-up log lines (pino writes them asynchronously), so that these are
-    // the last thing on screen rather than buried above them.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
-    process.stderr.write(`${bold(`Dashboard: ${config.baseUrl}`)}\n`);
-    if (!config.smtpUrl) {
-      process.stderr.write('SMTP_URL is not set: sign-in links are printed here instead of being mailed.\n');
-    }
     await stopped;
     return 0;
   },
@@ -84,8 +134,16 @@ const commands: Record<string, Command> = {
   },
 
   owner: async (args) => {
-    if (args[0] !== 'token' || args[1] !== 'create') {
-      console.error('Usage: botpay owner token create --email E [--name N]');
+    const words = ['token', 'create'];
+    for (const [i, word] of words.entries()) {
+      const given = args[i];
+      if (given === word) continue;
+      const said = words.slice(0, i).join(' ');
+      const problem =
+        given === undefined || given.startsWith('-')
+          ? `botpay owner ${said ? `${said} ` : ''}needs "${word}"`
+          : `Unknown subcommand "${given}" of botpay owner${said ? ` ${said}` : ''}${closeTo(given, [word]) ? `: did you mean "${word}"?` : ''}`;
+      console.error(`${problem}\n\n${HELP.owner}`);
       return 2;
     }
     const { values } = parseArgs({
@@ -94,8 +152,14 @@ const commands: Record<string, Command> = {
       options: { email: { type: 'string' }, name: { type: 'string' }, label: { type: 'string' } },
     });
     const email = values.email?.trim();
-    if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
-      console.error('owner token create: --email must be a valid e-mail address');
+    if (!email) {
+      console.error(
+        "owner token create: --email is missing: give the owner's e-mail address (--email you@example.com)",
+      );
+      return 2;
+    }
+    if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
+      console.error(`owner token create: --email ${JSON.stringify(email)} is not an e-mail address`);
       return 2;
     }
     const config = parseConfig();
@@ -123,6 +187,32 @@ const commands: Record<string, Command> = {
   },
 };
 
+/** A stream that keeps what is written to it until release(), then writes through to `target`. */
+class HeldLines extends Writable {
+  private held: Array<string | Buffer> | null = [];
+
+  constructor(private readonly target: NodeJS.WritableStream) {
+    super();
+  }
+
+  override _write(
+    chunk: string | Buffer,
+    _encoding: BufferEncoding,
+    done: (error?: Error | null) => void,
+  ): void {
+    if (this.held) this.held.push(chunk);
+    else this.target.write(chunk);
+    done();
+  }
+
+  release(): void {
+    const held = this.held;
+    if (!held) return;
+    this.held = null;
+    for (const chunk of held) this.target.write(chunk);
+  }
+}
+
 export function registerCommand(name: string, command: Command): void {
   commands[name] = command;
 }
@@ -134,6 +224,26 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<v
     process.exitCode = name ? 0 : 2;
     return;
   }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    console.log(`botpay ${options.version ?? 'unknown version'}`);
+    process.exitCode = 0;
+    return;
+  }
+  const known = [...new Set([...Object.keys(commands), ...Object.keys(HELP), ...LAZY_COMMANDS])];
+  if (!known.includes(name)) {
+    const near = known.filter((k) => closeTo(name, [k]));
+    const hint = near.length ? ` Did you mean "${near.join('" or "')}"?` : '';
+    console.error(`Unknown command "${name}".${hint}\n\n${USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  // Help before anything runs (and before a lazy command's module is even loaded).
+  const wantsHelp = rest.some((a) => a === '--help' || a === '-h');
+  if (wantsHelp && !OWN_HELP.has(name)) {
+    console.log(HELP[name] ?? USAGE);
+    process.exitCode = 0;
+    return;
+  }
   const command = commands[name] ?? (await loadLazyCommand(name));
   if (!command) {
     console.error(`Unknown command "${name}".\n\n${USAGE}`);
@@ -143,6 +253,13 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<v
   try {
     process.exitCode = await command(rest, options);
   } catch (error) {
+    // node:util parseArgs: an unknown option, a missing value… said in one line with the usage.
+    const code = (error as { code?: string }).code;
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`botpay ${name}: ${(error as Error).message}\n\n${HELP[name] ?? USAGE}`);
+      process.exitCode = 2;
+      return;
+    }
     if (error instanceof ConfigError || error instanceof DataDirBusyError) {
       console.error(error.message);
       process.exitCode = 2;
@@ -184,6 +301,34 @@ export function startupCause(error: unknown): string | undefined {
       return undefined;
   }
 }
+
+/** True when `typed` is one edit (or one swap of neighbours) away from one of `words`: a typo. */
+export function closeTo(typed: string, words: readonly string[]): boolean {
+  return words.some(
+    (word) => editDistance(typed.toLowerCase(), word) <= Math.max(1, Math.floor(word.length / 3)),
+  );
+}
+
+/** Damerau–Levenshtein distance (optimal string alignment): a swap of two letters counts as one. */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  const at = (i: number, j: number) => d[i]?.[j] ?? Number.POSITIVE_INFINITY;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(at(i - 1, j) + 1, at(i, j - 1) + 1, at(i - 1, j - 1) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        best = Math.min(best, at(i - 2, j - 2) + 1);
+      const row = d[i];
+      if (row) row[j] = best;
+    }
+  }
+  return at(a.length, b.length);
+}
+
+const LAZY_COMMANDS = ['doctor', 'card', 'tunnel', 'mcp'];
 
 // Commands that live in their modules (tunnel client, doctor) are loaded only when used.
 async function loadLazyCommand(name: string): Promise<Command | undefined> {

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import proxyaddr from 'proxy-addr';
 // One configuration schema, parsed once at start-up. Every variable of the README table is here with
 // its default; a wrong value stops start-up with a message that names the variable.
@@ -48,6 +49,12 @@ export interface Config {
   trustProxy: false | number | string[];
   roles: ReadonlySet<Role>;
   registrationRateLimitPerHour: number;
+  /**
+   * The registration limit for clients on this machine's loopback address: the same as
+   * registrationRateLimitPerHour, except in development (BASE_URL on localhost) with
+   * REGISTRATION_RATE_LIMIT_PER_HOUR unset, where trying the README and the docs needs more than 3.
+   */
+  registrationRateLimitLoopbackPerHour: number;
   checkoutRateLimitPerHour: number;
   /** Top-up requests a bot may make in a rolling day, and how many may wait for the owner at once. */
   topupRequestsPerDay: number;
@@ -204,6 +211,13 @@ function url(name: string, raw: string, protocols: readonly string[]): string {
 export function parseConfig(env: Env = process.env): Config {
   const port = integer(env, 'PORT', 8080, 0, 65535);
   const host = read(env, 'HOST') ?? '0.0.0.0';
+  // Digits and dots that are not an IPv4 address (256.1.1.1) are a typo, not a host name to look up.
+  if (/^[\d.]+$/.test(host) && isIP(host) !== 4) {
+    throw new ConfigError(
+      'HOST',
+      `is ${host}, which is not an IPv4 address (four numbers 0–255): e.g. 0.0.0.0 or 127.0.0.1.`,
+    );
+  }
   const baseUrl = url('BASE_URL', read(env, 'BASE_URL') ?? `http://localhost:${port}`, [
     'http:',
     'https:',
@@ -299,6 +313,10 @@ export function parseConfig(env: Env = process.env): Config {
     trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
     roles,
     registrationRateLimitPerHour: integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
+    registrationRateLimitLoopbackPerHour:
+      read(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR') === undefined && isDevelopmentBaseUrl({ baseUrl })
+        ? DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR
+        : integer(env, 'REGISTRATION_RATE_LIMIT_PER_HOUR', 3, 1, 1_000_000),
     checkoutRateLimitPerHour: integer(env, 'CHECKOUT_RATE_LIMIT_PER_HOUR', 30, 1, 1_000_000),
     topupRequestsPerDay: integer(env, 'TOPUP_REQUESTS_PER_DAY', 10, 1, 10_000),
     topupRequestsOpenMax: integer(env, 'TOPUP_REQUESTS_OPEN_MAX', 3, 1, 1_000),
@@ -314,6 +332,9 @@ export function parseConfig(env: Env = process.env): Config {
     x402: x402Setting(env),
   };
 }
+
+/** Registrations an hour from this machine itself while BASE_URL is on localhost (see the Config field). */
+export const DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR = 100;
 
 /** True when BASE_URL points at this machine: development, where plain-http callbacks are allowed. */
 export function isDevelopmentBaseUrl(config: Pick<Config, 'baseUrl'>): boolean {

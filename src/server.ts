@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { buildApp } from './app.ts';
 import { type Config, ConfigError } from './config.ts';
 import { ALL_JOBS } from './jobs/index.ts';
@@ -13,6 +14,7 @@ import type { App } from './platform/http.ts';
 import { createLogger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mailer.ts';
 import { createMetrics } from './platform/metrics.ts';
+import { checkListenAddress, ensureDataDir } from './platform/startupChecks.ts';
 
 export interface Service {
   app: App;
@@ -29,10 +31,16 @@ export interface StartOptions {
   jobs?: readonly BackgroundJob[];
   /** Listen on config.port (default true). Tests that use inject() can skip it. */
   listen?: boolean;
+  /** Called once the server listens, before the background jobs start (the CLI's human lines). */
+  onListening?: () => void;
 }
 
 /** Builds the context (database, secrets, mail), migrates, and starts the app and its jobs. */
 export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
+  // What an operator gets wrong first is judged before the database starts (seconds of work), each
+  // in one line naming its variable: the listening address, then DATA_DIR.
+  if ((options.listen ?? true) && !options.db) await checkListenAddress(config.host, config.port);
+  if (!config.databaseUrl && !options.db) await ensureDataDir(resolve(config.dataDir));
   const logger = createLogger(config.logLevel, options.logStream);
   const secretKey = await resolveSecretKey(config);
   const db = options.db ?? (await openDatabase(config));
@@ -64,6 +72,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       listenTextResolver: (address) => `listening on ${address}; public address (BASE_URL) ${config.baseUrl}`,
     });
   }
+  options.onListening?.();
   const jobs = await startJobs(ctx, options.jobs ?? ALL_JOBS);
   let closing: Promise<void> | undefined;
   return {

@@ -1,13 +1,16 @@
+import { isIP } from 'node:net';
 import { isDevelopmentBaseUrl } from '../config.ts';
 import { emitEvent } from '../events/outbox.ts';
+import { audit } from '../owners/audit.ts';
 import type { AppContext } from '../platform/context.ts';
 import { randomHex, sha256Hex } from '../platform/crypto.ts';
+import { namedInsert } from '../platform/db/named.ts';
 import { maybeOne, pgErrorCode, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { idSuffix, newId } from '../platform/ids.ts';
-import { namedInsert } from '../platform/db/named.ts';
 import { consumeRateLimit, releaseRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { displayText, optionalDisplayText } from '../platform/text.ts';
+import { forbiddenReason } from '../webhooks/ssrf.ts';
 import {
   buildTunnelSetup,
   isValidWebhookPath,
@@ -96,6 +99,20 @@ function validate(ctx: AppContext, body: RegistrationRequest): Validated {
     if (parsed.username || parsed.password) {
       throw validationError('callback_url must not contain credentials', { field: 'callback_url' });
     }
+    // An address the deliveries would refuse (loopback, private, link-local…: webhooks/ssrf.ts) is
+    // refused now rather than at every delivery. Literal addresses and localhost names only: other
+    // names are judged at delivery time on what DNS says then.
+    if (!ctx.config.allowPrivateWebhookTargets) {
+      const host = parsed.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+      const local = host === 'localhost' || host.endsWith('.localhost') ? 'loopback' : null;
+      const reason = local ?? (isIP(host) ? forbiddenReason(host) : null);
+      if (reason) {
+        throw validationError(
+          `callback_url points at ${host} (${reason}), where the service does not deliver webhooks: omit callback_url to get a managed tunnel, or run the service with ALLOW_PRIVATE_WEBHOOK_TARGETS=true (development only)`,
+          { field: 'callback_url' },
+        );
+      }
+    }
     const development = ctx.config.allowPrivateWebhookTargets || isDevelopmentBaseUrl(ctx.config);
     if (parsed.protocol === 'http:' && !development) {
       throw validationError('callback_url must use https', { field: 'callback_url' });
@@ -154,7 +171,9 @@ export async function registerBot(
     ownerId = await ctx.db.transaction(async (tx) => {
       const limited = await consumeRateLimit(tx, {
         key: `register:${clientIp}`,
-        limit: ctx.config.registrationRateLimitPerHour,
+        limit: isLoopbackAddress(clientIp)
+          ? ctx.config.registrationRateLimitLoopbackPerHour
+          : ctx.config.registrationRateLimitPerHour,
         windowSeconds: 3600,
         now,
       });
@@ -213,7 +232,11 @@ export async function registerBot(
         pairedOwner ? 'active' : 'pending',
         new Date(now),
       ]);
-      if (pairedOwner) await activateWallet(tx, botId, pairedOwner, now, 'paired');
+      if (pairedOwner) {
+        await activateWallet(tx, botId, pairedOwner, now, 'paired');
+        // How the bot became the owner's, in their activity log (a claim writes bot.claimed).
+        await audit(tx, { ownerId: pairedOwner, botId, action: 'bot.paired', at: now });
+      }
       return pairedOwner;
     });
   } catch (error) {
@@ -381,4 +404,10 @@ async function releasePairingAttempt(ctx: AppContext, clientIp: string, now: num
   await releaseRateLimit(ctx.db, pairingKey(clientIp), now).catch((err) =>
     ctx.logger.warn({ err }, 'could not release a pairing attempt'),
   );
+}
+
+/** 127.0.0.0/8, ::1 and their IPv4-mapped form: a client on this machine. */
+export function isLoopbackAddress(ip: string): boolean {
+  const bare = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+  return bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
 }

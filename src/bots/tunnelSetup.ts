@@ -121,9 +121,10 @@ export function buildTunnelSetup(options: {
     options.tunnelToken,
   );
   const steps = [
-    `Install the client: npm install -g bot-payment-service (provides the ${CLI_NAME} command).`,
+    `Get the ${CLI_NAME} command where the bot runs: it comes with the service's source (run npm install -g . inside a copy of it, or use node bin/${CLI_NAME}.mjs inside a checkout in place of ${CLI_NAME}).`,
     `Run your webhook receiver on http://127.0.0.1:${options.localPort}${options.webhookPath}.`,
     `Start the tunnel and keep it running: ${command}`,
+    `Until the tunnel client first connects, deliveries wait for it (nothing is lost or counted as failed).`,
     `The command passes tunnel_token in the environment variable ${TUNNEL_TOKEN_ENV}, which ps does not show to other users; it is never an argument. To keep it in a file only you can read instead, drop the ${TUNNEL_TOKEN_ENV}=… assignment and add --token-file FILE.`,
     'Verify the X-Service-Signature header of every delivery with your webhook_secret (HMAC-SHA256 of the raw body).',
   ];

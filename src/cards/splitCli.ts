@@ -62,6 +62,10 @@ async function api(url: string, token: string, path: string, body: unknown) {
 }
 
 export async function cardCommand(args: string[]): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(USAGE);
+    return 0;
+  }
   if (args[0] !== 'split') {
     console.error(USAGE);
     return 2;

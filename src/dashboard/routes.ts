@@ -119,9 +119,9 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
       const session = await loadSession(ctx, request.cookies[sessionCookie]);
       if (session) {
         request.dashboard = session;
-        // The navigation's count of purchases waiting (pages only; posts redirect to a page).
-        if (SAFE_METHODS.has(request.method))
-          session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId);
+        // The navigation's count of what waits in the approvals inbox: for posts too, since a
+        // refused form is shown again as a page and its badge must not vanish (one count query).
+        session.pendingApprovals = await pendingApprovalCount(ctx, session.ownerId);
       }
       const pre = request.cookies[preCookie];
       if (pre && /^[0-9a-f]{32}$/.test(pre)) request.preSessionId = pre;
@@ -183,6 +183,11 @@ export async function registerDashboardRoutes(app: App, ctx: AppContext): Promis
         }
         if (error.status === 503) return send(503, 'Try again shortly', error.message);
         return send(error.status, 'That did not work', error.message);
+      }
+      // A mistyped address (/bots/bot_oops) is a page that does not exist, not a form to correct.
+      if (error.validation && error.validationContext === 'params') return notFoundPage(reply, session);
+      if (error.validation && error.validationContext === 'querystring') {
+        return send(400, 'That address is not right', 'Check the link or go back to the page you came from.');
       }
       if (error.validation) {
         return send(400, 'Something in the form was not right', 'Go back, check the values and try again.');

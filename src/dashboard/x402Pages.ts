@@ -43,10 +43,14 @@ export async function partnerWalletData(
   return { configured: true, wallet, qrSvg, payments };
 }
 
-function lines(text: string | undefined): string[] | undefined {
+/**
+ * The entries of a list textarea: one per line (commas separate too). Spaces do not: "not a
+ * domain" is one entry, refused as such, never three domains "not", "a" and "domain".
+ */
+export function lines(text: string | undefined): string[] | undefined {
   if (text === undefined) return undefined;
   return text
-    .split(/[\s,]+/)
+    .split(/[\r\n,]+/)
     .map((x) => x.trim())
     .filter(Boolean);
 }

@@ -9,6 +9,7 @@ import { assertOwnedBot } from './locks.ts';
  */
 export const AUDIT_ACTIONS = [
   'bot.claimed',
+  'bot.paired',
   'pairing_code.created',
   'wallet.funded',
   'wallet.frozen',

@@ -93,6 +93,7 @@ interface OwnerBotRow {
   tunnel_hostname: string | null;
   webhook_status: string;
   webhook_fail_count: number;
+  tunnel_connected_at: Date | null;
   created_at: Date;
   claimed_at: Date | null;
   wallet_status: string;
@@ -109,7 +110,7 @@ interface OwnerBotRow {
 /** The owner's view of bots; `nowParam` is the placeholder of the current time (for open top-ups). */
 const ownerBotSql = (nowParam: string) => `
 SELECT b.id, b.name, b.description, b.bot_type, b.owner_email, b.callback_url, b.tunnel_hostname,
-       b.webhook_status, b.webhook_fail_count, b.created_at, b.claimed_at, b.owner_id,
+       b.webhook_status, b.webhook_fail_count, b.tunnel_connected_at, b.created_at, b.claimed_at, b.owner_id,
        w.status AS wallet_status, w.available_cents, w.held_cents, w.decoy_spent_cents, w.decoy_held_cents,
        (SELECT count(*)::int FROM rails r WHERE r.bot_id = b.id AND r.status = 'active') AS active_rail_count,
        (SELECT count(*)::int FROM checkout_confirmations c
@@ -147,6 +148,9 @@ function presentBot(row: OwnerBotRow) {
       tunnel_hostname: row.tunnel_hostname,
       status: row.webhook_status,
       fail_count: row.webhook_fail_count,
+      // A managed-tunnel bot whose tunnel client never connected: its deliveries wait for it
+      // (src/webhooks/tunnelWait.ts); the status stays `pending` and nothing counts as failed.
+      waiting_for_tunnel: row.tunnel_hostname !== null && row.tunnel_connected_at === null,
     },
     pending_approvals: row.pending_approvals,
     pending_topups: row.pending_topups,

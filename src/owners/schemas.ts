@@ -52,6 +52,10 @@ export const OwnerBot = Type.Object({
     tunnel_hostname: Nullable(Type.String()),
     status: Type.String(),
     fail_count: Type.Integer(),
+    waiting_for_tunnel: Type.Boolean({
+      description:
+        'True for a managed-tunnel bot whose tunnel client has never connected: deliveries wait for it (status stays pending), run the tunnel_client_command the bot was given',
+    }),
   }),
   pending_approvals: Type.Integer(),
   pending_topups: Type.Integer(),

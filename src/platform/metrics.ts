@@ -34,7 +34,7 @@ export function createMetrics(db: Db): Metrics {
   });
   const deliveryAttempts = new Counter({
     name: 'botpay_webhook_delivery_attempts_total',
-    help: 'Webhook delivery attempts by result (delivered, failed_attempt, refused)',
+    help: 'Webhook delivery attempts by result (delivered, failed_attempt, refused, waiting_for_tunnel: nothing sent, the bot never connected its tunnel client)',
     labelNames: ['result'] as const,
     registers: [registry],
   });

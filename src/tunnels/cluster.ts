@@ -235,6 +235,11 @@ export class TunnelCluster implements RelayClusterHooks {
     this.lookups.delete(hostname);
   }
 
+  /** Settles once the lease of the hostname's connection here is written (or could not be). */
+  leaseWritten(hostname: string): Promise<unknown> {
+    return this.held.get(hostname)?.acquiring ?? Promise.resolve(null);
+  }
+
   detached(hostname: string, connection: object): void {
     const entry = this.held.get(hostname);
     if (!entry || entry.connection !== connection) return;
@@ -385,7 +390,12 @@ export class TunnelCluster implements RelayClusterHooks {
     }
     const body = frame(meta, request.body);
     for (let attempt = 0; ; attempt++) {
-      const holder = await this.holder(meta.hostname, attempt > 0);
+      let holder = await this.holder(meta.hostname, attempt > 0);
+      // A webhook is never judged "not connected" on a cached look: a delivery that finds no client
+      // waits for it or counts as failed (src/webhooks/tunnelWait.ts), and the client may have just
+      // connected on another instance.
+      if (!holder && attempt === 0 && meta.kind === 'webhook')
+        holder = await this.holder(meta.hostname, true);
       if (!holder) throw notConnected(meta.hostname);
       try {
         return await this.call(holder, body, meta.timeout_ms);

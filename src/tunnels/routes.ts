@@ -13,6 +13,7 @@ import { OWNER_SECURITY } from '../platform/http.ts';
 import { present } from '../platform/present.ts';
 import { ErrorBody } from '../platform/schemas.ts';
 import { trustFunction } from '../platform/trustProxy.ts';
+import { tunnelConnected } from '../webhooks/tunnelWait.ts';
 import { INTERNAL_PATH, TunnelCluster } from './cluster.ts';
 import {
   type HeaderPairs,
@@ -261,6 +262,17 @@ export async function registerTunnelRoutes(app: App, ctx: AppContext): Promise<v
         return;
       }
       relay.attach(socket, bot);
+      // Once this connection can be delivered to (its lease written, when instances share tunnels),
+      // the deliveries that waited for the bot's first connection become due (tunnelWait.ts).
+      const hostname = bot.hostname.toLowerCase();
+      void (cluster ? cluster.leaseWritten(hostname) : Promise.resolve())
+        .then(() => tunnelConnected(ctx, bot.id))
+        .catch((error: unknown) =>
+          ctx.logger.warn(
+            { err: error, bot_id: bot.id },
+            'waking the deliveries that waited for the tunnel failed',
+          ),
+        );
     },
   });
 

@@ -2,6 +2,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { notFound } from '../platform/errors.ts';
 import { iso } from '../platform/time.ts';
+import { isTunnelWait } from './tunnelWait.ts';
 
 // The owner's webhook delivery log as the dashboard shows it (src/dashboard/webhookPages.ts): one
 // row per delivery with the payload that was sent, filtered by status or "retrying" (pending after
@@ -45,7 +46,10 @@ export async function deliveryLog(
   );
   const deliveries = rows.slice(0, options.limit).map((r) => ({
     ...r,
-    next_attempt_at: iso(r.next_attempt_at),
+    // Parked until the bot's tunnel client first connects (tunnelWait.ts): no due time to show.
+    waiting_for_tunnel: r.status === 'pending' && isTunnelWait(r.next_attempt_at),
+    next_attempt_at:
+      r.status === 'pending' && isTunnelWait(r.next_attempt_at) ? null : iso(r.next_attempt_at),
     last_attempt_at: r.last_attempt_at ? iso(r.last_attempt_at) : null,
     created_at: iso(r.created_at),
   }));

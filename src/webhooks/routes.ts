@@ -39,6 +39,10 @@ const Delivery = Type.Object({
     Type.Literal('acked'),
   ]),
   attempts: Type.Integer(),
+  waiting_for_tunnel: Type.Boolean({
+    description:
+      "True while the delivery waits for the bot's managed-tunnel client to connect for the first time (no attempt is made or counted until then; next_attempt_at is null)",
+  }),
   created_at: Type.String(),
   last_attempt_at: Type.Union([Type.String(), Type.Null()]),
   next_attempt_at: Type.Union([Type.String(), Type.Null()]),

@@ -10,8 +10,12 @@ import {
 } from './ssrf.ts';
 
 // One HTTP attempt of a delivery: exact bytes, signed headers, no redirects, a hard deadline and
-// at most EXCERPT_BYTES of the answer read. Deliveries for a tunnel bot whose tunnel is connected
-// to this process go straight through the relay (same bytes, same headers).
+// at most EXCERPT_BYTES of the answer read. Deliveries for a managed-tunnel bot go through the
+// relay (same bytes, same headers): to the connection this process holds or, when instances share
+// tunnels, to the instance that holds it. They never go out to the tunnel's public URL, so a tunnel
+// hostname (bot-<id>.TUNNEL_DOMAIN) is never resolved through DNS: a tunnel with no client connected
+// is reported as such (`tunnelNotConnected`), and the worker decides what that means
+// (src/webhooks/tunnelWait.ts).
 
 export const EXCERPT_BYTES = 1024;
 export const USER_AGENT = 'botpay-webhooks/1';
@@ -61,7 +65,10 @@ export function signatureHeaders(
 
 export type DeliveryTarget =
   | { kind: 'callback'; url: string }
-  | { kind: 'tunnel'; hostname: string; path: string; publicUrl: string };
+  | { kind: 'tunnel'; hostname: string; path: string };
+
+/** The error text of an attempt that found no tunnel client connected for the bot. */
+export const TUNNEL_NOT_CONNECTED = "the bot's tunnel client is not connected";
 
 export interface AttemptResult {
   ok: boolean;
@@ -69,8 +76,10 @@ export interface AttemptResult {
   excerpt: string | null;
   error: string | null;
   durationMs: number;
-  /** Where it went: callback URL without query, relay:<host> or the public tunnel URL. */
+  /** Where it went: callback URL without query, or relay:<host>. */
   via: string;
+  /** Set when no tunnel client was connected for the bot: nothing was sent. */
+  tunnelNotConnected?: true;
 }
 
 export interface SenderOptions {
@@ -259,49 +268,48 @@ class PostCall implements Dispatcher.DispatchHandler {
   }
 }
 
+function notConnected(hostname: string, durationMs: number): AttemptResult {
+  return {
+    ok: false,
+    status: null,
+    excerpt: null,
+    error: TUNNEL_NOT_CONNECTED,
+    durationMs,
+    via: `relay:${hostname}`,
+    tunnelNotConnected: true,
+  };
+}
+
 export function createWebhookSender(options: SenderOptions): WebhookSender {
   const now = options.now ?? (() => performance.now());
   // undici (~100 ms and ~20 MB to load) is loaded with the first delivery, not at start.
-  let agents: Promise<{ agent: Agent; ownHostsAgent: Agent }> | undefined;
-  const openAgents = () => {
-    agents ??= import('undici').then(({ Agent }) => ({
-      agent: new Agent({
-        keepAliveTimeout: 10_000,
-        connect: {
-          timeout: options.timeoutMs,
-          ...(options.allowPrivateTargets
-            ? {}
-            : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
-        },
-      }),
-      // The service's own tunnel hostnames (bot-<id>.TUNNEL_DOMAIN) are not chosen by the bot, and
-      // in development they resolve to loopback: they go through an agent without the guard.
-      ownHostsAgent: new Agent({ keepAliveTimeout: 10_000, connect: { timeout: options.timeoutMs } }),
-    }));
+  let agents: Promise<Agent> | undefined;
+  const openAgent = () => {
+    agents ??= import('undici').then(
+      ({ Agent }) =>
+        new Agent({
+          keepAliveTimeout: 10_000,
+          connect: {
+            timeout: options.timeoutMs,
+            ...(options.allowPrivateTargets
+              ? {}
+              : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
+          },
+        }),
+    );
     return agents;
   };
 
-  async function post(
-    url: string,
-    body: Buffer,
-    headers: Record<string, string>,
-    guarded: boolean,
-  ): Promise<AttemptResult> {
-    const { agent, ownHostsAgent } = await openAgents();
+  async function post(url: string, body: Buffer, headers: Record<string, string>): Promise<AttemptResult> {
+    const agent = await openAgent();
     const started = now();
     let via = url;
     try {
       const target = parseTarget(url);
       via = target.via;
       // Sockets skip `lookup` for literal IPs, so those are judged here.
-      if (guarded && !options.allowPrivateTargets) assertLiteralAllowed(target.hostname);
-      const response = await dispatchPost(
-        guarded ? agent : ownHostsAgent,
-        target,
-        body,
-        headers,
-        options.timeoutMs,
-      );
+      if (!options.allowPrivateTargets) assertLiteralAllowed(target.hostname);
+      const response = await dispatchPost(agent, target, body, headers, options.timeoutMs);
       const ok = response.status >= 200 && response.status < 300;
       return {
         ok,
@@ -350,6 +358,9 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
         via,
       };
     } catch (error) {
+      if (error instanceof Error && (error as { code?: string }).code === 'tunnel_not_connected') {
+        return notConnected(target.hostname, Math.round(now() - started));
+      }
       return {
         ok: false,
         status: null,
@@ -363,19 +374,19 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
 
   return {
     send(target, body, headers) {
-      if (target.kind === 'callback') return post(target.url, body, headers, true);
+      if (target.kind === 'callback') return post(target.url, body, headers);
       const tunnel = options.tunnelRelay;
       if (tunnel && (tunnel.canDeliver?.(target.hostname) ?? tunnel.hasConnection(target.hostname))) {
         return relay(tunnel, target, body, headers);
       }
-      // No relay here that can reach the tunnel: go through the public URL, which the load balancer
-      // routes to an instance that serves it.
-      return post(target.publicUrl, body, headers, false);
+      // No relay here that can reach the tunnel (none is connected to this process, and instances do
+      // not share tunnels): nothing to send to. Never the public URL, which would only resolve the
+      // service's own tunnel hostname through DNS and come back here, or fail.
+      return Promise.resolve(notConnected(target.hostname, 0));
     },
     async close() {
       if (!agents) return;
-      const { agent, ownHostsAgent } = await agents;
-      await Promise.all([agent.close(), ownHostsAgent.close()]);
+      await (await agents).close();
     },
   };
 }

@@ -5,6 +5,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { iso } from '../platform/time.ts';
+import { isTunnelWait } from './tunnelWait.ts';
 
 // Bot side: queued messages (events not delivered by webhook and not acknowledged) and their
 // acknowledgement. Owner side: the delivery log of a bot and a manual retry.
@@ -91,9 +92,12 @@ function present(row: DeliveryRow) {
     event: row.event_type,
     status: row.status,
     attempts: row.attempts,
+    waiting_for_tunnel: row.status === 'pending' && isTunnelWait(row.next_attempt_at),
     created_at: iso(row.created_at),
     last_attempt_at: row.last_attempt_at ? iso(row.last_attempt_at) : null,
-    next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+    // null too while the delivery waits for the bot's tunnel client to connect first (tunnelWait.ts).
+    next_attempt_at:
+      row.status === 'pending' && !isTunnelWait(row.next_attempt_at) ? iso(row.next_attempt_at) : null,
     delivered_at: row.delivered_at ? iso(row.delivered_at) : null,
     response_status: row.response_status,
     response_excerpt: row.response_excerpt,

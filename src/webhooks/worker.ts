@@ -1,4 +1,3 @@
-import { tunnelWebhookUrl } from '../bots/tunnelSetup.ts';
 import { EVENTS_CHANNEL } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { namedCall } from '../platform/db/named.ts';
@@ -13,6 +12,7 @@ import {
   type WebhookSender,
 } from './sender.ts';
 import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
+import { parkUntilTunnel } from './tunnelWait.ts';
 
 // The delivery worker. Each round claims due deliveries (FOR UPDATE SKIP LOCKED, then a lease:
 // locked_until + lock_token) within two bounds: PER_BOT_IN_FLIGHT per bot across the whole
@@ -316,7 +316,9 @@ export class DeliveryWorker {
     this.inFlight++;
     this.inFlightByBot.set(row.bot_id, (this.inFlightByBot.get(row.bot_id) ?? 0) + 1);
     const send = this.attempt(row)
-      .then((result) => {
+      .then(async (result) => {
+        // No tunnel client has ever connected for the bot: the delivery waits for it (tunnelWait.ts).
+        if (result.tunnelNotConnected && (await this.parked(row, token))) return;
         this.finished.push({ id: row.id, token, botId: row.bot_id, result });
         const outcome = result.ok
           ? 'delivered'
@@ -356,12 +358,7 @@ export class DeliveryWorker {
       if (row.callback_url) {
         target = { kind: 'callback', url: row.callback_url };
       } else if (row.tunnel_hostname && row.webhook_path) {
-        target = {
-          kind: 'tunnel',
-          hostname: row.tunnel_hostname,
-          path: row.webhook_path,
-          publicUrl: tunnelWebhookUrl(this.ctx.config.baseUrl, row.tunnel_hostname, row.webhook_path),
-        };
+        target = { kind: 'tunnel', hostname: row.tunnel_hostname, path: row.webhook_path };
         // Primary bots' gateways check this bearer token; other bots get none.
         if (row.hooks_token_enc) headers.authorization = `Bearer ${this.decrypt(row.hooks_token_enc)}`;
       } else {
@@ -385,6 +382,24 @@ export class DeliveryWorker {
         durationMs: 0,
         via: '',
       };
+    }
+  }
+
+  /** Parks a delivery until the bot's tunnel client first connects; false when it cannot (tunnelWait.ts). */
+  private async parked(row: ClaimedRow, token: string): Promise<boolean> {
+    try {
+      const parked = await parkUntilTunnel(this.ctx.db, row.id, token, row.bot_id);
+      if (parked) {
+        this.ctx.metrics.deliveryAttempts.inc({ result: 'waiting_for_tunnel' });
+        this.ctx.logger.debug(
+          { delivery_id: row.id, bot_id: row.bot_id },
+          "webhook delivery waits for the bot's tunnel client",
+        );
+      }
+      return parked;
+    } catch (error) {
+      this.ctx.logger.warn({ err: error, delivery_id: row.id }, 'parking a delivery for its tunnel failed');
+      return false;
     }
   }
 

@@ -53,6 +53,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   const overflows: string[] = [];
   /** Selects too narrow for an option's text (see shoot). */
   const cutSelects: string[] = [];
+  /** Table cells with text sticking out or a word broken mid-word (see shoot). */
+  const cellSlips: string[] = [];
   let receiver: HttpServer;
   let receiverHealthy = false;
   let receiverHits = 0;
@@ -109,6 +111,56 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
         return out;
       });
       for (const c of cut) cutSelects.push(`${name}-${suffix}: ${c}`);
+      // Table cells at both widths: nothing sticks out of its cell (a clipped "Retry now"), and no
+      // word of ordinary text is broken across lines ("accou/nt"). Identifiers and addresses in
+      // <code> may break anywhere: they have no word to keep.
+      const slips = await page.evaluate(() => {
+        const out: string[] = [];
+        // A table wider than its card scrolls inside it, with what is on the right cut off.
+        for (const wrap of Array.from(document.querySelectorAll<HTMLElement>('.table-wrap'))) {
+          if (wrap.offsetParent !== null && wrap.scrollWidth > wrap.clientWidth + 1) {
+            const cells = Array.from(
+              wrap.querySelectorAll<HTMLElement>('tr:first-child > td, tr:first-child > th'),
+            )
+              .map(
+                (c) =>
+                  `${Math.round(c.getBoundingClientRect().width)}:${(c.textContent ?? '').trim().slice(0, 25)}`,
+              )
+              .join(' | ');
+            out.push(`table wider than its card by ${wrap.scrollWidth - wrap.clientWidth}px (${cells})`);
+          }
+        }
+        for (const cell of Array.from(document.querySelectorAll<HTMLElement>('td, th'))) {
+          if (cell.offsetParent === null) continue;
+          const box = cell.getBoundingClientRect();
+          for (const el of Array.from(cell.querySelectorAll<HTMLElement>('*'))) {
+            if (el.offsetParent === null || el.closest('details:not([open])') !== null) continue;
+            const r = el.getBoundingClientRect();
+            if (r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1))
+              out.push(
+                `sticks out of its cell: ${el.tagName.toLowerCase()} "${(el.textContent ?? '').trim().slice(0, 40)}"`,
+              );
+          }
+          const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const parent = node.parentElement;
+            if (!parent || parent.closest('code, pre, details:not([open])') || parent.offsetParent === null)
+              continue;
+            const text = node.textContent ?? '';
+            for (const m of text.matchAll(/\S+/g)) {
+              const word = m[0];
+              if (word.length < 3 || word.length > 24) continue;
+              const range = document.createRange();
+              range.setStart(node, m.index ?? 0);
+              range.setEnd(node, (m.index ?? 0) + word.length);
+              const tops = new Set(Array.from(range.getClientRects()).map((r) => Math.round(r.top)));
+              if (tops.size > 1) out.push(`word broken across lines: "${word}"`);
+            }
+          }
+        }
+        return [...new Set(out)];
+      });
+      for (const slip of slips) cellSlips.push(`${name}-${suffix}: ${slip}`);
       if (suffix === 'phone') {
         // Responsive: nothing may stick out sideways on a phone (no horizontal scroll). Collected
         // and asserted at the end of each test, so one run names every page that overflows.
@@ -382,6 +434,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     expect(cspViolations).toEqual([]);
     expect(overflows).toEqual([]);
     expect(cutSelects).toEqual([]);
+    expect(cellSlips).toEqual([]);
   });
   it('adds and activates a card, downloads the profiles file, approves from the inbox and the e-mail, denies, retries a webhook', async () => {
     const ownerEmail = 'cards.browser@example.com';
@@ -455,6 +508,8 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
       page.getByRole('button', { name: 'Split and activate' }).click(),
     ]);
     await page.locator('#wizard-done').waitFor({ state: 'visible' });
+    // "Card activated" beside a badge that still said "pending activation": the badge follows.
+    expect((await page.getByTestId('card-status').textContent())?.trim()).toBe('active');
     await shoot('22-card-activated');
     // The number never left the browser: no request carried it (nor its middle digits).
     expect(sent.some((x) => x.includes('/activate'))).toBe(true);
@@ -774,5 +829,6 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     expect(cspViolations).toEqual([]);
     expect(overflows).toEqual([]);
     expect(cutSelects).toEqual([]);
+    expect(cellSlips).toEqual([]);
   });
 });

@@ -4,12 +4,14 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOwnerToken, findOrCreateOwner } from '../../src/owners/auth.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { createMailer } from '../../src/platform/mailer.ts';
 import { type Service, startService } from '../../src/server.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { freePort } from '../support/process.ts';
 import { testConfig } from '../support/service.ts';
+import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 
 // Issue 15 items 3 and 4 in a real browser (Debian Chromium through playwright-core): a newcomer
 // with BASE_URL=http://localhost:PORT opens the address the socket log shows (127.0.0.1:PORT),
@@ -101,6 +103,10 @@ describe.skipIf(!existsSync(CHROMIUM))('first contact in a browser', () => {
     await page.waitForURL(`${base}/settings`);
     const token = (await page.getByTestId('new-token').textContent())?.trim();
     expect(token).toMatch(/^svc_owner_[0-9a-f]{48}$/);
+    // A Copy button beside it, as for keys and secrets, that copies exactly the token.
+    const copy = page.getByRole('button', { name: 'Copy' });
+    expect(await copy.isVisible()).toBe(true);
+    expect(await copy.getAttribute('data-copy')).toBe(token);
     await page.screenshot({ path: join(SHOTS, 'settings-token-created.png'), fullPage: true });
     // It works against the owner API.
     const me = await fetch(`${base}/api/v1/owner/tokens`, { headers: { authorization: `Bearer ${token}` } });
@@ -130,5 +136,41 @@ describe.skipIf(!existsSync(CHROMIUM))('first contact in a browser', () => {
       headers: { authorization: `Bearer ${token}` },
     });
     expect(after.status).toBe(401);
+  });
+  it('a tunnel bot whose client never connected is shown waiting for it, calmly, on the overview and in its delivery log', async () => {
+    const base = `http://localhost:${port}`;
+    const token = await service.ctx.db.transaction(async (tx) => {
+      const owner = await findOrCreateOwner(tx, 'newcomer@example.com', Date.now());
+      return createOwnerToken(tx, owner.id, Date.now());
+    });
+    const registered = await fetch(`${base}/api/v1/bots/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ bot_name: 'tunnelled', owner_email: 'newcomer@example.com' }),
+    });
+    expect(registered.status).toBe(201);
+    const bot = (await registered.json()) as { bot_id: string; claim_token: string };
+    const claimed = await fetch(`${base}/api/v1/owner/claims`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ claim_token: bot.claim_token }),
+    });
+    expect(claimed.status).toBe(200);
+    // The claim's events are tried once: nothing is connected, so they wait.
+    const worker = new DeliveryWorker(service.ctx);
+    expect(await worker.runOnce()).toBeGreaterThan(0);
+    await worker.stop();
+
+    await page.goto(`${base}/`);
+    const waiting = page.getByTestId('webhook-waiting').first();
+    expect(await waiting.textContent()).toContain(
+      "waiting for the bot's tunnel client — run the command it was given",
+    );
+    expect(await page.content()).not.toMatch(/unreachable|failed\)|DNS/);
+    await page.goto(`${base}/bots/${bot.bot_id}/webhooks`);
+    expect(await page.getByTestId('delivery-waiting').count()).toBeGreaterThan(0);
+    expect(await page.getByTestId('delivery-error').count()).toBe(0);
+    expect(await page.getByTestId('delivery').first().textContent()).toContain('when the tunnel connects');
+    await page.screenshot({ path: join(SHOTS, 'webhooks-waiting-for-tunnel.png'), fullPage: true });
   });
 });

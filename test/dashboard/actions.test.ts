@@ -256,6 +256,39 @@ describe('activity', () => {
   });
 });
 
+describe('the overview counts what waits for the owner', () => {
+  it('a top-up request is named in the lead, never "Nothing is waiting" beside its badge', async () => {
+    const owner2 = await createOwner(svc, 'topups.overview@example.com');
+    const asker = await activeBot(svc, owner2, { body: { bot_name: 'Asker' } });
+    const asked = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/bot/wallet/topup-requests',
+      headers: asker.auth,
+      payload: { amount_cents: 500, reason: 'groceries' },
+    });
+    expect(asked.statusCode, asked.body).toBe(201);
+    const own = await signIn(svc, 'topups.overview@example.com', '10.50.0.9');
+    const overview = await own.get('/');
+    expect(overview.body).toContain('1 top-up request');
+    expect(overview.body).toMatch(/data-testid="waiting-link">1 top-up request waiting for your decision/);
+    expect(overview.body).not.toContain('Nothing is waiting for you');
+    // A refused form shown again keeps the Approvals badge.
+    const refused = await own.submit(`/bots/${asker.bot_id}`, `/bots/${asker.bot_id}/fund`, {
+      amount_usd: 'ten',
+    });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.body).toMatch(/Approvals <span class="count" data-testid="nav-count"[^>]*>1<\/span>/);
+  });
+
+  it('a mistyped bot address is a page that does not exist, not a form error', async () => {
+    for (const path of ['/bots/oops', '/bots/bot_%20x/webhooks']) {
+      const res = await client.get(path);
+      expect(res.statusCode, path).toBe(404);
+      expect(res.body).not.toContain('Something in the form was not right');
+    }
+  });
+});
+
 describe('pending approvals', () => {
   it('are counted on the overview and the bot page shows the held money', async () => {
     // A purchase held for approval, made by a bot through the checkout engine (a fresh bot: the

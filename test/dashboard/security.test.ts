@@ -207,12 +207,13 @@ describe("another owner's bot", () => {
     expect(activity.body).not.toContain('alert(1)');
   });
 
-  it('and an unknown bot are the same 404; a malformed id is a 400 page', async () => {
+  it('and an unknown bot are the same 404; so is a malformed id (a mistyped address, not a form)', async () => {
     const unknown = await alice.get('/bots/bot_aaaaaaaaaaaaaaaa');
     expect(unknown.statusCode).toBe(404);
     const malformed = await alice.get('/bots/not-a-bot');
-    expect(malformed.statusCode).toBe(400);
+    expect(malformed.statusCode).toBe(404);
     expect(malformed.headers['content-type']).toMatch(/text\/html/);
+    expect(malformed.body).toBe(unknown.body);
   });
 
   it('an unclaimed bot cannot be claimed twice', async () => {

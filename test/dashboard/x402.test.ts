@@ -84,6 +84,19 @@ describe('partner wallet on the bot page', () => {
     const badAmount = await client.submit(botUrl, `${botUrl}/x402/settings`, { daily_usd: 'lots' });
     expect(badAmount.statusCode).toBe(400);
     expect(Number((await wallet())!.daily_cents)).toBe(200);
+    // Words with spaces are one entry, refused as a host name: never three "domains".
+    for (const text of ['not a domain', 'api.example.com\nnot a domain', 'api example.com']) {
+      const badDomain = await client.submit(botUrl, `${botUrl}/x402/settings`, { allow_domains: text });
+      expect(badDomain.statusCode, text).toBe(400);
+      expect(badDomain.body).toContain('is not a host name');
+      expect((await wallet())!.allow_domains).toEqual(['api.example.com', '*.data.example.org']);
+    }
+    // Commas and blank lines still separate.
+    const commas = await client.submit(botUrl, `${botUrl}/x402/settings`, {
+      allow_domains: 'a.example.com, b.example.com\r\n\r\n*.c.example.com',
+    });
+    expect(commas.statusCode, commas.body).toBe(303);
+    expect((await wallet())!.allow_domains).toEqual(['a.example.com', 'b.example.com', '*.c.example.com']);
   });
 
   it('lists payments; the import form refuses a bad key without echoing it and takes a good one', async () => {

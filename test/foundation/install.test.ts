@@ -32,6 +32,24 @@ describe('install hygiene', () => {
     );
   });
 
+  // npm 11 warns about every install script package.json's allowScripts does not settle: a
+  // newcomer's first `npm install` would print a warning to look up. Each one is approved or denied
+  // there (with the reason in the README), so a new dependency with a script fails here first.
+  it('every locked package with an install script is settled in allowScripts', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      allowScripts?: Record<string, boolean>;
+    };
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
+    const withScripts = Object.entries(lock.packages as Record<string, { hasInstallScript?: boolean }>)
+      .filter(([path, entry]) => path !== '' && entry.hasInstallScript)
+      .map(([path]) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length));
+    expect(withScripts.length).toBeGreaterThan(0);
+    const unsettled = withScripts.filter((name) => typeof pkg.allowScripts?.[name] !== 'boolean');
+    expect(unsettled).toEqual([]);
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    for (const name of withScripts) expect(readme, name).toContain(`\`${name}\``);
+  });
+
   it('every optional platform package a locked package names is in the lock (else npm ci refuses it)', () => {
     const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
     const packages = lock.packages as Record<string, { optionalDependencies?: Record<string, string> }>;

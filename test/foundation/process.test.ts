@@ -43,7 +43,7 @@ describe.runIf(!isPostgres)('the service process on the embedded database', () =
       body: JSON.stringify({
         bot_name: 'kept',
         owner_email: 'op@example.com',
-        callback_url: 'http://127.0.0.1:9/h',
+        callback_url: 'https://kept.example.com/h',
       }),
     });
     await new Promise((r) => setTimeout(r, 5));

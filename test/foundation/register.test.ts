@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isLoopbackAddress } from '../../src/bots/register.ts';
+import { DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR } from '../../src/config.ts';
 import { sha256Hex } from '../../src/platform/crypto.ts';
 import { isPostgres } from '../support/db.ts';
 import { createOwner, createTestService, nextIp, registerBot, type TestService } from '../support/service.ts';
@@ -86,6 +88,12 @@ describe('POST /api/v1/bots/register', () => {
       body.bot_id,
     ]);
     expect(events.map((e) => e.type)).toEqual(['wallet.activated']);
+    // The owner's activity log says how the bot became theirs.
+    const log = await svc.ctx.db.query<{ action: string; owner_id: string }>(
+      'SELECT action, owner_id FROM audit_log WHERE bot_id = $1',
+      [body.bot_id],
+    );
+    expect(log).toEqual([{ action: 'bot.paired', owner_id: owner.id }]);
 
     const again = await post({
       bot_name: 'paired-2',
@@ -405,5 +413,113 @@ describe('POST /api/v1/bots/register', () => {
     const a = await registerBot(svc);
     const b = await registerBot(svc);
     expect(a.api_key).not.toBe(b.api_key);
+  });
+});
+
+// Trying the README and the docs on one's own machine registers more than 3 bots in an hour: in
+// development (BASE_URL on localhost) with no REGISTRATION_RATE_LIMIT_PER_HOUR set, registrations
+// from this machine's loopback address get 100 an hour. Everyone else keeps the tight default, and
+// a limit the operator set applies to loopback too.
+describe('registration limit for this machine in development', () => {
+  const body = (name: string) => ({
+    bot_name: name,
+    owner_email: 'trial@example.com',
+    callback_url: 'https://a.example.com/hook',
+  });
+  const register = (svc: TestService, name: string, ip: string) =>
+    svc.app.inject({ method: 'POST', url: '/api/v1/bots/register', payload: body(name), remoteAddress: ip });
+
+  it('localhost BASE_URL, limit unset: loopback gets 100 an hour, other addresses 3', async () => {
+    const svc = await createTestService();
+    try {
+      expect(svc.ctx.config.registrationRateLimitLoopbackPerHour).toBe(
+        DEVELOPMENT_LOOPBACK_REGISTRATIONS_PER_HOUR,
+      );
+      for (let i = 0; i < 6; i++)
+        expect((await register(svc, `local-${i}`, '127.0.0.1')).statusCode).toBe(201);
+      expect((await register(svc, 'mapped', '::ffff:127.0.0.1')).statusCode).toBe(201);
+      const other = nextIp();
+      for (let i = 0; i < 3; i++) expect((await register(svc, `far-${i}`, other)).statusCode).toBe(201);
+      expect((await register(svc, 'far-4', other)).statusCode).toBe(429);
+      // "127.0.0.1.example.com" or a 127-looking private address is not loopback.
+      expect(isLoopbackAddress('10.127.0.1')).toBe(false);
+      expect(isLoopbackAddress('::ffff:10.0.0.1')).toBe(false);
+      expect(isLoopbackAddress('::1')).toBe(true);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('a public BASE_URL, or a limit the operator set, applies to loopback as to everyone', async () => {
+    const envs: Array<Record<string, string>> = [
+      { BASE_URL: 'https://pay.example.com' },
+      { REGISTRATION_RATE_LIMIT_PER_HOUR: '2' },
+    ];
+    for (const env of envs) {
+      const svc = await createTestService({ env });
+      try {
+        const limit = svc.ctx.config.registrationRateLimitPerHour;
+        expect(svc.ctx.config.registrationRateLimitLoopbackPerHour).toBe(limit);
+        for (let i = 0; i < limit; i++)
+          expect((await register(svc, `l-${i}`, '127.0.0.1')).statusCode).toBe(201);
+        expect((await register(svc, 'one-more', '127.0.0.1')).statusCode).toBe(429);
+      } finally {
+        await svc.close();
+      }
+    }
+  });
+});
+
+// A callback_url the deliveries would refuse (loopback, private, link-local, localhost names) is
+// refused at registration, 400 validation_error naming the field, instead of being accepted and
+// failing at every delivery. ALLOW_PRIVATE_WEBHOOK_TARGETS=true (development) accepts them.
+describe('callback_url on a private or loopback address', () => {
+  it('is refused at registration unless private targets are allowed', async () => {
+    const strict = await createTestService({ env: { ALLOW_PRIVATE_WEBHOOK_TARGETS: 'false' } });
+    const open = await createTestService();
+    try {
+      const urls = [
+        'http://127.0.0.1:9000/hook',
+        'http://localhost:9000/hook',
+        'http://bot.localhost/hook',
+        'http://[::1]:9000/hook',
+        'http://10.1.2.3/hook',
+        'http://169.254.169.254/latest',
+        'http://[::ffff:127.0.0.1]/hook',
+      ];
+      for (const [i, url] of urls.entries()) {
+        const res = await strict.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: nextIp(),
+          payload: { bot_name: `p-${i}`, owner_email: 'p@example.com', callback_url: url },
+        });
+        expect(res.statusCode, url).toBe(400);
+        expect(res.json()).toMatchObject({ error: 'validation_error' });
+        expect(res.json().message).toMatch(
+          /^callback_url points at .* where the service does not deliver webhooks/,
+        );
+        const allowed = await open.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: nextIp(),
+          payload: { bot_name: `p-${i}`, owner_email: 'p@example.com', callback_url: url },
+        });
+        expect(allowed.statusCode, url).toBe(201);
+      }
+      // A public address and an ordinary name pass (names are judged at delivery time).
+      for (const url of ['https://93.184.215.14/hook', 'https://bot.example.com/hook']) {
+        const res = await strict.app.inject({
+          method: 'POST',
+          url: '/api/v1/bots/register',
+          remoteAddress: nextIp(),
+          payload: { bot_name: url, owner_email: 'p@example.com', callback_url: url },
+        });
+        expect(res.statusCode, url).toBe(201);
+      }
+    } finally {
+      await strict.close();
+      await open.close();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { createServer } from 'node:net';
-import { mkdtemp } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -22,8 +23,10 @@ describe.runIf(!isPostgres)('friendly start-up failures', () => {
         .trim()
         .split('\n')
         .filter((l) => !l.startsWith('{'));
-      expect(lines.at(-1)).toMatch(new RegExp(`Port ${port} .*already in use`));
+      expect(lines.at(-1)).toMatch(new RegExp(`PORT is ${port}, which is already in use`));
       expect(run.stderr).not.toMatch(/\n\s+at /);
+      // Said before the database started (it used to come after ~17 s of it): nothing was made.
+      expect(await readdir(dataDir)).toEqual([]);
     } finally {
       await new Promise<void>((r) => holder.close(() => r()));
     }
@@ -39,4 +42,55 @@ describe.runIf(!isPostgres)('friendly start-up failures', () => {
     expect(run.stderr.trim()).toMatch(/^Cannot reach the database at DATABASE_URL \(ECONNREFUSED\)/m);
     expect(run.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
+  /** `botpay serve` with the environment given: one line on stderr, exit 2, nothing else done. */
+  async function refused(env: Record<string, string>) {
+    const dataDir = env.DATA_DIR ?? (await mkdtemp(join(tmpdir(), 'botpay-refused-')));
+    const port = await freePort();
+    const run = await runCli(['serve'], { DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', ...env });
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stdout).toBe('');
+    const lines = run.stderr.trim().split('\n');
+    expect(lines, run.stderr).toHaveLength(1);
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+    if (!env.DATA_DIR) expect(await readdir(dataDir), 'the database was not started').toEqual([]);
+    return lines[0] as string;
+  }
+
+  it('HOST that is not an IPv4 address is named, not blamed on DATABASE_URL', async () => {
+    const line = await refused({ HOST: '256.1.1.1' });
+    expect(line).toMatch(/^Invalid configuration: HOST is 256\.1\.1\.1, which is not an IPv4 address/);
+    expect(line).not.toContain('DATABASE_URL');
+  }, 60_000);
+
+  it('HOST that is not an address of this machine', async () => {
+    // 192.0.2.1 is reserved for documentation (RFC 5737): never a local address.
+    const line = await refused({ HOST: '192.0.2.1' });
+    expect(line).toMatch(
+      /^Invalid configuration: HOST is 192\.0\.2\.1, which is not an address of this machine/,
+    );
+  }, 60_000);
+
+  it('DATA_DIR that is a file, or below a file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'botpay-file-'));
+    const file = join(dir, 'README.md');
+    await writeFile(file, 'not a directory\n');
+    expect(await refused({ DATA_DIR: file })).toBe(
+      `Invalid configuration: DATA_DIR is ${file}, which is a file, not a directory: set DATA_DIR to a directory (it is created when missing).`,
+    );
+    expect(await refused({ DATA_DIR: join(file, 'data') })).toMatch(
+      new RegExp(`^Invalid configuration: DATA_DIR is .*, but ${file.replaceAll('.', '\\.')} is a file`),
+    );
+  }, 60_000);
+
+  // Node's mkdir(…, { recursive: true }) never returns for a path under /proc: the service hung
+  // there with no output.
+  it.runIf(existsSync('/proc/self'))(
+    'DATA_DIR that cannot be created (under /proc) ends at once',
+    async () => {
+      expect(await refused({ DATA_DIR: '/proc/nope' })).toMatch(
+        /^Invalid configuration: DATA_DIR is \/proc\/nope, which cannot be created \(ENOENT at \/proc\/nope\)/,
+      );
+    },
+    60_000,
+  );
 });

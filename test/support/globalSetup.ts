@@ -2,6 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { migrate } from '../../src/platform/db/migrate.ts';
 import { openPglite } from '../../src/platform/db/pglite.ts';
+import { loadNotice } from './load.ts';
 import { skipNotice } from './skipped.ts';
 
 // PGlite's initdb costs seconds and most of a gigabyte; do it once per run, migrate, and dump a
@@ -11,6 +12,8 @@ export const TEMPLATE_FILE = join(TEMPLATE_DIR, 'pglite-template.tar.gz');
 
 export async function setup(): Promise<void> {
   for (const line of skipNotice()) console.log(line);
+  const busy = loadNotice('start');
+  if (busy) console.log(busy);
   await mkdir(TEMPLATE_DIR, { recursive: true });
   const db = await openPglite({});
   try {
@@ -20,4 +23,9 @@ export async function setup(): Promise<void> {
   } finally {
     await db.close();
   }
+}
+
+export function teardown(): void {
+  const busy = loadNotice('end');
+  if (busy) console.log(busy);
 }

@@ -132,7 +132,11 @@ export async function registerBot(
     payload: {
       bot_name: `bot-${Math.random().toString(36).slice(2, 10)}`,
       owner_email: 'owner@example.com',
-      callback_url: 'http://127.0.0.1:9/hook',
+      // A port where nothing listens; a service refusing private targets refuses it at registration,
+      // so there a name that never resolves (RFC 6761) stands in.
+      callback_url: svc.ctx.config.allowPrivateWebhookTargets
+        ? 'http://127.0.0.1:9/hook'
+        : 'https://webhooks.invalid/hook',
       ...body,
     },
   });

@@ -151,4 +151,61 @@ describe('webhooks delivered through the managed tunnel', () => {
       await svc.close();
     }
   });
+  it("events before the tunnel client's first connection wait for it, then arrive with no failed attempt", async () => {
+    const svc = await createTestService({ database });
+    const worker = new DeliveryWorker(svc.ctx);
+    try {
+      const port = await listen(svc);
+      const bot = await registerTunnelBot(svc, receiver.port, { bot_type: 'custom', webhook_path: '/later' });
+      const owner = await createOwner(svc);
+      await svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/owner/claims',
+        headers: owner.auth,
+        payload: { claim_token: bot.claim_token },
+      });
+      await worker.start();
+      const waiting = async () =>
+        (
+          await svc.app.inject({
+            url: `/api/v1/owner/bots/${bot.bot_id}/webhook-deliveries`,
+            headers: owner.auth,
+          })
+        ).json().deliveries as Array<{ waiting_for_tunnel: boolean; attempts: number }>;
+      await until(async () => (await waiting()).some((d) => d.waiting_for_tunnel));
+      expect((await waiting()).every((d) => d.waiting_for_tunnel && d.attempts === 0)).toBe(true);
+
+      const { client } = startClient({
+        server: `http://127.0.0.1:${port}`,
+        token: bot.tunnel_token,
+        port: receiver.port,
+      });
+      try {
+        await client.waitConnected();
+        // Woken by the connection (NOTIFY), not by a retry's delay.
+        await until(() =>
+          receiver.received.some(
+            (r) => r.url === '/later' && JSON.parse(r.body.toString()).bot_id === bot.bot_id,
+          ),
+        );
+        await until(async () => (await waiting()).every((d) => !d.waiting_for_tunnel));
+        const [health] = await svc.ctx.db.query<{ webhook_status: string; webhook_fail_count: number }>(
+          'SELECT webhook_status, webhook_fail_count FROM bots WHERE id = $1',
+          [bot.bot_id],
+        );
+        expect(health).toEqual({ webhook_status: 'active', webhook_fail_count: 0 });
+        const attempts = await svc.ctx.db.query<{ ok: boolean }>(
+          'SELECT a.ok FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.bot_id = $1',
+          [bot.bot_id],
+        );
+        expect(attempts.length).toBeGreaterThan(0);
+        expect(attempts.every((a) => a.ok)).toBe(true);
+      } finally {
+        await client.stop();
+      }
+    } finally {
+      await worker.stop();
+      await svc.close();
+    }
+  });
 });

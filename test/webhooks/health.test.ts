@@ -145,22 +145,6 @@ describe('webhook health', () => {
     ).toBe(true);
   });
 
-  it('a tunnel bot whose tunnel is not on this instance is sent to its public webhook URL', async () => {
-    const bot = await registerBot(svc, {
-      callback_url: undefined,
-      bot_type: 'helper',
-      webhook_path: '/elsewhere',
-    });
-    const { id } = await emit(svc, bot.bot_id);
-    await worker.runOnce();
-    const [d] = await svc.ctx.db.query<{ target: string; error: string }>(
-      'SELECT target, error FROM webhook_deliveries WHERE event_id = $1',
-      [id],
-    );
-    expect(d!.target).toMatch(/^http:\/\/bot-[a-z2-7]+\.tunnel\.localhost:8080\/elsewhere$/);
-    expect(d!.error).not.toBeNull(); // nothing listens there in the test
-  });
-
   it('the pure rule matches the table', () => {
     expect(nextHealth('active', 0, { reset: false, failures: 3 })).toEqual({
       status: 'degraded',

@@ -115,6 +115,12 @@ function start(form: HTMLFormElement): void {
       offer(file, `payment-profiles-${card.card_id}.json`, 'wizard-download');
       if (message) message.hidden = true;
       if (done) done.hidden = false;
+      // The page's badge said "pending activation": it says what the service now holds.
+      const badge = document.querySelector('#card-status .pill');
+      if (badge) {
+        badge.className = 'pill ok';
+        badge.textContent = 'active';
+      }
     }
   });
 

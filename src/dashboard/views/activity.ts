@@ -17,6 +17,7 @@ export const APPROVAL_WORDS: Record<string, string> = {
 /** Every audit action (audit_log.action) in words: one for each AuditAction (test/dashboard/auditWords.test.ts). */
 export const AUDIT_ACTION_WORDS: Record<AuditAction, string> = {
   'bot.claimed': 'Claimed the bot',
+  'bot.paired': 'Paired the bot with a pairing code',
   'pairing_code.created': 'Created a pairing code',
   'wallet.funded': 'Added funds',
   'wallet.frozen': 'Froze the wallet',

@@ -50,8 +50,8 @@ export function verifyView(csrf: string, token: string): PageView {
     narrow: true,
     noSession: true,
     body: messageBody(
-      'Welcome back',
-      'Press the button to finish signing in on this device.',
+      'Finish signing in',
+      'Press the button to sign in on this device.',
       html`<form method="post" action="/signin/verify">${csrfField(csrf)}
               <input type="hidden" name="token" value="${token}">
               <button type="submit">Sign in</button></form>`,

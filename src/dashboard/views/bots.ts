@@ -51,7 +51,18 @@ export function shownOnce(title: string, value: string, note: string): SafeHtml 
   <span class="small">${note} It is shown only now: copy it before you leave this page. Reloading the page does not show it again.</span></div>`;
 }
 
-function webhookHealth(webhook: { status: string; fail_count: number }): SafeHtml {
+/** What the dashboard says of a tunnel bot (and its deliveries) before its tunnel client first connected. */
+export const WAITING_FOR_TUNNEL_TEXT = "waiting for the bot's tunnel client — run the command it was given";
+
+function webhookHealth(webhook: {
+  status: string;
+  fail_count: number;
+  waiting_for_tunnel: boolean;
+}): SafeHtml {
+  // Calm: a new tunnel bot is waiting for its client, not failing (src/webhooks/tunnelWait.ts).
+  if (webhook.waiting_for_tunnel && webhook.status === 'pending') {
+    return html`<span data-testid="webhook-waiting">${pill('pending', 'waiting for tunnel')}<br><span class="small muted">${WAITING_FOR_TUNNEL_TEXT}</span></span>`;
+  }
   const label =
     webhook.status === 'active'
       ? 'healthy'
@@ -63,6 +74,13 @@ function webhookHealth(webhook: { status: string; fail_count: number }): SafeHtm
 
 export function botsOverviewView(bots: BotSummary[]): PageView {
   const pending = bots.reduce((n, b) => n + b.pending_approvals, 0);
+  // Top-up requests wait for the owner too (the Approvals page lists both): the line says so, so
+  // it never reads "Nothing is waiting" beside a top-up badge.
+  const topups = bots.reduce((n, b) => n + b.pending_topups, 0);
+  const waiting = [
+    ...(pending > 0 ? [`${pending} purchase${pending === 1 ? '' : 's'}`] : []),
+    ...(topups > 0 ? [`${topups} top-up request${topups === 1 ? '' : 's'}`] : []),
+  ];
   const list = bots.length
     ? html`<ul class="bot-list">${bots.map(
         (b) => html`<li class="card bot-item">
@@ -84,8 +102,8 @@ export function botsOverviewView(bots: BotSummary[]): PageView {
     body: html`<div class="spread"><h1>Your bots</h1>${bots.length ? html`<div class="row"><a class="button secondary" href="/claim">Claim a bot</a></div>` : ''}</div>
 <p class="lead">${
       bots.length
-        ? pending > 0
-          ? html`<a href="/approvals" data-testid="waiting-link">${pending} purchase${pending === 1 ? '' : 's'} waiting for your decision →</a>`
+        ? waiting.length > 0
+          ? html`<a href="/approvals" data-testid="waiting-link">${waiting.join(' and ')} waiting for your decision →</a>`
           : 'Nothing is waiting for you.'
         : 'Bots you own appear here.'
     }</p>${list}`,

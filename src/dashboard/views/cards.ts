@@ -188,7 +188,7 @@ export function cardView(data: {
     <div class="field"><button type="submit" class="secondary">Save profile ${i}</button></div></form></li>`;
   });
   const body = html`<p class="small"><a href="/bots/${bot.bot_id}/cards">← Cards of ${bot.bot_name}</a></p>
-<div class="spread"><h1>${card.label ?? 'Card'}</h1>${pill(card.status)}</div>
+<div class="spread"><h1>${card.label ?? 'Card'}</h1><span id="card-status" data-testid="card-status">${pill(card.status)}</span></div>
 <p class="lead"><code class="small">${card.card_id}</code> · started ${when(card.created_at)}</p>
 ${botTabs(bot.bot_id, 'cards')}
 ${data.top}

@@ -1,6 +1,6 @@
 import type { OwnerTokenView } from '../../owners/tokens.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { csrfField, type PageView, postButton, when } from './layout.ts';
+import { copyable, csrfField, type PageView, postButton, when } from './layout.ts';
 
 // Settings: the owner's API tokens, and the new token shown once after it was created.
 
@@ -35,6 +35,6 @@ ${data.top}
 /** The token just created, shown this once. */
 export function newTokenNotice(name: string, token: string): SafeHtml {
   return html`<div class="flash ok stack" role="status"><div>Your new token “${name}”. Copy it now: it is shown only this once.</div>
-  <div><code data-testid="new-token">${token}</code></div>
+  <div>${copyable(token, { testid: 'new-token' })}</div>
   <div class="small">Programs send it in the header <code>Authorization: Bearer svc_owner_…</code>. If you lose it, revoke it and create another.</div></div>`;
 }

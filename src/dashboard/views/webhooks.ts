@@ -1,7 +1,10 @@
 import type { getBot } from '../../owners/bots.ts';
 import type { DeliveryFilter, LoggedDelivery } from '../../webhooks/log.ts';
 import { html, type SafeHtml } from '../html.ts';
+import { WAITING_FOR_TUNNEL_TEXT } from './bots.ts';
 import { botTabs, type PageView, pill, postButton, when } from './layout.ts';
+
+const capitalised = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
 
 // The webhook delivery log of a bot: a dense table (one row per delivery, the error below it, the
 // payload that was sent and the response excerpt one click away), filters by status including
@@ -29,6 +32,7 @@ function readablePayload(body: string): string {
 }
 
 function deliveryStatus(d: LoggedDelivery): SafeHtml {
+  if (d.waiting_for_tunnel) return pill('pending', 'waiting for tunnel');
   if (d.status === 'pending' && d.attempts > 0) return pill('degraded', 'retrying');
   return pill(d.status, FILTER_WORDS[d.status] ?? d.status);
 }
@@ -63,13 +67,13 @@ export function webhookLogView(data: {
   <td data-label="Response" class="nw">${d.response_status ?? html`<span class="muted">—</span>`}${d.duration_ms !== null ? html` <span class="muted small">${d.duration_ms} ms</span>` : ''}</td>
   <td data-label="Attempts" class="num">${d.attempts}</td>
   <td data-label="Last attempt">${when(d.last_attempt_at)}</td>
-  <td data-label="Next attempt">${d.status === 'pending' ? when(d.next_attempt_at) : html`<span class="muted">—</span>`}</td>
+  <td data-label="Next attempt">${d.waiting_for_tunnel ? html`<span class="muted">when the tunnel connects</span>` : d.status === 'pending' && d.next_attempt_at ? when(d.next_attempt_at) : html`<span class="muted">—</span>`}</td>
   <td data-label="">${
     d.status === 'failed' || d.status === 'pending'
       ? postButton(`${base}/${d.id}/retry`, 'Retry now', csrf, { className: 'secondary' })
       : ''
   }</td></tr>
-<tr class="sub"><td colspan="7">${d.error ? html`<div class="err small" data-testid="delivery-error">${d.error}</div>` : ''}
+<tr class="sub"><td colspan="7">${d.waiting_for_tunnel ? html`<div class="small muted" data-testid="delivery-waiting">${capitalised(WAITING_FOR_TUNNEL_TEXT)}.</div>` : d.error ? html`<div class="err small" data-testid="delivery-error">${d.error}</div>` : ''}
   <div class="row small">${
     d.body
       ? html`<details><summary>Payload sent</summary><pre class="excerpt" data-testid="payload">${readablePayload(d.body)}</pre></details>`

@@ -1,7 +1,8 @@
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Config } from '../../config.ts';
 import { randomHex, type SecretBox } from '../crypto.ts';
+import { ensureDataDir } from '../startupChecks.ts';
 import { openPgliteThread } from './pgliteThread.ts';
 import type { Db, Queryable } from './port.ts';
 import { copyTemplate, isDataDir } from './template.ts';
@@ -18,7 +19,7 @@ export async function openDatabase(config: Config): Promise<Db> {
     });
   }
   const dir = resolve(config.dataDir);
-  await mkdir(dir, { recursive: true });
+  await ensureDataDir(dir);
   const release = await lockDataDir(dir);
   try {
     const pgDir = join(dir, 'pg');
@@ -83,7 +84,7 @@ export async function resolveSecretKey(config: Config): Promise<string> {
   if (config.secretKey) return config.secretKey;
   if (config.databaseUrl) throw new Error('SECRET_KEY is required when DATABASE_URL is set');
   const dir = resolve(config.dataDir);
-  await mkdir(dir, { recursive: true });
+  await ensureDataDir(dir);
   const file = join(dir, 'secret_key');
   try {
     const existing = (await readFile(file, 'utf8')).trim();
