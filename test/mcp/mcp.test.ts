@@ -52,7 +52,9 @@ let baseUrl: string;
 let stderr = '';
 
 beforeAll(async () => {
-  svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });
+  // Request lines are at debug in development (BASE_URL on localhost, as here): the hang-up test
+  // below counts the wait's polls in them.
+  svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000', LOG_LEVEL: 'debug' } });
   baseUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
   owner = await createOwner(svc);
 }, 120_000);
