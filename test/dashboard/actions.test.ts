@@ -312,3 +312,58 @@ describe('pending approvals', () => {
     expect(page.body).toContain('$2.50');
   });
 });
+
+describe('recently decided in the approvals inbox', () => {
+  it('lists top-up requests approved, declined and expired, as purchases', async () => {
+    // Its own service: the clock moves by days, past the other tests' session idle time.
+    const svc2 = await createTestService();
+    try {
+      const owner3 = await createOwner(svc2, 'topups.decided@example.com');
+      const other = await createOwner(svc2, 'topups.other@example.com');
+      const asker = await activeBot(svc2, owner3, { body: { bot_name: 'Asker' } });
+      const stranger = await activeBot(svc2, other, { body: { bot_name: 'Stranger' } });
+      const ask = async (b: typeof asker, amount_cents: number, reason: string) => {
+        const res = await svc2.app.inject({
+          method: 'POST',
+          url: '/api/v1/bot/wallet/topup-requests',
+          headers: b.auth,
+          payload: { amount_cents, reason },
+        });
+        expect(res.statusCode, res.body).toBe(201);
+        return (res.json() as { topup_id: string }).topup_id;
+      };
+      const late = await ask(asker, 300, 'late one');
+      svc2.clock.advance(86_400_000);
+      const approved = await ask(asker, 700, 'books');
+      const declined = await ask(asker, 900, 'games');
+      const othersTopup = await ask(stranger, 1300, 'not yours');
+      const own = await signIn(svc2, 'topups.decided@example.com', '10.50.0.10');
+      const inbox = await own.get('/approvals');
+      expect(inbox.body).toContain('Nothing decided in the last 7 days.');
+      const approve = await own.submit('/approvals', `/approvals/topups/${approved}/approve`, {});
+      expect(approve.statusCode, approve.body).toBe(303);
+      svc2.clock.advance(60_000);
+      const decline = await own.submit('/approvals', `/approvals/topups/${declined}/decline`, { note: 'no' });
+      expect(decline.statusCode, decline.body).toBe(303);
+      const open = await ask(asker, 1100, 'still open');
+      // The first request runs out (the expiry job has not written it yet).
+      svc2.clock.advance(6 * 86_400_000);
+      const page = await own.get('/approvals');
+      const rows = [...page.body.matchAll(/<tr data-testid="decided" data-topup="([^"]+)">(.*?)<\/tr>/gs)];
+      expect(rows.map((r) => r[1])).toEqual([late, declined, approved]);
+      expect(rows[0]![2]).toMatch(/\$3\.00.*Expired \(not decided in time\).*late one.*Asker.*time ran out/s);
+      expect(rows[1]![2]).toMatch(/\$9\.00.*Declined.*Top-up.*games.*by you/s);
+      expect(rows[2]![2]).toMatch(/\$7\.00.*Approved.*Top-up.*books.*by you/s);
+      // The open request is still offered for a decision, not listed as decided; another owner's is nowhere.
+      expect(page.body).toContain(`data-testid="topup" data-topup="${open}"`);
+      expect(page.body).not.toContain(`data-topup="${othersTopup}"`);
+      // Eight days on, the approval is older than the inbox's 7 days.
+      svc2.clock.advance(2 * 86_400_000);
+      const later = await own.get('/approvals');
+      expect(later.body).not.toContain(`data-topup="${approved}"`);
+      expect(later.body).toMatch(new RegExp(`data-testid="decided" data-topup="${open}">.*Expired`));
+    } finally {
+      await svc2.close();
+    }
+  });
+});
