@@ -178,12 +178,21 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       const b = request.body;
+      // A field still showing the value the page showed (shown_<field>) changes nothing, even if
+      // the value was changed elsewhere meanwhile; an emptied amount keeps its amount too.
       const amount = (field: AmountField, max: number): number | undefined | 'bad' => {
         const value = b[field];
         if (value === undefined || value.trim() === '') return undefined;
         const cents = parseUsdToCents(value);
-        return cents === undefined || cents > max ? 'bad' : cents;
+        if (cents === undefined || cents > max) return 'bad';
+        const shown = b[`shown_${field}`];
+        return shown !== undefined && parseUsdToCents(shown) === cents ? undefined : cents;
       };
+      const categoryList = (text: string) =>
+        text
+          .split(',')
+          .map((c) => c.trim())
+          .filter((c) => c.length > 0);
       const per = amount('per_transaction_usd', MAX_LIMIT_CENTS);
       const daily = amount('daily_usd', MAX_LIMIT_CENTS);
       const monthly = amount('monthly_usd', MAX_LIMIT_CENTS * 10);
@@ -197,10 +206,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       }
       let categories: string[] | undefined;
       if (b.approved_categories !== undefined) {
-        categories = b.approved_categories
-          .split(',')
-          .map((c) => c.trim())
-          .filter((c) => c.length > 0);
+        categories = categoryList(b.approved_categories);
         if (categories.length > 50 || categories.some((c) => c.length > 100)) {
           return cardPage(request, reply, request.params, {
             status: 400,
@@ -209,19 +215,35 @@ export function registerCardPages(app: App, ctx: AppContext): void {
           });
         }
       }
+      if (
+        categories !== undefined &&
+        b.shown_approved_categories !== undefined &&
+        categoryList(b.shown_approved_categories.toLowerCase()).join(',') ===
+          categoryList(b.approved_categories?.toLowerCase() ?? '').join(',')
+      ) {
+        categories = undefined;
+      }
+      const mode = b.approval_mode && b.approval_mode !== b.shown_approval_mode ? b.approval_mode : undefined;
+      const changes = {
+        ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
+        ...(daily !== undefined ? { daily_cents: daily as number } : {}),
+        ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
+        ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
+        ...(mode ? { approval_mode: mode } : {}),
+        ...(categories !== undefined ? { approved_categories: categories } : {}),
+      };
+      const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
+      if (Object.keys(changes).length === 0) {
+        // Nothing to save; the card must still be the owner's (getCard answers 404 otherwise).
+        await getCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id);
+        return reply.redirect(`${target}?notice=unchanged`, 303);
+      }
       const saved = await updateCard(
         ctx,
         sessionOf(request).ownerId,
         request.params.bot_id,
         request.params.card_id,
-        {
-          ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
-          ...(daily !== undefined ? { daily_cents: daily as number } : {}),
-          ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
-          ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
-          ...(b.approval_mode ? { approval_mode: b.approval_mode } : {}),
-          ...(categories !== undefined ? { approved_categories: categories } : {}),
-        },
+        changes,
       );
       // Saved either way; limits that cannot all be reached get a warning on the next page.
       const warning = limitOrderWarning({
@@ -229,7 +251,6 @@ export function registerCardPages(app: App, ctx: AppContext): void {
         day: Math.round(saved.guardrails.daily_usd * 100),
         month: Math.round(saved.guardrails.monthly_usd * 100),
       });
-      const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
       return redirectAfterSave(ctx, sessionOf(request), reply, target, warning, 'settings');
     },
   );

@@ -69,6 +69,10 @@ export const GuardrailsBody = Type.Object({
   per_transaction_usd: Text(20),
   daily_budget_usd: Text(20),
   monthly_budget_usd: Text(20),
+  /** The amounts the form showed: a field still equal to its shown amount changes nothing. */
+  shown_per_transaction_usd: Text(20),
+  shown_daily_budget_usd: Text(20),
+  shown_monthly_budget_usd: Text(20),
   return_to: Text(100),
   _csrf: Text(200),
 });
@@ -119,6 +123,13 @@ export const CardSettingsBody = Type.Object({
   approval_mode: Type.Optional(Type.Union(MODES.map(([m]) => Type.Literal(m)))),
   approval_threshold_usd: Text(30),
   approved_categories: Text(2000),
+  /** The values the form showed: a field still equal to its shown value changes nothing. */
+  shown_per_transaction_usd: Text(30),
+  shown_daily_usd: Text(30),
+  shown_monthly_usd: Text(30),
+  shown_approval_mode: Text(40),
+  shown_approval_threshold_usd: Text(30),
+  shown_approved_categories: Text(2000),
   _csrf: Text(200),
 });
 export const CardStatusBody = Type.Object({

@@ -7,7 +7,8 @@ import {
   type TestService,
 } from '../support/service.ts';
 import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
-import { csrfIn, type FormClient, signIn } from './browserless.ts';
+import { csrfIn, type FormClient, formFields, signIn } from './browserless.ts';
+import { updateMasterGuardrails } from '../../src/owners/guardrails.ts';
 
 // Every dashboard action through its form: the right change, the audit entry, friendly errors
 // that change nothing.
@@ -242,6 +243,79 @@ describe('master guardrails', () => {
       [owner.id],
     );
     expect(row[0]!.p).toBe(1250);
+  });
+});
+
+describe('the guardrails form shows the current amounts', () => {
+  async function amounts() {
+    const rows = await svc.ctx.db.query<{ p: number; d: number; m: number }>(
+      'SELECT master_per_transaction_cents::int AS p, master_daily_cents::int AS d, master_monthly_cents::int AS m FROM owners WHERE id = $1',
+      [owner.id],
+    );
+    return rows[0]!;
+  }
+  async function auditCount() {
+    const rows = await svc.ctx.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM audit_log WHERE owner_id = $1 AND action = 'master_guardrails.updated'",
+      [owner.id],
+    );
+    return rows[0]!.n;
+  }
+
+  it('prefills every field; sent as shown it changes nothing', async () => {
+    const before = await amounts();
+    const audits = await auditCount();
+    for (const [pageUrl, extra] of [
+      ['/guardrails', {}],
+      [botUrl, { return_to: bot.bot_id }],
+    ] as const) {
+      const page = await client.get(pageUrl);
+      const fields = formFields(page.body, '/guardrails');
+      expect(fields).toMatchObject({
+        per_transaction_usd: (before.p / 100).toFixed(2),
+        daily_budget_usd: (before.d / 100).toFixed(2),
+        monthly_budget_usd: (before.m / 100).toFixed(2),
+        ...extra,
+      });
+      expect(page.body).not.toContain('placeholder="unchanged"');
+      const res = await client.post('/guardrails', fields);
+      expect(res.statusCode).toBe(303);
+      expect(res.headers.location).toBe(`${pageUrl}?notice=unchanged`);
+    }
+    expect((await client.get('/guardrails?notice=unchanged')).body).toContain('Nothing to save');
+    expect(await amounts()).toEqual(before);
+    expect(await auditCount()).toBe(audits);
+  });
+
+  it('changes only the field changed, even if another field changed elsewhere since the page was shown', async () => {
+    const before = await amounts();
+    const fields = formFields((await client.get('/guardrails')).body, '/guardrails');
+    // Meanwhile (another tab, the owner API) the daily budget changes.
+    await updateMasterGuardrails(svc.ctx, owner.id, { daily_budget_cents: before.d + 700 });
+    const res = await client.post('/guardrails', { ...fields, per_transaction_usd: '11' });
+    expect(res.headers.location).toBe('/guardrails?notice=guardrails');
+    expect(await amounts()).toEqual({ p: 1100, d: before.d + 700, m: before.m });
+    // An emptied field keeps its amount, as the form says.
+    const again = formFields((await client.get('/guardrails')).body, '/guardrails');
+    const emptied = await client.post('/guardrails', {
+      ...again,
+      per_transaction_usd: '',
+      monthly_budget_usd: '400',
+    });
+    expect(emptied.headers.location).toBe('/guardrails?notice=guardrails');
+    expect(await amounts()).toEqual({ p: 1100, d: before.d + 700, m: 40_000 });
+    // A refused amount shows the form again with what was typed and the amounts first shown.
+    const refused = await client.post('/guardrails', { ...again, daily_budget_usd: 'lots' });
+    expect(refused.statusCode).toBe(400);
+    expect(formFields(refused.body, '/guardrails')).toMatchObject({
+      daily_budget_usd: 'lots',
+      shown_monthly_budget_usd: again.shown_monthly_budget_usd,
+    });
+    await updateMasterGuardrails(svc.ctx, owner.id, {
+      per_transaction_cents: before.p,
+      daily_budget_cents: before.d,
+      monthly_budget_cents: before.m,
+    });
   });
 });
 

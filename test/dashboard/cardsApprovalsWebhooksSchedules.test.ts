@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { preSessionCsrfToken } from '../../src/dashboard/sessions.ts';
 import type { Mail } from '../../src/platform/mailer.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { csrfIn, type FormClient, signIn } from './browserless.ts';
+import { csrfIn, type FormClient, formFields, signIn } from './browserless.ts';
 import { splitCard } from '../support/cards.ts';
 
 // Phase 2 pages in-process, through the same forms a person submits: the card wizard and card
@@ -313,6 +313,61 @@ describe('card wizard and settings', () => {
     );
     const botPage = await alice.get(`/bots/${bot.bot_id}`);
     expect(botPage.body).toContain('Changed card settings');
+  });
+
+  it('the settings form shows the current values; a field left as shown changes nothing', async () => {
+    const page = `/bots/${bot.bot_id}/cards/${cardId}`;
+    const before = await cardRow(cardId);
+    const audits = async () => (await auditActions(bot.bot_id)).filter((a) => a === 'card.updated').length;
+    const updates = await audits();
+    const fields = formFields((await alice.get(page)).body, `${page}/settings`);
+    expect(fields).toMatchObject({
+      per_transaction_usd: (before.per_transaction_cents / 100).toFixed(2),
+      daily_usd: (before.daily_cents / 100).toFixed(2),
+      approval_mode: before.approval_mode,
+      approval_threshold_usd: (before.approval_threshold_cents / 100).toFixed(2),
+    });
+    const same = await alice.post(`${page}/settings`, fields);
+    expect(same.headers.location).toBe(`${page}?notice=unchanged`);
+    expect((await alice.get(`${page}?notice=unchanged`)).body).toContain('Nothing to save');
+    expect(await audits()).toBe(updates);
+    // Mallory sending Alice's form as shown is still not found.
+    const stranger = await mallory.post(`${page}/settings`, {
+      ...fields,
+      _csrf: csrfIn((await mallory.get('/')).body, '/signout'),
+    });
+    expect(stranger.statusCode).toBe(404);
+
+    // The per-purchase limit changes elsewhere (the owner API) after the page was shown; the
+    // stale form, with only the daily limit changed, does not put the old per-purchase limit back.
+    const elsewhere = await svc.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/owner/bots/${bot.bot_id}/cards/${cardId}`,
+      headers: aliceOwner.auth,
+      payload: { per_transaction_cents: before.per_transaction_cents + 100 },
+    });
+    expect(elsewhere.statusCode, elsewhere.body).toBe(200);
+    const saved = await alice.post(`${page}/settings`, {
+      ...fields,
+      daily_usd: ((before.daily_cents + 500) / 100).toFixed(2),
+    });
+    expect(saved.statusCode).toBe(303);
+    const after = await cardRow(cardId);
+    expect(after).toMatchObject({
+      per_transaction_cents: before.per_transaction_cents + 100,
+      daily_cents: before.daily_cents + 500,
+      approval_mode: before.approval_mode,
+    });
+    // Back as it was for the tests below.
+    await alice.post(`${page}/settings`, {
+      ...formFields((await alice.get(page)).body, `${page}/settings`),
+      per_transaction_usd: (before.per_transaction_cents / 100).toFixed(2),
+      daily_usd: (before.daily_cents / 100).toFixed(2),
+    });
+    expect(await cardRow(cardId)).toMatchObject({
+      per_transaction_cents: before.per_transaction_cents,
+      daily_cents: before.daily_cents,
+    });
   });
 });
 

@@ -143,6 +143,13 @@ export function cardView(data: {
   const typed = (name: string, current: string, profile?: number) =>
     (data.profile === profile ? values?.[name] : undefined) ?? current;
   const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
+  // The values the settings form showed (kept from the first showing after an error): a field left
+  // as it was changes nothing, even if the setting was changed elsewhere meanwhile.
+  const shownFields = (fields: [string, string][]) =>
+    fields.map(
+      ([name, current]) =>
+        html`<input type="hidden" name="shown_${name}" value="${typed(`shown_${name}`, current)}">`,
+    );
   const pending = card.status === 'pending_activation';
   const wizard = pending
     ? html`<section class="card stack" aria-labelledby="digits-h"><div id="wizard-step2" class="stack">${steps(2)}<h2 id="digits-h">Type your card: it is split in this browser</h2>
@@ -198,6 +205,14 @@ ${
     ? ''
     : html`<section class="card stack" aria-labelledby="settings-h"><h2 id="settings-h">Limits and approval</h2>
   <form method="post" action="${base}/settings" class="stack" data-limits>${csrfField(csrf)}
+    ${shownFields([
+      ['per_transaction_usd', card.guardrails.per_transaction_usd.toFixed(2)],
+      ['daily_usd', card.guardrails.daily_usd.toFixed(2)],
+      ['monthly_usd', card.guardrails.monthly_usd.toFixed(2)],
+      ['approval_mode', card.approval_mode],
+      ['approval_threshold_usd', card.approval_threshold_usd.toFixed(2)],
+      ['approved_categories', card.approved_categories.join(', ')],
+    ])}
     <div class="grid three">
       <div class="field"><label for="per_transaction_usd">Per purchase, $</label><input id="per_transaction_usd" name="per_transaction_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="per" value="${typed('per_transaction_usd', card.guardrails.per_transaction_usd.toFixed(2))}"></div>
       <div class="field"><label for="daily_usd">Per day, $</label><input id="daily_usd" name="daily_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="day" value="${typed('daily_usd', card.guardrails.daily_usd.toFixed(2))}"></div>
