@@ -385,6 +385,63 @@ describe('pending approvals', () => {
     expect(page.body).toContain('data-testid="nav-count"');
     expect(page.body).toContain('$2.50');
   });
+
+  it('a purchase approved after a hold is counted once in the transactions, each row saying what it is', async () => {
+    const buyer = await activeBot(svc, owner, { fundCents: 2000, body: { bot_name: 'Twice' } });
+    const card = await setupCard(svc, owner, buyer.bot_id);
+    // A second between movements: the list is newest first.
+    svc.clock.advance(1000);
+    const held = await checkout(svc, buyer, purchase(card.real_profile_index, 450));
+    expect(held.statusCode, held.body).toBe(202);
+    const confirmation = (held.json() as { confirmation_id: string }).confirmation_id;
+    svc.clock.advance(1000);
+    const approved = await client.submit('/approvals', `/approvals/${confirmation}/approve`);
+    expect(approved.statusCode, approved.body).toBe(303);
+    svc.clock.advance(1000);
+    const released = await checkout(svc, buyer, purchase(card.real_profile_index, 300));
+    expect(released.statusCode, released.body).toBe(202);
+    svc.clock.advance(1000);
+    const denied = await client.submit(
+      '/approvals',
+      `/approvals/${(released.json() as { confirmation_id: string }).confirmation_id}/deny`,
+    );
+    expect(denied.statusCode, denied.body).toBe(303);
+    const page = await client.get(`/bots/${buyer.bot_id}`);
+    const text = (h: string) =>
+      h
+        .replace(/<[^>]+>/g, ' ')
+        .replace(/\s+/g, ' ')
+        .trim();
+    const rows = [
+      ...page.body.matchAll(/<tr data-testid="transaction" data-kind="([a-z]+)">(.*?)<\/tr>/gs),
+    ].map((m) => {
+      const cells = Object.fromEntries(
+        [...m[2]!.matchAll(/<td data-label="([^"]*)"[^>]*>(.*?)<\/td>/gs)].map((c) => [c[1]!, text(c[2]!)]),
+      );
+      const row: Record<string, string> = { ...cells, kind: m[1]! };
+      return row;
+    });
+    expect(rows.map((r) => r.kind)).toEqual(['release', 'hold', 'capture', 'hold', 'funding']);
+    // The $4.50 leaves the balance once, on the hold; the capture says it was paid from the hold.
+    expect(rows.filter((r) => r.Amount?.startsWith('−$4.50')).map((r) => r.kind)).toEqual(['hold']);
+    expect(rows[2]).toMatchObject({
+      What: expect.stringContaining('Approved: paid from the hold'),
+      Amount: '$4.50 paid from the hold',
+      'Balance after': '$15.50',
+      'Held change': '−$4.50',
+    });
+    expect(rows[3]).toMatchObject({
+      What: expect.stringContaining('Held for your approval'),
+      Amount: '−$4.50 held',
+      'Balance after': '$15.50',
+      'Held change': '+$4.50',
+    });
+    expect(rows[0]).toMatchObject({
+      What: expect.stringContaining('Hold released: back in the wallet'),
+      Amount: '+$3.00',
+      'Held change': '−$3.00',
+    });
+  });
 });
 
 describe('recently decided in the approvals inbox', () => {
