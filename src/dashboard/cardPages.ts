@@ -26,8 +26,10 @@ import {
   CardStatusBody,
   NoticeFlashQuery,
   NoticeQuery,
+  type PROFILE_FIELD_NAMES,
   ProfileBody,
   ProfileParams,
+  ProfilesBody,
 } from './schemas.ts';
 import { cardsView, cardView } from './views/cards.ts';
 import { flash } from './views/layout.ts';
@@ -278,6 +280,69 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       }
       return reply.redirect(
         `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=status`,
+        303,
+      );
+    },
+  );
+
+  // Every profile in one form, one Save. Fields still showing what the page showed change nothing;
+  // every amount is checked before any profile is written.
+  app.post(
+    '/bots/:bot_id/cards/:card_id/profiles',
+    {
+      schema: {
+        tags,
+        summary: 'All payment profiles of a card: allowance, window, approval rule',
+        params: CardParams,
+        body: ProfilesBody,
+      },
+    },
+    async (request, reply) => {
+      const b = request.body as Record<string, string | undefined>;
+      const ownerId = sessionOf(request).ownerId;
+      const { bot_id: botId, card_id: cardId } = request.params;
+      const card = await getCard(ctx, ownerId, botId, cardId);
+      const updates: [number, ProfileUpdate][] = [];
+      for (const { profile_index: i } of card.profiles) {
+        const field = (name: (typeof PROFILE_FIELD_NAMES)[number]) => b[`p${i}_${name}`]?.trim();
+        const shown = (name: (typeof PROFILE_FIELD_NAMES)[number]) => b[`p${i}_shown_${name}`]?.trim();
+        const update: ProfileUpdate = {};
+        for (const [name, key] of [
+          ['allowance_usd', 'allowance_cents'],
+          ['approval_threshold_usd', 'approval_threshold_cents'],
+        ] as const) {
+          const value = field(name);
+          if (!value) continue;
+          const cents = parseUsdToCents(value);
+          if (cents === undefined || cents > MAX_LIMIT_CENTS) {
+            return cardPage(request, reply, request.params, {
+              status: 400,
+              top: bad(
+                `Profile ${i}: amounts are dollars with at most 2 decimals, for example 25 or 25.50. Nothing was saved.`,
+              ),
+              values: b,
+              profile: 0,
+            });
+          }
+          const was = shown(name);
+          if (was !== undefined && parseUsdToCents(was) === cents) continue;
+          update[key] = cents;
+        }
+        const window = field('allowance_window');
+        if (window && window !== shown('allowance_window')) {
+          update.allowance_window = window as ProfileUpdate['allowance_window'];
+        }
+        const rule = field('approval_rule');
+        if (rule && rule !== shown('approval_rule')) {
+          update.approval_rule = rule as ProfileUpdate['approval_rule'];
+        }
+        const enabled = field('enabled');
+        if (enabled && enabled !== shown('enabled')) update.enabled = enabled === 'yes';
+        if (Object.keys(update).length > 0) updates.push([i, update]);
+      }
+      for (const [i, update] of updates) await updateProfile(ctx, ownerId, botId, cardId, i, update);
+      return reply.redirect(
+        `/bots/${botId}/cards/${cardId}?notice=${updates.length ? 'profiles' : 'unchanged'}#profiles-h`,
         303,
       );
     },

@@ -77,6 +77,7 @@ export const NOTICES = {
     unchanged: 'Nothing to save: every setting is as it was.',
     status: 'Card status changed.',
     profile: 'Profile saved.',
+    profiles: 'Profiles saved.',
   },
   schedules: {
     created: 'Schedule created. Your bot receives the purchase as a task when it is due.',
