@@ -121,7 +121,11 @@ export async function signIn(svc: TestService, email: string, ip?: string): Prom
   const sent = svc.mailer.sent.length;
   const res = await client.submit('/signin', '/signin', { email });
   if (res.statusCode !== 303) throw new Error(`sign-in request answered ${res.statusCode}: ${res.body}`);
-  const mail = svc.mailer.sent.slice(sent).find((m) => m.to === email);
+  // The sign-in mail, not another mail to the same address the notification job sent meanwhile
+  // (a top-up request, an approval).
+  const mail = svc.mailer.sent
+    .slice(sent)
+    .find((m) => m.to === email && /\/signin\/verify\?token=/.test(m.text));
   if (!mail) throw new Error('no sign-in mail');
   const link = new URL(magicLinkIn(mail.text));
   const verify = await client.submit(`${link.pathname}${link.search}`, '/signin/verify', {
