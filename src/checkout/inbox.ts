@@ -23,26 +23,44 @@ export async function pendingApprovalCount(ctx: AppContext, ownerId: string): Pr
   return Number(row?.n ?? 0);
 }
 
-/** Held purchases of the owner decided (or expired) in the last 7 days, latest decision first. */
+/**
+ * What the owner's approvals were in the last 7 days, latest decision first: held purchases decided
+ * (or expired) and top-up requests approved, declined or expired (decided within the 7 days: a
+ * request may stay open for 7 days). A top-up request past its expiry
+ * that the job has not written yet counts as expired at its expiry time, as the bot is told.
+ */
 export async function listRecentDecisions(ctx: AppContext, ownerId: string, limit: number) {
+  const now = ctx.clock.now();
   const rows = await ctx.db.query<{
+    kind: 'purchase' | 'topup';
     id: string;
     bot_id: string;
     bot_name: string;
     amount_cents: number;
-    merchant_name: string;
+    merchant_name: string | null;
     item_name: string;
     status: string;
     decided_at: Date | null;
     decided_by: string | null;
   }>(
-    `SELECT c.id, c.bot_id, b.name AS bot_name, c.amount_cents, c.merchant_name, c.item_name, c.status,
-            c.decided_at, c.decided_by
-       FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
-      WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status <> 'pending' AND c.expires_at IS NOT NULL
-        AND c.created_at > $2
-      ORDER BY c.decided_at DESC NULLS LAST LIMIT $3`,
-    [ownerId, new Date(ctx.clock.now() - 7 * 86_400_000), limit],
+    `SELECT * FROM (
+       SELECT 'purchase' AS kind, c.id, c.bot_id, b.name AS bot_name, c.amount_cents, c.merchant_name,
+              c.item_name, c.status, c.decided_at, c.decided_by
+         FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
+        WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status <> 'pending' AND c.expires_at IS NOT NULL
+          AND c.created_at > $2
+       UNION ALL
+       SELECT 'topup' AS kind, t.id, t.bot_id, b.name AS bot_name, COALESCE(t.approved_cents, t.amount_cents),
+              NULL, t.reason,
+              CASE WHEN t.status = 'pending' THEN 'expired' ELSE t.status END,
+              CASE WHEN t.status = 'pending' THEN t.expires_at ELSE t.decided_at END,
+              CASE WHEN t.status = 'pending' THEN 'expiry' ELSE t.decided_by END
+         FROM topup_requests t JOIN bots b ON b.id = t.bot_id
+        WHERE t.owner_id = $1 AND b.owner_id = $1 AND COALESCE(t.decided_at, t.expires_at) > $2
+          AND (t.status <> 'pending' OR t.expires_at <= $4)
+     ) d
+      ORDER BY d.decided_at DESC NULLS LAST, d.id LIMIT $3`,
+    [ownerId, new Date(now - 7 * 86_400_000), limit, new Date(now)],
   );
   return rows.map((r) => ({
     ...r,

@@ -26,8 +26,10 @@ import {
   CardStatusBody,
   NoticeFlashQuery,
   NoticeQuery,
+  type PROFILE_FIELD_NAMES,
   ProfileBody,
   ProfileParams,
+  ProfilesBody,
 } from './schemas.ts';
 import { cardsView, cardView } from './views/cards.ts';
 import { flash } from './views/layout.ts';
@@ -178,12 +180,21 @@ export function registerCardPages(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       const b = request.body;
+      // A field still showing the value the page showed (shown_<field>) changes nothing, even if
+      // the value was changed elsewhere meanwhile; an emptied amount keeps its amount too.
       const amount = (field: AmountField, max: number): number | undefined | 'bad' => {
         const value = b[field];
         if (value === undefined || value.trim() === '') return undefined;
         const cents = parseUsdToCents(value);
-        return cents === undefined || cents > max ? 'bad' : cents;
+        if (cents === undefined || cents > max) return 'bad';
+        const shown = b[`shown_${field}`];
+        return shown !== undefined && parseUsdToCents(shown) === cents ? undefined : cents;
       };
+      const categoryList = (text: string) =>
+        text
+          .split(',')
+          .map((c) => c.trim())
+          .filter((c) => c.length > 0);
       const per = amount('per_transaction_usd', MAX_LIMIT_CENTS);
       const daily = amount('daily_usd', MAX_LIMIT_CENTS);
       const monthly = amount('monthly_usd', MAX_LIMIT_CENTS * 10);
@@ -197,10 +208,7 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       }
       let categories: string[] | undefined;
       if (b.approved_categories !== undefined) {
-        categories = b.approved_categories
-          .split(',')
-          .map((c) => c.trim())
-          .filter((c) => c.length > 0);
+        categories = categoryList(b.approved_categories);
         if (categories.length > 50 || categories.some((c) => c.length > 100)) {
           return cardPage(request, reply, request.params, {
             status: 400,
@@ -209,19 +217,35 @@ export function registerCardPages(app: App, ctx: AppContext): void {
           });
         }
       }
+      if (
+        categories !== undefined &&
+        b.shown_approved_categories !== undefined &&
+        categoryList(b.shown_approved_categories.toLowerCase()).join(',') ===
+          categoryList(b.approved_categories?.toLowerCase() ?? '').join(',')
+      ) {
+        categories = undefined;
+      }
+      const mode = b.approval_mode && b.approval_mode !== b.shown_approval_mode ? b.approval_mode : undefined;
+      const changes = {
+        ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
+        ...(daily !== undefined ? { daily_cents: daily as number } : {}),
+        ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
+        ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
+        ...(mode ? { approval_mode: mode } : {}),
+        ...(categories !== undefined ? { approved_categories: categories } : {}),
+      };
+      const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
+      if (Object.keys(changes).length === 0) {
+        // Nothing to save; the card must still be the owner's (getCard answers 404 otherwise).
+        await getCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id);
+        return reply.redirect(`${target}?notice=unchanged`, 303);
+      }
       const saved = await updateCard(
         ctx,
         sessionOf(request).ownerId,
         request.params.bot_id,
         request.params.card_id,
-        {
-          ...(per !== undefined ? { per_transaction_cents: per as number } : {}),
-          ...(daily !== undefined ? { daily_cents: daily as number } : {}),
-          ...(monthly !== undefined ? { monthly_cents: monthly as number } : {}),
-          ...(threshold !== undefined ? { approval_threshold_cents: threshold as number } : {}),
-          ...(b.approval_mode ? { approval_mode: b.approval_mode } : {}),
-          ...(categories !== undefined ? { approved_categories: categories } : {}),
-        },
+        changes,
       );
       // Saved either way; limits that cannot all be reached get a warning on the next page.
       const warning = limitOrderWarning({
@@ -229,7 +253,6 @@ export function registerCardPages(app: App, ctx: AppContext): void {
         day: Math.round(saved.guardrails.daily_usd * 100),
         month: Math.round(saved.guardrails.monthly_usd * 100),
       });
-      const target = `/bots/${request.params.bot_id}/cards/${request.params.card_id}`;
       return redirectAfterSave(ctx, sessionOf(request), reply, target, warning, 'settings');
     },
   );
@@ -257,6 +280,69 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       }
       return reply.redirect(
         `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=status`,
+        303,
+      );
+    },
+  );
+
+  // Every profile in one form, one Save. Fields still showing what the page showed change nothing;
+  // every amount is checked before any profile is written.
+  app.post(
+    '/bots/:bot_id/cards/:card_id/profiles',
+    {
+      schema: {
+        tags,
+        summary: 'All payment profiles of a card: allowance, window, approval rule',
+        params: CardParams,
+        body: ProfilesBody,
+      },
+    },
+    async (request, reply) => {
+      const b = request.body as Record<string, string | undefined>;
+      const ownerId = sessionOf(request).ownerId;
+      const { bot_id: botId, card_id: cardId } = request.params;
+      const card = await getCard(ctx, ownerId, botId, cardId);
+      const updates: [number, ProfileUpdate][] = [];
+      for (const { profile_index: i } of card.profiles) {
+        const field = (name: (typeof PROFILE_FIELD_NAMES)[number]) => b[`p${i}_${name}`]?.trim();
+        const shown = (name: (typeof PROFILE_FIELD_NAMES)[number]) => b[`p${i}_shown_${name}`]?.trim();
+        const update: ProfileUpdate = {};
+        for (const [name, key] of [
+          ['allowance_usd', 'allowance_cents'],
+          ['approval_threshold_usd', 'approval_threshold_cents'],
+        ] as const) {
+          const value = field(name);
+          if (!value) continue;
+          const cents = parseUsdToCents(value);
+          if (cents === undefined || cents > MAX_LIMIT_CENTS) {
+            return cardPage(request, reply, request.params, {
+              status: 400,
+              top: bad(
+                `Profile ${i}: amounts are dollars with at most 2 decimals, for example 25 or 25.50. Nothing was saved.`,
+              ),
+              values: b,
+              profile: 0,
+            });
+          }
+          const was = shown(name);
+          if (was !== undefined && parseUsdToCents(was) === cents) continue;
+          update[key] = cents;
+        }
+        const window = field('allowance_window');
+        if (window && window !== shown('allowance_window')) {
+          update.allowance_window = window as ProfileUpdate['allowance_window'];
+        }
+        const rule = field('approval_rule');
+        if (rule && rule !== shown('approval_rule')) {
+          update.approval_rule = rule as ProfileUpdate['approval_rule'];
+        }
+        const enabled = field('enabled');
+        if (enabled && enabled !== shown('enabled')) update.enabled = enabled === 'yes';
+        if (Object.keys(update).length > 0) updates.push([i, update]);
+      }
+      for (const [i, update] of updates) await updateProfile(ctx, ownerId, botId, cardId, i, update);
+      return reply.redirect(
+        `/bots/${botId}/cards/${cardId}?notice=${updates.length ? 'profiles' : 'unchanged'}#profiles-h`,
         303,
       );
     },

@@ -59,6 +59,7 @@ export const NOTICES = {
     unfrozen: 'Wallet unfrozen. The bot can spend again within its guardrails.',
     rail: 'Payment rail updated.',
     guardrails: 'Master guardrails saved.',
+    unchanged: 'Nothing to save: every amount is as it was.',
   },
   /** The partner wallet section of the bot page. */
   x402: {
@@ -73,8 +74,10 @@ export const NOTICES = {
       'Card added with the same six profiles as the card you named. Give this bot the same profiles file.',
     activated: 'Card activated. Give the payment profiles file you saved to your bot.',
     settings: 'Card settings saved.',
+    unchanged: 'Nothing to save: every setting is as it was.',
     status: 'Card status changed.',
     profile: 'Profile saved.',
+    profiles: 'Profiles saved.',
   },
   schedules: {
     created: 'Schedule created. Your bot receives the purchase as a task when it is due.',

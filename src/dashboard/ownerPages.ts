@@ -155,9 +155,11 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
         daily_budget: ['daily_budget_usd', 100_000_000],
         monthly_budget: ['monthly_budget_usd', 1_000_000_000],
       } as const;
+      let given = false;
       for (const [name, [field, max]] of Object.entries(limits)) {
         const value = request.body[field]?.trim();
         if (!value) continue;
+        given = true;
         const cents = parseUsdToCents(value);
         if (cents === undefined || cents > max) {
           return guardrailsPage(
@@ -171,13 +173,19 @@ export function registerOwnerPages(app: App, ctx: AppContext): void {
             request.body,
           );
         }
+        // Left as the page showed it: not a change (even if the amount changed elsewhere since).
+        const shown = request.body[`shown_${field}`]?.trim();
+        if (shown && parseUsdToCents(shown) === cents) continue;
         input[`${name}_cents`] = cents;
       }
-      if (Object.keys(input).length === 0)
-        return guardrailsPage(request, reply, 400, flash('bad', 'Enter at least one amount to change.'));
-      await updateMasterGuardrails(ctx, sessionOf(request).ownerId, input);
       const back = request.body.return_to;
       const target = back && /^bot_[a-z2-7]{1,64}$/.test(back) ? `/bots/${back}` : '/guardrails';
+      if (Object.keys(input).length === 0) {
+        if (!given)
+          return guardrailsPage(request, reply, 400, flash('bad', 'Enter at least one amount to change.'));
+        return reply.redirect(`${target}?notice=unchanged`, 303);
+      }
+      await updateMasterGuardrails(ctx, sessionOf(request).ownerId, input);
       // Saved either way; limits out of order (per purchase > per day > per month) get a warning.
       const saved = await getMasterGuardrails(ctx.db, sessionOf(request).ownerId, ctx.clock.now());
       const warning = limitOrderWarning({

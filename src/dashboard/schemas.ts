@@ -69,6 +69,10 @@ export const GuardrailsBody = Type.Object({
   per_transaction_usd: Text(20),
   daily_budget_usd: Text(20),
   monthly_budget_usd: Text(20),
+  /** The amounts the form showed: a field still equal to its shown amount changes nothing. */
+  shown_per_transaction_usd: Text(20),
+  shown_daily_budget_usd: Text(20),
+  shown_monthly_budget_usd: Text(20),
   return_to: Text(100),
   _csrf: Text(200),
 });
@@ -119,13 +123,20 @@ export const CardSettingsBody = Type.Object({
   approval_mode: Type.Optional(Type.Union(MODES.map(([m]) => Type.Literal(m)))),
   approval_threshold_usd: Text(30),
   approved_categories: Text(2000),
+  /** The values the form showed: a field still equal to its shown value changes nothing. */
+  shown_per_transaction_usd: Text(30),
+  shown_daily_usd: Text(30),
+  shown_monthly_usd: Text(30),
+  shown_approval_mode: Text(40),
+  shown_approval_threshold_usd: Text(30),
+  shown_approved_categories: Text(2000),
   _csrf: Text(200),
 });
 export const CardStatusBody = Type.Object({
   status: Type.Union([Type.Literal('active'), Type.Literal('frozen')]),
   _csrf: Text(200),
 });
-export const ProfileBody = Type.Object({
+const PROFILE_FIELDS = {
   allowance_usd: Text(30),
   allowance_window: Type.Optional(
     Type.Union([Type.Literal('day'), Type.Literal('week'), Type.Literal('month')]),
@@ -133,8 +144,24 @@ export const ProfileBody = Type.Object({
   approval_rule: Type.Optional(Type.Union(RULES.map(([r]) => Type.Literal(r)))),
   approval_threshold_usd: Text(30),
   enabled: Type.Optional(Type.Union([Type.Literal('yes'), Type.Literal('no')])),
+};
+export const ProfileBody = Type.Object({ ...PROFILE_FIELDS, _csrf: Text(200) });
+/**
+ * Every profile of a card in one form: p<i>_<field> for profile i (1 to 6), and p<i>_shown_<field>,
+ * the value the form showed (a field still equal to it changes nothing).
+ */
+export const ProfilesBody = Type.Object({
+  ...Object.fromEntries(
+    [1, 2, 3, 4, 5, 6].flatMap((i) =>
+      Object.entries(PROFILE_FIELDS).flatMap(([name, schema]) => [
+        [`p${i}_${name}`, schema],
+        [`p${i}_shown_${name}`, Text(30)],
+      ]),
+    ),
+  ),
   _csrf: Text(200),
 });
+export const PROFILE_FIELD_NAMES = Object.keys(PROFILE_FIELDS) as (keyof typeof PROFILE_FIELDS)[];
 
 // --- Schedules (schedulePages.ts) ---
 

@@ -7,7 +7,8 @@ import {
   type TestService,
 } from '../support/service.ts';
 import { checkout, purchase, setupCard } from '../checkout/helpers.ts';
-import { csrfIn, type FormClient, signIn } from './browserless.ts';
+import { csrfIn, type FormClient, formFields, signIn } from './browserless.ts';
+import { updateMasterGuardrails } from '../../src/owners/guardrails.ts';
 
 // Every dashboard action through its form: the right change, the audit entry, friendly errors
 // that change nothing.
@@ -245,6 +246,79 @@ describe('master guardrails', () => {
   });
 });
 
+describe('the guardrails form shows the current amounts', () => {
+  async function amounts() {
+    const rows = await svc.ctx.db.query<{ p: number; d: number; m: number }>(
+      'SELECT master_per_transaction_cents::int AS p, master_daily_cents::int AS d, master_monthly_cents::int AS m FROM owners WHERE id = $1',
+      [owner.id],
+    );
+    return rows[0]!;
+  }
+  async function auditCount() {
+    const rows = await svc.ctx.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM audit_log WHERE owner_id = $1 AND action = 'master_guardrails.updated'",
+      [owner.id],
+    );
+    return rows[0]!.n;
+  }
+
+  it('prefills every field; sent as shown it changes nothing', async () => {
+    const before = await amounts();
+    const audits = await auditCount();
+    for (const [pageUrl, extra] of [
+      ['/guardrails', {}],
+      [botUrl, { return_to: bot.bot_id }],
+    ] as const) {
+      const page = await client.get(pageUrl);
+      const fields = formFields(page.body, '/guardrails');
+      expect(fields).toMatchObject({
+        per_transaction_usd: (before.p / 100).toFixed(2),
+        daily_budget_usd: (before.d / 100).toFixed(2),
+        monthly_budget_usd: (before.m / 100).toFixed(2),
+        ...extra,
+      });
+      expect(page.body).not.toContain('placeholder="unchanged"');
+      const res = await client.post('/guardrails', fields);
+      expect(res.statusCode).toBe(303);
+      expect(res.headers.location).toBe(`${pageUrl}?notice=unchanged`);
+    }
+    expect((await client.get('/guardrails?notice=unchanged')).body).toContain('Nothing to save');
+    expect(await amounts()).toEqual(before);
+    expect(await auditCount()).toBe(audits);
+  });
+
+  it('changes only the field changed, even if another field changed elsewhere since the page was shown', async () => {
+    const before = await amounts();
+    const fields = formFields((await client.get('/guardrails')).body, '/guardrails');
+    // Meanwhile (another tab, the owner API) the daily budget changes.
+    await updateMasterGuardrails(svc.ctx, owner.id, { daily_budget_cents: before.d + 700 });
+    const res = await client.post('/guardrails', { ...fields, per_transaction_usd: '11' });
+    expect(res.headers.location).toBe('/guardrails?notice=guardrails');
+    expect(await amounts()).toEqual({ p: 1100, d: before.d + 700, m: before.m });
+    // An emptied field keeps its amount, as the form says.
+    const again = formFields((await client.get('/guardrails')).body, '/guardrails');
+    const emptied = await client.post('/guardrails', {
+      ...again,
+      per_transaction_usd: '',
+      monthly_budget_usd: '400',
+    });
+    expect(emptied.headers.location).toBe('/guardrails?notice=guardrails');
+    expect(await amounts()).toEqual({ p: 1100, d: before.d + 700, m: 40_000 });
+    // A refused amount shows the form again with what was typed and the amounts first shown.
+    const refused = await client.post('/guardrails', { ...again, daily_budget_usd: 'lots' });
+    expect(refused.statusCode).toBe(400);
+    expect(formFields(refused.body, '/guardrails')).toMatchObject({
+      daily_budget_usd: 'lots',
+      shown_monthly_budget_usd: again.shown_monthly_budget_usd,
+    });
+    await updateMasterGuardrails(svc.ctx, owner.id, {
+      per_transaction_cents: before.p,
+      daily_budget_cents: before.d,
+      monthly_budget_cents: before.m,
+    });
+  });
+});
+
 describe('activity', () => {
   it('lists account and bot actions, newest first', async () => {
     const page = await client.get('/activity');
@@ -310,5 +384,117 @@ describe('pending approvals', () => {
     expect(page.body).toContain('1 purchase is waiting for your approval');
     expect(page.body).toContain('data-testid="nav-count"');
     expect(page.body).toContain('$2.50');
+  });
+
+  it('a purchase approved after a hold is counted once in the transactions, each row saying what it is', async () => {
+    const buyer = await activeBot(svc, owner, { fundCents: 2000, body: { bot_name: 'Twice' } });
+    const card = await setupCard(svc, owner, buyer.bot_id);
+    // A second between movements: the list is newest first.
+    svc.clock.advance(1000);
+    const held = await checkout(svc, buyer, purchase(card.real_profile_index, 450));
+    expect(held.statusCode, held.body).toBe(202);
+    const confirmation = (held.json() as { confirmation_id: string }).confirmation_id;
+    svc.clock.advance(1000);
+    const approved = await client.submit('/approvals', `/approvals/${confirmation}/approve`);
+    expect(approved.statusCode, approved.body).toBe(303);
+    svc.clock.advance(1000);
+    const released = await checkout(svc, buyer, purchase(card.real_profile_index, 300));
+    expect(released.statusCode, released.body).toBe(202);
+    svc.clock.advance(1000);
+    const denied = await client.submit(
+      '/approvals',
+      `/approvals/${(released.json() as { confirmation_id: string }).confirmation_id}/deny`,
+    );
+    expect(denied.statusCode, denied.body).toBe(303);
+    const page = await client.get(`/bots/${buyer.bot_id}`);
+    const text = (h: string) =>
+      h
+        .replace(/<[^>]+>/g, ' ')
+        .replace(/\s+/g, ' ')
+        .trim();
+    const rows = [
+      ...page.body.matchAll(/<tr data-testid="transaction" data-kind="([a-z]+)">(.*?)<\/tr>/gs),
+    ].map((m) => {
+      const cells = Object.fromEntries(
+        [...m[2]!.matchAll(/<td data-label="([^"]*)"[^>]*>(.*?)<\/td>/gs)].map((c) => [c[1]!, text(c[2]!)]),
+      );
+      const row: Record<string, string> = { ...cells, kind: m[1]! };
+      return row;
+    });
+    expect(rows.map((r) => r.kind)).toEqual(['release', 'hold', 'capture', 'hold', 'funding']);
+    // The $4.50 leaves the balance once, on the hold; the capture says it was paid from the hold.
+    expect(rows.filter((r) => r.Amount?.startsWith('−$4.50')).map((r) => r.kind)).toEqual(['hold']);
+    expect(rows[2]).toMatchObject({
+      What: expect.stringContaining('Approved: paid from the hold'),
+      Amount: '$4.50 paid from the hold',
+      'Balance after': '$15.50',
+      'Held change': '−$4.50',
+    });
+    expect(rows[3]).toMatchObject({
+      What: expect.stringContaining('Held for your approval'),
+      Amount: '−$4.50 held',
+      'Balance after': '$15.50',
+      'Held change': '+$4.50',
+    });
+    expect(rows[0]).toMatchObject({
+      What: expect.stringContaining('Hold released: back in the wallet'),
+      Amount: '+$3.00',
+      'Held change': '−$3.00',
+    });
+  });
+});
+
+describe('recently decided in the approvals inbox', () => {
+  it('lists top-up requests approved, declined and expired, as purchases', async () => {
+    // Its own service: the clock moves by days, past the other tests' session idle time.
+    const svc2 = await createTestService();
+    try {
+      const owner3 = await createOwner(svc2, 'topups.decided@example.com');
+      const other = await createOwner(svc2, 'topups.other@example.com');
+      const asker = await activeBot(svc2, owner3, { body: { bot_name: 'Asker' } });
+      const stranger = await activeBot(svc2, other, { body: { bot_name: 'Stranger' } });
+      const ask = async (b: typeof asker, amount_cents: number, reason: string) => {
+        const res = await svc2.app.inject({
+          method: 'POST',
+          url: '/api/v1/bot/wallet/topup-requests',
+          headers: b.auth,
+          payload: { amount_cents, reason },
+        });
+        expect(res.statusCode, res.body).toBe(201);
+        return (res.json() as { topup_id: string }).topup_id;
+      };
+      const late = await ask(asker, 300, 'late one');
+      svc2.clock.advance(86_400_000);
+      const approved = await ask(asker, 700, 'books');
+      const declined = await ask(asker, 900, 'games');
+      const othersTopup = await ask(stranger, 1300, 'not yours');
+      const own = await signIn(svc2, 'topups.decided@example.com', '10.50.0.10');
+      const inbox = await own.get('/approvals');
+      expect(inbox.body).toContain('Nothing decided in the last 7 days.');
+      const approve = await own.submit('/approvals', `/approvals/topups/${approved}/approve`, {});
+      expect(approve.statusCode, approve.body).toBe(303);
+      svc2.clock.advance(60_000);
+      const decline = await own.submit('/approvals', `/approvals/topups/${declined}/decline`, { note: 'no' });
+      expect(decline.statusCode, decline.body).toBe(303);
+      const open = await ask(asker, 1100, 'still open');
+      // The first request runs out (the expiry job has not written it yet).
+      svc2.clock.advance(6 * 86_400_000);
+      const page = await own.get('/approvals');
+      const rows = [...page.body.matchAll(/<tr data-testid="decided" data-topup="([^"]+)">(.*?)<\/tr>/gs)];
+      expect(rows.map((r) => r[1])).toEqual([late, declined, approved]);
+      expect(rows[0]![2]).toMatch(/\$3\.00.*Expired \(not decided in time\).*late one.*Asker.*time ran out/s);
+      expect(rows[1]![2]).toMatch(/\$9\.00.*Declined.*Top-up.*games.*by you/s);
+      expect(rows[2]![2]).toMatch(/\$7\.00.*Approved.*Top-up.*books.*by you/s);
+      // The open request is still offered for a decision, not listed as decided; another owner's is nowhere.
+      expect(page.body).toContain(`data-testid="topup" data-topup="${open}"`);
+      expect(page.body).not.toContain(`data-topup="${othersTopup}"`);
+      // Eight days on, the approval is older than the inbox's 7 days.
+      svc2.clock.advance(2 * 86_400_000);
+      const later = await own.get('/approvals');
+      expect(later.body).not.toContain(`data-topup="${approved}"`);
+      expect(later.body).toMatch(new RegExp(`data-testid="decided" data-topup="${open}">.*Expired`));
+    } finally {
+      await svc2.close();
+    }
   });
 });

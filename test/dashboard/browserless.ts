@@ -80,6 +80,35 @@ export function csrfIn(body: string, action?: string): string {
   throw new Error(`no CSRF token for form ${action ?? ''}`);
 }
 
+/**
+ * What a browser would send for the form posting to `action` as the page shows it: every named
+ * input with its value and every select with its selected option (no button, no file).
+ */
+export function formFields(body: string, action: string): Record<string, string> {
+  const start = body.indexOf(`action="${action}"`);
+  if (start < 0) throw new Error(`no form ${action}`);
+  const form = body.slice(start, body.indexOf('</form>', start));
+  const decodeEntities = (v: string) =>
+    v
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&amp;/g, '&');
+  const fields: Record<string, string> = {};
+  for (const m of form.matchAll(/<input\b[^>]*>/g)) {
+    const name = /\bname="([^"]*)"/.exec(m[0])?.[1];
+    if (!name || /type="(file|submit)"/.test(m[0])) continue;
+    fields[name] = decodeEntities(/\bvalue="([^"]*)"/.exec(m[0])?.[1] ?? '');
+  }
+  for (const m of form.matchAll(/<select\b[^>]*\bname="([^"]*)"[^>]*>(.*?)<\/select>/gs)) {
+    const options = [...m[2]!.matchAll(/<option\b[^>]*value="([^"]*)"([^>]*)>/g)];
+    const chosen = options.find((o) => /\bselected\b/.test(o[2]!)) ?? options[0];
+    fields[m[1]!] = decodeEntities(chosen?.[1] ?? '');
+  }
+  return fields;
+}
+
 export function magicLinkIn(text: string): string {
   const m = /(https?:\/\/\S+\/signin\/verify\?token=[0-9a-f]{64})/.exec(text);
   if (!m) throw new Error('no sign-in link in mail');
@@ -92,7 +121,11 @@ export async function signIn(svc: TestService, email: string, ip?: string): Prom
   const sent = svc.mailer.sent.length;
   const res = await client.submit('/signin', '/signin', { email });
   if (res.statusCode !== 303) throw new Error(`sign-in request answered ${res.statusCode}: ${res.body}`);
-  const mail = svc.mailer.sent.slice(sent).find((m) => m.to === email);
+  // The sign-in mail, not another mail to the same address the notification job sent meanwhile
+  // (a top-up request, an approval).
+  const mail = svc.mailer.sent
+    .slice(sent)
+    .find((m) => m.to === email && /\/signin\/verify\?token=/.test(m.text));
   if (!mail) throw new Error('no sign-in mail');
   const link = new URL(magicLinkIn(mail.text));
   const verify = await client.submit(`${link.pathname}${link.search}`, '/signin/verify', {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { preSessionCsrfToken } from '../../src/dashboard/sessions.ts';
 import type { Mail } from '../../src/platform/mailer.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { csrfIn, type FormClient, signIn } from './browserless.ts';
+import { csrfIn, type FormClient, formFields, signIn } from './browserless.ts';
 import { splitCard } from '../support/cards.ts';
 
 // Phase 2 pages in-process, through the same forms a person submits: the card wizard and card
@@ -282,12 +282,13 @@ describe('card wizard and settings', () => {
     ).toBe(303);
     expect((await cardRow(cardId)).status).toBe('active');
 
-    const profile = await alice.submit(page, `${page}/profiles/${realIndex}`, {
-      allowance_usd: '30',
-      allowance_window: 'week',
-      approval_rule: 'ask_for_everything',
-      approval_threshold_usd: '0',
-      enabled: 'yes',
+    const profile = await alice.post(`${page}/profiles`, {
+      ...formFields((await alice.get(page)).body, `${page}/profiles`),
+      [`p${realIndex}_allowance_usd`]: '30',
+      [`p${realIndex}_allowance_window`]: 'week',
+      [`p${realIndex}_approval_rule`]: 'ask_for_everything',
+      [`p${realIndex}_approval_threshold_usd`]: '0',
+      [`p${realIndex}_enabled`]: 'yes',
     });
     expect(profile.statusCode).toBe(303);
     const p = await svc.ctx.db.query<{
@@ -313,6 +314,161 @@ describe('card wizard and settings', () => {
     );
     const botPage = await alice.get(`/bots/${bot.bot_id}`);
     expect(botPage.body).toContain('Changed card settings');
+  });
+
+  it('the settings form shows the current values; a field left as shown changes nothing', async () => {
+    const page = `/bots/${bot.bot_id}/cards/${cardId}`;
+    const before = await cardRow(cardId);
+    const audits = async () => (await auditActions(bot.bot_id)).filter((a) => a === 'card.updated').length;
+    const updates = await audits();
+    const fields = formFields((await alice.get(page)).body, `${page}/settings`);
+    expect(fields).toMatchObject({
+      per_transaction_usd: (before.per_transaction_cents / 100).toFixed(2),
+      daily_usd: (before.daily_cents / 100).toFixed(2),
+      approval_mode: before.approval_mode,
+      approval_threshold_usd: (before.approval_threshold_cents / 100).toFixed(2),
+    });
+    const same = await alice.post(`${page}/settings`, fields);
+    expect(same.headers.location).toBe(`${page}?notice=unchanged`);
+    expect((await alice.get(`${page}?notice=unchanged`)).body).toContain('Nothing to save');
+    expect(await audits()).toBe(updates);
+    // Mallory sending Alice's form as shown is still not found.
+    const stranger = await mallory.post(`${page}/settings`, {
+      ...fields,
+      _csrf: csrfIn((await mallory.get('/')).body, '/signout'),
+    });
+    expect(stranger.statusCode).toBe(404);
+
+    // The per-purchase limit changes elsewhere (the owner API) after the page was shown; the
+    // stale form, with only the daily limit changed, does not put the old per-purchase limit back.
+    const elsewhere = await svc.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/owner/bots/${bot.bot_id}/cards/${cardId}`,
+      headers: aliceOwner.auth,
+      payload: { per_transaction_cents: before.per_transaction_cents + 100 },
+    });
+    expect(elsewhere.statusCode, elsewhere.body).toBe(200);
+    const saved = await alice.post(`${page}/settings`, {
+      ...fields,
+      daily_usd: ((before.daily_cents + 500) / 100).toFixed(2),
+    });
+    expect(saved.statusCode).toBe(303);
+    const after = await cardRow(cardId);
+    expect(after).toMatchObject({
+      per_transaction_cents: before.per_transaction_cents + 100,
+      daily_cents: before.daily_cents + 500,
+      approval_mode: before.approval_mode,
+    });
+    // Back as it was for the tests below.
+    await alice.post(`${page}/settings`, {
+      ...formFields((await alice.get(page)).body, `${page}/settings`),
+      per_transaction_usd: (before.per_transaction_cents / 100).toFixed(2),
+      daily_usd: (before.daily_cents / 100).toFixed(2),
+    });
+    expect(await cardRow(cardId)).toMatchObject({
+      per_transaction_cents: before.per_transaction_cents,
+      daily_cents: before.daily_cents,
+    });
+  });
+});
+
+describe('card profiles in one form', () => {
+  interface ProfileRow {
+    profile_index: number;
+    allowance_cents: number;
+    allowance_window: string;
+    approval_rule: string;
+    enabled: boolean;
+    [key: string]: unknown;
+  }
+  async function profiles(): Promise<ProfileRow[]> {
+    return svc.ctx.db.query<ProfileRow>(
+      `SELECT profile_index, allowance_cents::int AS allowance_cents, allowance_window, approval_rule, enabled
+         FROM card_profiles WHERE card_id = $1 ORDER BY profile_index`,
+      [cardId],
+    );
+  }
+  const profileUpdates = async () =>
+    (await auditActions(bot.bot_id)).filter((a) => a === 'card.profile_updated').length;
+
+  it('one Save for every profile; only what changed is written; a bad amount saves nothing', async () => {
+    const page = `/bots/${bot.bot_id}/cards/${cardId}`;
+    const shown = await alice.get(page);
+    expect(shown.body.match(/<button type="submit"[^>]*>Save profile/g)).toEqual([
+      '<button type="submit">Save profile',
+    ]);
+    expect(shown.body).toContain('>Save profiles</button>');
+    const fields = formFields(shown.body, `${page}/profiles`);
+    const before = await profiles();
+    expect(before).toHaveLength(6);
+    for (const p of before) {
+      expect(fields).toMatchObject({
+        [`p${p.profile_index}_allowance_usd`]: (p.allowance_cents / 100).toFixed(2),
+        [`p${p.profile_index}_allowance_window`]: p.allowance_window,
+        [`p${p.profile_index}_approval_rule`]: p.approval_rule,
+        [`p${p.profile_index}_enabled`]: p.enabled ? 'yes' : 'no',
+      });
+    }
+    const updates = await profileUpdates();
+
+    // Saved as shown: nothing is written.
+    const same = await alice.post(`${page}/profiles`, fields);
+    expect(same.headers.location).toBe(`${page}?notice=unchanged#profiles-h`);
+    expect(await profiles()).toEqual(before);
+    expect(await profileUpdates()).toBe(updates);
+
+    // A bad amount in one profile: nothing is saved, not even the good change in another.
+    const decoy = before.find((p) => p.profile_index !== realIndex)!.profile_index;
+    const refused = await alice.post(`${page}/profiles`, {
+      ...fields,
+      [`p${decoy}_allowance_usd`]: '41',
+      [`p${realIndex}_approval_threshold_usd`]: '1.234',
+    });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.body).toContain(`Profile ${realIndex}: amounts are dollars`);
+    expect(formFields(refused.body, `${page}/profiles`)).toMatchObject({
+      [`p${decoy}_allowance_usd`]: '41',
+      [`p${realIndex}_approval_threshold_usd`]: '1.234',
+    });
+    expect(await profiles()).toEqual(before);
+
+    // Two profiles changed in one Save; the other four stay as they were.
+    const saved = await alice.post(`${page}/profiles`, {
+      ...fields,
+      [`p${decoy}_allowance_usd`]: '41',
+      [`p${decoy}_allowance_window`]: 'month',
+      [`p${realIndex}_enabled`]: 'no',
+    });
+    expect(saved.headers.location).toBe(`${page}?notice=profiles#profiles-h`);
+    const after = await profiles();
+    for (const p of after) {
+      const was = before.find((x) => x.profile_index === p.profile_index)!;
+      if (p.profile_index === decoy) {
+        expect(p).toEqual({ ...was, allowance_cents: 4100, allowance_window: 'month' });
+      } else if (p.profile_index === realIndex) {
+        expect(p).toEqual({ ...was, enabled: false });
+      } else {
+        expect(p).toEqual(was);
+      }
+    }
+    expect(await profileUpdates()).toBe(updates + 2);
+
+    // Another owner cannot post the form.
+    const stranger = await mallory.post(`${page}/profiles`, {
+      ...fields,
+      _csrf: csrfIn((await mallory.get('/')).body, '/signout'),
+    });
+    expect(stranger.statusCode).toBe(404);
+
+    // Back as it was for the tests below.
+    const restore = formFields((await alice.get(page)).body, `${page}/profiles`);
+    for (const p of before) {
+      restore[`p${p.profile_index}_allowance_usd`] = (p.allowance_cents / 100).toFixed(2);
+      restore[`p${p.profile_index}_allowance_window`] = p.allowance_window;
+      restore[`p${p.profile_index}_enabled`] = p.enabled ? 'yes' : 'no';
+    }
+    await alice.post(`${page}/profiles`, restore);
+    expect(await profiles()).toEqual(before);
   });
 });
 

@@ -117,7 +117,7 @@ ${data.top}
   <div><dt>Per month</dt><dd>${usd(g.monthly_budget_usd)}</dd></div>
   <div><dt>Spent today / this month</dt><dd>${usd(g.daily_spent_usd)} / ${usd(g.monthly_spent_usd)}</dd></div>
 </dl></div>
-<div class="card"><h2>Change</h2><p class="muted small">Fill in only what you want to change.</p>${guardrailsForm(
+<div class="card"><h2>Change</h2><p class="muted small">Change the amounts you want to change. A field left as it is, or emptied, keeps its amount.</p>${guardrailsForm(
       data.csrf,
       undefined,
       data.values,
@@ -133,11 +133,15 @@ export function guardrailsForm(
   values: Record<string, string | undefined> = {},
   current?: { per: number; day: number; month: number },
 ): SafeHtml {
-  const field = (name: string, label: string, hint: string, limit: 'per' | 'day' | 'month', max: number) =>
-    html`<div class="field"><label for="${name}">${label}<span class="hint">${hint}</span></label>
-      <input id="${name}" name="${name}" type="number" min="0" max="${max}" step="0.01" inputmode="decimal" placeholder="unchanged" data-limit="${limit}"${
+  // Each field shows the current amount; shown_<name> keeps the amount the page showed, so a field
+  // left as it is changes nothing even if the amount was changed elsewhere meanwhile.
+  const field = (name: string, label: string, hint: string, limit: 'per' | 'day' | 'month', max: number) => {
+    const shown = values[`shown_${name}`] ?? (current ? current[limit].toFixed(2) : '');
+    return html`<div class="field"><label for="${name}">${label}<span class="hint">${hint}</span></label>
+      <input id="${name}" name="${name}" type="number" min="0" max="${max}" step="0.01" inputmode="decimal" data-limit="${limit}"${
         current ? html` data-current="${current[limit]}"` : ''
-      } value="${values[name] ?? ''}"></div>`;
+      } value="${values[name] ?? shown}"><input type="hidden" name="shown_${name}" value="${shown}"></div>`;
+  };
   return html`<form method="post" action="/guardrails" class="stack" data-limits>${csrfField(csrf)}
   ${returnTo ? html`<input type="hidden" name="return_to" value="${returnTo}">` : ''}
   <div class="grid three">

@@ -17,7 +17,7 @@ import {
 } from './layout.ts';
 
 // The approvals inbox (held purchases of all the owner's bots with a countdown to expiry, open
-// top-up requests, recently decided purchases) and the one-click approve/deny pages reached from
+// top-up requests, recently decided purchases and top-up requests) and the one-click approve/deny pages reached from
 // the e-mail.
 
 type PendingApproval = Awaited<ReturnType<typeof listApprovals>>['approvals'][number];
@@ -34,6 +34,7 @@ export const OUTCOME_WORDS: Record<string, string> = {
   approved: 'Approved',
   denied: 'Denied',
   expired: 'Expired (not decided in time)',
+  declined: 'Declined',
 };
 
 /** "3 minutes", "under a minute": the span of a burst in words. */
@@ -88,11 +89,16 @@ export function inboxView(data: {
           { label: 'Decided' },
         ],
         decided.map((d) => ({
-          attrs: { 'data-testid': 'decided', 'data-confirmation': d.id },
+          attrs: {
+            'data-testid': 'decided',
+            [d.kind === 'topup' ? 'data-topup' : 'data-confirmation']: d.id,
+          } as Record<string, string>,
           cells: [
             usd(centsToUsd(d.amount_cents)),
-            pill(d.status, OUTCOME_WORDS[d.status] ?? d.status),
-            html`${d.item_name} <span class="muted small">at ${d.merchant_name}</span>`,
+            pill(d.status === 'declined' ? 'denied' : d.status, OUTCOME_WORDS[d.status] ?? d.status),
+            d.kind === 'topup'
+              ? html`Top-up <span class="muted small">“${d.item_name}”</span>`
+              : html`${d.item_name} <span class="muted small">at ${d.merchant_name}</span>`,
             html`<a href="/bots/${d.bot_id}">${d.bot_name}</a>`,
             html`${when(d.decided_at)}${d.decided_by ? html` <span class="muted small">${DECIDED_BY[d.decided_by] ?? ''}</span>` : ''}`,
           ],

@@ -30,13 +30,29 @@ type MasterGuardrails = Awaited<ReturnType<typeof getMasterGuardrails>>;
 /** How many money movements the bot page shows at a time. */
 export const MOVEMENTS_PAGE = 25;
 
+// A purchase you approve is two movements: the hold takes the amount from the available balance
+// (counted there, once), the capture pays it from the hold (the available balance does not change).
+// The words say which is which, so the list never reads as the same purchase paid twice.
 const TX_WORDS: Record<string, string> = {
   funding: 'Added funds',
   purchase: 'Bought',
   hold: 'Held for your approval',
-  capture: 'Approved and paid',
-  release: 'Hold released',
+  capture: 'Approved: paid from the hold',
+  release: 'Hold released: back in the wallet',
 };
+
+/** The Amount column: the change of the available balance, or what happened to held money. */
+function txAmount(t: MoneyMovement): SafeHtml | string {
+  const available = t.available_cents;
+  if (t.kind === 'hold') {
+    return html`${usd(centsToUsd(available))} <span class="small muted" data-testid="tx-state">held</span>`;
+  }
+  if (available !== 0) return `${available > 0 ? '+' : ''}${usd(centsToUsd(available))}`;
+  const amount = usd(centsToUsd(Math.abs(t.held_cents)));
+  return t.kind === 'capture'
+    ? html`<span class="small muted" data-testid="tx-state">${amount} paid from the hold</span>`
+    : html`<span class="small muted">${amount} from the hold</span>`;
+}
 
 function txWhat(t: MoneyMovement): SafeHtml {
   const words = TX_WORDS[t.kind] ?? t.description ?? t.kind.replace(/_/g, ' ');
@@ -249,15 +265,12 @@ ${
             { label: 'When' },
           ],
           transactions.map((t) => {
-            const available = t.available_cents;
             const held = t.held_cents;
             return {
-              attrs: { 'data-testid': 'transaction' },
+              attrs: { 'data-testid': 'transaction', 'data-kind': t.kind },
               cells: [
                 txWhat(t),
-                available !== 0
-                  ? `${available > 0 ? '+' : ''}${usd(centsToUsd(available))}`
-                  : html`<span class="muted">${usd(centsToUsd(held))} from hold</span>`,
+                txAmount(t),
                 html`<span data-testid="balance-after">${usd(centsToUsd(t.balance_after_cents))}</span>`,
                 held ? `${held > 0 ? '+' : ''}${usd(centsToUsd(held))}` : '',
                 when(t.created_at),

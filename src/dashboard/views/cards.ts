@@ -136,13 +136,20 @@ export function cardView(data: {
   top: SafeHtml | string;
   /** Typed values to keep after an error (field name → text). */
   values?: Record<string, string | undefined> | undefined;
-  /** Which profile form the values belong to. */
+  /** Which form the values belong to: the profiles form (0), or none (the settings form). */
   profile?: number | undefined;
 }): PageView {
   const { bot, card, csrf, values } = data;
   const typed = (name: string, current: string, profile?: number) =>
     (data.profile === profile ? values?.[name] : undefined) ?? current;
   const base = `/bots/${bot.bot_id}/cards/${card.card_id}`;
+  // The values the settings form showed (kept from the first showing after an error): a field left
+  // as it was changes nothing, even if the setting was changed elsewhere meanwhile.
+  const shownFields = (fields: [string, string][]) =>
+    fields.map(
+      ([name, current]) =>
+        html`<input type="hidden" name="shown_${name}" value="${typed(`shown_${name}`, current)}">`,
+    );
   const pending = card.status === 'pending_activation';
   const wizard = pending
     ? html`<section class="card stack" aria-labelledby="digits-h"><div id="wizard-step2" class="stack">${steps(2)}<h2 id="digits-h">Type your card: it is split in this browser</h2>
@@ -166,26 +173,39 @@ export function cardView(data: {
 <script src="/assets/card-wizard.js"></script></section>`
         : html`<section class="card stack" aria-labelledby="file-h"><h2 id="file-h">Payment profiles file</h2>
   <p class="small">The file was saved by your browser when you activated the card; the service never had it. Lost it? Your bot has a copy. If no copy is left anywhere, replace the card number with your bank: adding the same number again with new decoys would let anyone who ever saw the old file and sees the new one tell which profile is real.</p></section>`;
+  // Every profile in one form with one Save (POST …/profiles): p<i>_<field>, with the value shown
+  // in p<i>_shown_<field> so a profile left as it was is not written.
   const profileItems = card.profiles.map((p) => {
     const i = p.profile_index;
+    const name = (field: string) => `p${i}_${field}`;
+    const shownValue = (field: string, current: string) => typed(`p${i}_shown_${field}`, current, 0);
+    const value = (field: string, current: string) => typed(name(field), shownValue(field, current), 0);
+    const current = {
+      allowance_usd: p.allowance_usd.toFixed(2),
+      allowance_window: p.allowance_window,
+      approval_rule: p.approval_rule,
+      approval_threshold_usd: p.approval_threshold_usd.toFixed(2),
+      enabled: p.enabled ? 'yes' : 'no',
+    };
     return html`<li class="profile-item" data-testid="profile"><div class="spread"><strong>Profile ${i}</strong>${
       i === card.real_profile_index
         ? pill('active', 'your card')
         : html`<span class="muted small">decoy</span>`
     }</div>
-  <form method="post" action="${base}/profiles/${i}" class="profile-form">${csrfField(csrf)}
-    <div class="field"><label for="al${i}">Allowance, $</label><input id="al${i}" name="allowance_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('allowance_usd', p.allowance_usd.toFixed(2), i)}"></div>
-    <div class="field"><label for="wi${i}">Window</label><select id="wi${i}" name="allowance_window">${options(WINDOWS, typed('allowance_window', p.allowance_window, i))}</select></div>
-    <div class="field"><label for="ru${i}">Approval</label><select id="ru${i}" name="approval_rule">${options(RULES, typed('approval_rule', p.approval_rule, i))}</select></div>
-    <div class="field"><label for="th${i}">Threshold, $</label><input id="th${i}" name="approval_threshold_usd" type="number" min="0" step="0.01" inputmode="decimal" value="${typed('approval_threshold_usd', p.approval_threshold_usd.toFixed(2), i)}"></div>
-    <div class="field"><label for="en${i}">Usable</label><select id="en${i}" name="enabled">${options(
+  <div class="profile-form">${Object.entries(current).map(
+    ([field, v]) => html`<input type="hidden" name="p${i}_shown_${field}" value="${shownValue(field, v)}">`,
+  )}
+    <div class="field"><label for="al${i}">Allowance, $</label><input id="al${i}" name="${name('allowance_usd')}" type="number" min="0" step="0.01" inputmode="decimal" value="${value('allowance_usd', current.allowance_usd)}"></div>
+    <div class="field"><label for="wi${i}">Window</label><select id="wi${i}" name="${name('allowance_window')}">${options(WINDOWS, value('allowance_window', current.allowance_window))}</select></div>
+    <div class="field"><label for="ru${i}">Approval</label><select id="ru${i}" name="${name('approval_rule')}">${options(RULES, value('approval_rule', current.approval_rule))}</select></div>
+    <div class="field"><label for="th${i}">Threshold, $</label><input id="th${i}" name="${name('approval_threshold_usd')}" type="number" min="0" step="0.01" inputmode="decimal" value="${value('approval_threshold_usd', current.approval_threshold_usd)}"></div>
+    <div class="field"><label for="en${i}">Usable</label><select id="en${i}" name="${name('enabled')}">${options(
       [
         ['yes', 'yes'],
         ['no', 'no'],
       ] as const,
-      typed('enabled', p.enabled ? 'yes' : 'no', i),
-    )}</select></div>
-    <div class="field"><button type="submit" class="secondary">Save profile ${i}</button></div></form></li>`;
+      value('enabled', current.enabled),
+    )}</select></div></div></li>`;
   });
   const body = html`<p class="small"><a href="/bots/${bot.bot_id}/cards">← Cards of ${bot.bot_name}</a></p>
 <div class="spread"><h1>${card.label ?? 'Card'}</h1><span id="card-status" data-testid="card-status">${pill(card.status)}</span></div>
@@ -198,6 +218,14 @@ ${
     ? ''
     : html`<section class="card stack" aria-labelledby="settings-h"><h2 id="settings-h">Limits and approval</h2>
   <form method="post" action="${base}/settings" class="stack" data-limits>${csrfField(csrf)}
+    ${shownFields([
+      ['per_transaction_usd', card.guardrails.per_transaction_usd.toFixed(2)],
+      ['daily_usd', card.guardrails.daily_usd.toFixed(2)],
+      ['monthly_usd', card.guardrails.monthly_usd.toFixed(2)],
+      ['approval_mode', card.approval_mode],
+      ['approval_threshold_usd', card.approval_threshold_usd.toFixed(2)],
+      ['approved_categories', card.approved_categories.join(', ')],
+    ])}
     <div class="grid three">
       <div class="field"><label for="per_transaction_usd">Per purchase, $</label><input id="per_transaction_usd" name="per_transaction_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="per" value="${typed('per_transaction_usd', card.guardrails.per_transaction_usd.toFixed(2))}"></div>
       <div class="field"><label for="daily_usd">Per day, $</label><input id="daily_usd" name="daily_usd" type="number" min="0" step="0.01" inputmode="decimal" data-limit="day" value="${typed('daily_usd', card.guardrails.daily_usd.toFixed(2))}"></div>
@@ -230,7 +258,9 @@ ${
     ? ''
     : html`<section class="card stack" aria-labelledby="profiles-h"><h2 id="profiles-h">Payment profiles</h2>
   <p class="muted small">Each profile has its own allowance and approval rule. Give decoys the same limits as your card so that none stands out.</p>
-  <ul class="profile-list">${profileItems}</ul></section>`
+  <form method="post" action="${base}/profiles" class="stack" data-testid="profiles-form">${csrfField(csrf)}
+  <ul class="profile-list">${profileItems}</ul>
+  <div><button type="submit">Save profiles</button></div></form></section>`
 }`;
   return { title: `${card.label ?? 'Card'} · ${bot.bot_name}`, nav: 'bots', body };
 }
