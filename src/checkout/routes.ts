@@ -100,6 +100,3 @@ export async function registerCheckoutRoutes(app: App, ctx: AppContext): Promise
     );
   }
 }
-
-// The MCP tools (src/mcp/tools.ts) take their inputs from these schemas.
-export { CheckoutBody, StatusQuery } from './schemas.ts';
