@@ -70,7 +70,9 @@ describe('approvals inbox: top-up requests', () => {
     expect(again.body).toContain('already approved');
     expect(await available()).toBe(before + 500);
     const after = await client.get('/approvals?notice=topup_approved');
-    expect(after.body).not.toContain(`data-topup="${asked.topup_id}"`);
+    // No longer open: it has moved to "Recently decided", as approved.
+    expect(after.body).not.toContain(`data-testid="topup" data-topup="${asked.topup_id}"`);
+    expect(after.body).toMatch(new RegExp(`data-testid="decided"[^>]*data-topup="${asked.topup_id}"`));
     expect(after.body).toContain('Top-up approved');
   });
 
