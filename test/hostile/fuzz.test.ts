@@ -8,6 +8,7 @@ import {
   type TestOwner,
   type TestService,
 } from '../support/service.ts';
+import { type SampleSchema, sampleBody } from './samples.ts';
 
 // Property-based hostile input over every route of the OpenAPI document (so routes added later
 // are covered without touching this file): malformed, oversized, wrongly typed, unicode-heavy and
@@ -16,22 +17,10 @@ import {
 // characters, lone surrogates and very long text around it (refused with a service code, nothing
 // stored), and control characters without NUL (never a 5xx).
 
-interface PropertySchema {
-  type?: string | string[];
-  format?: string;
-  pattern?: string;
-  minimum?: number;
-  minLength?: number;
-  const?: unknown;
-  enum?: unknown[];
-  anyOf?: PropertySchema[];
-  items?: PropertySchema;
-}
-
 interface Operation {
   method: string;
   path: string;
-  body?: { properties?: Record<string, PropertySchema>; required?: string[] };
+  body?: { properties?: Record<string, SampleSchema>; required?: string[] };
   /** Query parameters of type string. */
   query: string[];
 }
@@ -116,7 +105,7 @@ function operations(svc: TestService): Operation[] {
         string,
         {
           requestBody?: { content?: Record<string, { schema?: Operation['body'] }> };
-          parameters?: Array<{ in: string; name: string; schema?: PropertySchema }>;
+          parameters?: Array<{ in: string; name: string; schema?: SampleSchema }>;
         }
       >
     >;
@@ -138,60 +127,10 @@ function operations(svc: TestService): Operation[] {
   return ops;
 }
 
-function isStringSchema(schema: PropertySchema | undefined): boolean {
+function isStringSchema(schema: SampleSchema | undefined): boolean {
   if (!schema) return false;
   const types = Array.isArray(schema.type) ? schema.type : [schema.type];
   return types.includes('string') || (schema.anyOf ?? []).some(isStringSchema);
-}
-
-// Values that pass the schema of fields with a pattern, so that the field under test is the one that
-// decides (field name → value); everything else is derived from the schema.
-const KNOWN_VALID: Record<string, unknown> = {
-  bin: '411111',
-  expiry_month: '12',
-  expiry_year: '2030',
-  card_length: 16,
-  profile_index: 1,
-  amount_cents: 100,
-  merchant_url: 'https://shop.example.com/item',
-  callback_url: 'https://bot.example.com/hook',
-  resource_url: 'https://api.example.com/data',
-  owner_email: 'fuzz-owner@example.com',
-  cron: '0 9 * * *',
-  timezone: 'UTC',
-  webhook_path: '/webhook',
-};
-
-/** A value of the schema's type that passes it where that is easy (a baseline body). */
-function sampleValue(name: string, schema: PropertySchema): unknown {
-  if (name in KNOWN_VALID) return KNOWN_VALID[name];
-  if (schema.const !== undefined) return schema.const;
-  if (schema.enum?.length) return schema.enum[0];
-  if (schema.anyOf?.length) return sampleValue(name, schema.anyOf[0]!);
-  const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
-  switch (type) {
-    case 'integer':
-    case 'number':
-      return Math.max(schema.minimum ?? 1, 1);
-    case 'boolean':
-      return false;
-    case 'array':
-      return [];
-    case 'object':
-      return {};
-    default:
-      return schema.format === 'email' ? 'fuzz@example.com' : 'sample'.padEnd(schema.minLength ?? 0, 'x');
-  }
-}
-
-/** The required fields with sample values. */
-function baseline(body: Operation['body']): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const name of body?.required ?? []) {
-    const schema = body?.properties?.[name];
-    if (schema) out[name] = sampleValue(name, schema);
-  }
-  return out;
 }
 
 /** Percent-encodes a path segment; a lone surrogate becomes a malformed escape on purpose. */
@@ -373,7 +312,7 @@ describe('hostile input on every route', () => {
         fields++;
         await fc.assert(
           fc.asyncProperty(nulString, async (value) => {
-            const payload = { ...baseline(op.body), [name]: schema.type === 'array' ? [value] : value };
+            const payload = { ...sampleBody(op.body), [name]: schema.type === 'array' ? [value] : value };
             const res = await svc.app.inject({
               method: op.method as 'POST',
               url: fillPath(op.path),
@@ -413,7 +352,7 @@ describe('hostile input on every route', () => {
               url: fillPath(op.path),
               headers: authFor(op.path),
               remoteAddress: nextRandomIp(),
-              payload: { ...baseline(op.body), [name]: value },
+              payload: { ...sampleBody(op.body), [name]: value },
             });
             const what = `${op.method} ${op.path} ${name}=${JSON.stringify(value).slice(0, 60)}`;
             expect(res.statusCode, `${what} → ${res.body.slice(0, 200)}`).toBeLessThan(500);
