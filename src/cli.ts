@@ -281,7 +281,9 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<v
  * cannot be reached or refuses us), instead of a stack trace; undefined for anything else.
  */
 export function startupCause(error: unknown): string | undefined {
-  const e = error as { code?: string; port?: number; address?: string; message?: string } | undefined;
+  const e = error as
+    | { code?: string; port?: number; address?: string; hostname?: string; message?: string }
+    | undefined;
   switch (e?.code) {
     case 'EADDRINUSE':
       return `Port ${e.port ?? process.env.PORT ?? ''} on ${e.address ?? 'this host'} is already in use: stop the other program or set PORT to a free port.`;
@@ -291,7 +293,7 @@ export function startupCause(error: unknown): string | undefined {
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
     case 'ETIMEDOUT':
-      return `Cannot reach the database at DATABASE_URL (${e.code}): is PostgreSQL running and the address right?`;
+      return unreachableCause(e.code, e.hostname ?? e.address);
     case '28P01':
     case '28000':
       return 'The database refused the credentials in DATABASE_URL.';
@@ -300,6 +302,25 @@ export function startupCause(error: unknown): string | undefined {
     default:
       return undefined;
   }
+}
+
+/**
+ * A host that cannot be reached or resolved is DATABASE_URL's only when DATABASE_URL names it: on
+ * the embedded database, or for another host (an SMTP relay, say), blaming DATABASE_URL would send
+ * the operator to the wrong setting.
+ */
+function unreachableCause(code: string, host: string | undefined): string {
+  const url = process.env.DATABASE_URL;
+  let databaseHost: string | undefined;
+  try {
+    databaseHost = url ? new URL(url).hostname || 'localhost' : undefined;
+  } catch {
+    databaseHost = undefined;
+  }
+  if (databaseHost !== undefined && (host === undefined || host === databaseHost)) {
+    return `Cannot reach the database at DATABASE_URL (${code}): is PostgreSQL running and the address right?`;
+  }
+  return `Cannot reach ${host ?? 'a host the configuration names'} (${code}): check the setting that names it.`;
 }
 
 /** True when `typed` is one edit (or one swap of neighbours) away from one of `words`: a typo. */

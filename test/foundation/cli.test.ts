@@ -3,7 +3,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { closeTo } from '../../src/cli.ts';
+import { closeTo, startupCause } from '../../src/cli.ts';
 import { isPostgres } from '../support/db.ts';
 import { runCli } from '../support/process.ts';
 
@@ -83,5 +83,53 @@ describe.runIf(!isPostgres)('botpay command line', () => {
     expect(closeTo('tokn', ['token'])).toBe(true);
     expect(closeTo('delete', ['create'])).toBe(false);
     expect(closeTo('x', ['mcp'])).toBe(false);
+  });
+});
+
+describe('start-up causes name the setting that is wrong', () => {
+  const withDatabaseUrl = <T>(url: string | undefined, run: () => T): T => {
+    const before = process.env.DATABASE_URL;
+    if (url === undefined) delete process.env.DATABASE_URL;
+    else process.env.DATABASE_URL = url;
+    try {
+      return run();
+    } finally {
+      if (before === undefined) delete process.env.DATABASE_URL;
+      else process.env.DATABASE_URL = before;
+    }
+  };
+  const lookupFailure = (hostname: string) =>
+    Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', hostname });
+
+  it('blames DATABASE_URL for its own host, and only then', () => {
+    withDatabaseUrl('postgres://app@db.internal:5432/botpay', () => {
+      expect(startupCause(lookupFailure('db.internal'))).toMatch(
+        /^Cannot reach the database at DATABASE_URL \(ENOTFOUND\)/,
+      );
+      expect(startupCause(lookupFailure('smtp.example.net'))).toBe(
+        'Cannot reach smtp.example.net (ENOTFOUND): check the setting that names it.',
+      );
+      const refused = Object.assign(new Error('connect ECONNREFUSED'), {
+        code: 'ECONNREFUSED',
+        address: '127.0.0.1',
+      });
+      expect(startupCause(refused)).toMatch(/^Cannot reach 127\.0\.0\.1 \(ECONNREFUSED\)/);
+    });
+    withDatabaseUrl('postgres://app@127.0.0.1/botpay', () => {
+      const refused = Object.assign(new Error('connect ECONNREFUSED'), {
+        code: 'ECONNREFUSED',
+        address: '127.0.0.1',
+      });
+      expect(startupCause(refused)).toMatch(/DATABASE_URL/);
+    });
+  });
+
+  it('on the embedded database (no DATABASE_URL) never names DATABASE_URL', () => {
+    withDatabaseUrl(undefined, () => {
+      expect(startupCause(lookupFailure('smtp.example.net'))).toBe(
+        'Cannot reach smtp.example.net (ENOTFOUND): check the setting that names it.',
+      );
+      expect(startupCause({ code: 'ETIMEDOUT' })).not.toMatch(/DATABASE_URL/);
+    });
   });
 });
