@@ -21,6 +21,8 @@ describe.runIf(!isPostgres)('botpay command line', () => {
     [['serve', '--help'], /^Usage: botpay serve\n/],
     [['migrate', '--help'], /^Usage: botpay migrate\n/],
     [['doctor', '-h'], /^Usage: botpay doctor\n/],
+    [['export', '--help'], /^Usage: botpay export --out FILE\n/],
+    [['import', '--help'], /^Usage: DATABASE_URL=postgres:\/\/… SECRET_KEY=… botpay import --in FILE\n/],
     [['owner', 'token', 'create', '--help'], /^Usage: botpay owner token create --email ADDRESS/],
     [['owner', '--help'], /^Usage: botpay owner token create --email ADDRESS/],
     [['card', 'split', '--help'], /^Usage: botpay card split --bot BOT_ID/],
@@ -74,6 +76,29 @@ describe.runIf(!isPostgres)('botpay command line', () => {
     const wrong = await run(['owner', 'token', 'create', '--email', 'nope']);
     expect(wrong.code).toBe(2);
     expect(wrong.stderr.trim()).toBe('owner token create: --email "nope" is not an e-mail address');
+  }, 60_000);
+
+  it('export and import say what is missing in one line, touching nothing', async () => {
+    const noOut = await run(['export']);
+    expect(noOut.code).toBe(2);
+    expect(noOut.stderr.trim()).toMatch(/^botpay export: --out is missing/);
+    // No embedded database in DATA_DIR: nothing to export, and none is made.
+    const nothing = await run([
+      'export',
+      '--out',
+      join(await mkdtemp(join(tmpdir(), 'botpay-cli-')), 'x.gz'),
+    ]);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr.trim()).toMatch(
+      /^botpay export: there is no embedded database in DATA_DIR \(.*\): nothing to export\.$/,
+    );
+    const noUrl = await run(['import', '--in', 'export.jsonl.gz']);
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr.trim()).toMatch(/^botpay import: DATABASE_URL is not set/);
+    for (const r of [noOut, nothing, noUrl]) {
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.touched).toBe(false);
+    }
   }, 60_000);
 
   it('closeTo: one edit or one swap of neighbours is a typo; another word is not', () => {
