@@ -50,6 +50,30 @@ function samplePattern(sample: string): RegExp {
   );
 }
 
+/** The owner claims the bot with its claim token and funds its wallet (the owner API). */
+async function claimAndFund(
+  service: TestService,
+  owner: { auth: Record<string, string> },
+  claimToken: string | null,
+  botId: string,
+  amountCents: number,
+): Promise<void> {
+  const claimed = await service.app.inject({
+    method: 'POST',
+    url: '/api/v1/owner/claims',
+    headers: owner.auth,
+    payload: { claim_token: claimToken },
+  });
+  expect(claimed.statusCode).toBe(200);
+  const funded = await service.app.inject({
+    method: 'POST',
+    url: `/api/v1/owner/bots/${botId}/wallet/fund`,
+    headers: owner.auth,
+    payload: { amount_cents: amountCents },
+  });
+  expect(funded.statusCode).toBe(200);
+}
+
 describe('example bot', () => {
   let svc: TestService;
   let baseUrl: string;
@@ -87,20 +111,7 @@ describe('example bot', () => {
       await output.waitFor(/^waiting for the owner/);
 
       // The owner claims and funds in the dashboard (here: the owner API).
-      const claimed = await svc.app.inject({
-        method: 'POST',
-        url: '/api/v1/owner/claims',
-        headers: owner.auth,
-        payload: { claim_token: token },
-      });
-      expect(claimed.statusCode).toBe(200);
-      const funded = await svc.app.inject({
-        method: 'POST',
-        url: `/api/v1/owner/bots/${botId}/wallet/fund`,
-        headers: owner.auth,
-        payload: { amount_cents: 2500 },
-      });
-      expect(funded.statusCode).toBe(200);
+      await claimAndFund(svc, owner, token, botId, 2500);
 
       await output.waitFor(/^claimed: status active$/);
       await output.waitFor(/^status active, wallet active, balance \$(0|25)\.00/);
@@ -273,20 +284,7 @@ describe('example bot', () => {
       const claimLine = await output.waitFor(/^claim link: /);
       const token = new URL(claimLine.slice('claim link: '.length)).searchParams.get('token');
       const botId = (JSON.parse(await readFile(join(dir, 'sdk.json'), 'utf8')) as { bot_id: string }).bot_id;
-      const claimed = await live.app.inject({
-        method: 'POST',
-        url: '/api/v1/owner/claims',
-        headers: owner.auth,
-        payload: { claim_token: token },
-      });
-      expect(claimed.statusCode).toBe(200);
-      const funded = await live.app.inject({
-        method: 'POST',
-        url: `/api/v1/owner/bots/${botId}/wallet/fund`,
-        headers: owner.auth,
-        payload: { amount_cents: 700 },
-      });
-      expect(funded.statusCode).toBe(200);
+      await claimAndFund(live, owner, token, botId, 700);
       // The service's delivery worker posts to the bot's tunnel hostname; the relay hands the
       // request to the bot's process, whose SDK receiver verifies and logs it.
       const worker = new DeliveryWorker(live.ctx);
