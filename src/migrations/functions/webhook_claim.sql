@@ -59,6 +59,7 @@ BEGIN
               WHERE q.lock_token IS NOT NULL AND q.locked_until <= p_now AND q.due_at <= p_now
                 AND NOT (q.bot_id = ANY(p_skip))
                 AND NOT (q.bot_id = ANY(ARRAY(SELECT f.bot_id FROM full_bots f)))
+              ORDER BY q.due_at, q.seq
               LIMIT p_candidates)) AS w
      ORDER BY w.due_at, w.seq
      LIMIT p_candidates
