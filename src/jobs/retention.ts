@@ -56,14 +56,15 @@ function plain(
 
 export const RETENTION: readonly RetentionRule[] = [
   // An event goes with its delivery and every attempt of it, once the delivery is final (delivered,
-  // failed or acknowledged), not leased, and its last attempt is as old as the event must be.
+  // failed or acknowledged), out of the webhook queue (no row there, leased or not: 0046), and its
+  // last attempt is as old as the event must be.
   {
     table: 'events',
     key: 'seq',
     keyType: 'bigint',
     time: 'x.created_at',
     keepMs: (c) => c.deliveryLogRetentionDays * DAY,
-    condition: `d.status <> 'pending' AND (d.locked_until IS NULL OR d.locked_until <= $4)
+    condition: `d.status <> 'pending' AND NOT EXISTS (SELECT 1 FROM webhook_queue q WHERE q.delivery_id = d.id)
       AND coalesce(d.last_attempt_at, d.created_at) < $2`,
     join: 'JOIN webhook_deliveries d ON d.event_id = x.id',
     alsoDelete: `gone_d AS (DELETE FROM webhook_deliveries d USING doomed WHERE d.ctid = doomed.dc RETURNING d.id),

@@ -48,6 +48,7 @@ export async function ackMessages(ctx: AppContext, botId: string, eventIds: read
     );
     const own = rows.map((r) => r.id);
     if (own.length > 0) {
+      // Their queue rows go with them (the trigger webhook_deliveries_queue_sync, 0046).
       await tx.query(
         `UPDATE webhook_deliveries SET status = 'acked'
           WHERE event_id = ANY($1::text[]) AND status = 'pending'`,
@@ -231,6 +232,8 @@ export async function retryDelivery(
         },
       );
     }
+    // Queued again, due now (the trigger webhook_deliveries_queue_sync, 0046, writes the queue row;
+    // a lease under way is kept).
     const updated = await maybeOne<DeliveryRow>(
       tx,
       `UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2

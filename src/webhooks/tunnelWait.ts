@@ -8,8 +8,9 @@ import type { Db } from '../platform/db/port.ts';
 //
 // The worker sends as usual; when the relay reports that no tunnel client is connected for the bot
 // (never resolving the tunnel hostname through DNS: src/webhooks/sender.ts), the delivery is parked
-// here: its lease released, no attempt counted, health untouched, next_attempt_at set to a sentinel
-// far in the future that no claim reaches. The first connection of the bot's tunnel client sets
+// here: its lease released, no attempt counted, health untouched, its due time (the queue row's
+// due_at, and next_attempt_at on the delivery row) set to a sentinel far in the future that no claim
+// reaches. The first connection of the bot's tunnel client sets
 // bots.tunnel_connected_at and makes the parked deliveries due again (at their creation time, so
 // they keep their order), in one transaction, and wakes the workers.
 //
@@ -46,14 +47,21 @@ export async function parkUntilTunnel(
       [botId],
     );
     if (!bot[0] || bot[0].tunnel_connected_at !== null) return false;
-    const parked = await tx.query<{ id: string }>(
-      `UPDATE webhook_deliveries
-          SET next_attempt_at = $3, locked_until = NULL, lock_token = NULL
-        WHERE id = $1 AND lock_token = $2 AND status = 'pending'
-        RETURNING id`,
+    // The queue row (0046) holds the lease and the due time the claim reads; the delivery row's
+    // next_attempt_at is what the log shows (the trigger that follows it finds the queue row parked).
+    const parked = await tx.query<{ delivery_id: string }>(
+      `UPDATE webhook_queue
+          SET due_at = $3, locked_until = NULL, lock_token = NULL
+        WHERE delivery_id = $1 AND lock_token = $2
+        RETURNING delivery_id`,
       [deliveryId, token, TUNNEL_WAIT_SENTINEL],
     );
-    return parked.length > 0;
+    if (parked.length === 0) return false;
+    await tx.query(
+      `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = $1 AND status = 'pending'`,
+      [deliveryId, TUNNEL_WAIT_SENTINEL],
+    );
+    return true;
   });
 }
 
@@ -68,6 +76,7 @@ export async function tunnelConnected(ctx: Pick<AppContext, 'db' | 'clock'>, bot
       botId,
       now,
     ]);
+    // The queue rows follow (the trigger webhook_deliveries_queue_sync, 0046): due again.
     const woken = await tx.query<{ id: string }>(
       `UPDATE webhook_deliveries SET next_attempt_at = least(created_at, $3)
         WHERE bot_id = $1 AND status = 'pending' AND next_attempt_at >= $2

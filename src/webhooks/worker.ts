@@ -15,15 +15,17 @@ import { REFUSED_PREFIX, type Resolver } from './ssrf.ts';
 import { parkUntilTunnel } from './tunnelWait.ts';
 
 // The delivery worker. Each round claims due deliveries (FOR UPDATE SKIP LOCKED, then a lease:
-// locked_until + lock_token) within two bounds: PER_BOT_IN_FLIGHT per bot across the whole
+// locked_until + lock_token on the delivery's row in webhook_queue, the narrow table of pending
+// deliveries, migration 0046) within two bounds: PER_BOT_IN_FLIGHT per bot across the whole
 // deployment, so one slow or dead endpoint holds at most that many slots whatever the number of
 // instances (a bot's in-flight count is its rows under a live lease, read inside the claim, and
 // claims are serialised by a transaction-scoped advisory lock so that two instances cannot both
 // take the last slot), and MAX_IN_FLIGHT in all per instance. A claim is one round trip (the SQL
 // function webhook_claim, src/migrations/functions/) and returns its rows in event order (the
 // events' sequence, copied onto the delivery row: migration 0040; not the id, random within a ms). Sends run
-// concurrently; their results are recorded in batches by one call (webhook_record_and_claim: the
-// deliveries, every attempt in webhook_attempts, events.delivered_at and the bots' health) that,
+// concurrently; their results are recorded in batches by one call (webhook_record_and_claim: each
+// delivery row written once with its result, its queue row deleted or put back for a retry, every
+// attempt in webhook_attempts, events.delivered_at and the bots' health) that,
 // while more is due, also claims the next rows in the same round trip and transaction: a slot stays
 // taken until its attempt is recorded, and is taken again at once. One claim runs at a time (a
 // recording call waits for a claim of the loop under way), so each bot's sends start in the order

@@ -399,7 +399,7 @@ describe.runIf(isPostgres)('a service instance SIGKILLed 20 times under load', (
         killedServing++;
       }
       const [inFlight] = await database.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM webhook_deliveries WHERE lock_token IS NOT NULL AND status = 'pending'`,
+        `SELECT count(*)::int AS n FROM webhook_queue WHERE lock_token IS NOT NULL`,
       );
       if (inFlight!.n > 0) killedInFlight++;
       current.child.kill('SIGKILL');

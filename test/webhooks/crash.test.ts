@@ -61,7 +61,8 @@ describe.runIf(isPostgres)('crash while deliveries are in flight', () => {
     expect(await first.exited).toBe('SIGKILL');
     const sentBeforeCrash = receiver.requests.length;
     const [inFlight] = await svc.ctx.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending' AND lock_token IS NOT NULL`,
+      `SELECT count(*)::int AS n FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.delivery_id
+        WHERE d.status = 'pending' AND q.lock_token IS NOT NULL`,
     );
     // The crash really hit deliveries that were sent (or being sent) but not recorded.
     expect(inFlight!.n).toBeGreaterThan(0);
@@ -79,10 +80,15 @@ describe.runIf(isPostgres)('crash while deliveries are in flight', () => {
         rows = await svc.ctx.db.query<{ status: string; n: number }>(
           'SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY status',
         );
-        if (rows.length === 1 && rows[0]!.status === 'delivered') break;
+        const [queued] = await svc.ctx.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM webhook_queue',
+        );
+        if (rows.length === 1 && rows[0]!.status === 'delivered' && queued!.n === 0) break;
         await new Promise((r) => setTimeout(r, 200));
       }
       expect(rows).toEqual([{ status: 'delivered', n: 152 }]);
+      // Nothing left in the queue (0046): the crashed instance's leases were taken back and settled.
+      expect(await svc.ctx.db.query('SELECT delivery_id FROM webhook_queue')).toEqual([]);
       const [undelivered] = await svc.ctx.db.query<{ n: number }>(
         'SELECT count(*)::int AS n FROM events WHERE delivered_at IS NULL',
       );

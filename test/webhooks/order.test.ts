@@ -125,13 +125,19 @@ describe('per-bot delivery order', () => {
   });
 });
 
-// Migration 0040 from the state a database had before it (as an upgraded deployment has it):
-// deliveries without seq, written by the trigger of 0003, some still pending in one millisecond.
-describe('migration 0040: deliveries take their event order', () => {
-  it('gives pending and failed deliveries their event seq, and the claim then serves them in that order', async () => {
+// Migrations 0040 and 0046 from the state a database had before them (as an upgraded deployment has
+// it): deliveries without seq, written by the trigger of 0003, some still pending in one millisecond,
+// one of them leased by an instance of the previous version (its send out), and no webhook queue.
+describe('migrations 0040 and 0046: deliveries take their event order, and the pending ones their queue rows', () => {
+  it('gives pending and failed deliveries their event seq, queues the pending ones with their lease, and the claim then serves them in that order', async () => {
     const { db, drop } = await createTestDatabase();
     try {
-      await db.exec(`DROP INDEX webhook_deliveries_due_idx;
+      await db.exec(`DROP TRIGGER webhook_deliveries_queue_sync ON webhook_deliveries;
+        DROP FUNCTION webhook_queue_sync();
+        DROP TABLE webhook_queue;
+        ALTER TABLE webhook_deliveries RESET (fillfactor);
+        CREATE INDEX webhook_deliveries_leased_idx ON webhook_deliveries (bot_id, locked_until)
+          WHERE locked_until IS NOT NULL;
         ALTER TABLE webhook_deliveries DROP COLUMN seq;
         CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
         CREATE OR REPLACE FUNCTION webhook_delivery_for_event() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -141,7 +147,7 @@ describe('migration 0040: deliveries take their event order', () => {
                   NEW.created_at, NEW.created_at);
           RETURN NEW;
         END $$;
-        DELETE FROM schema_migrations WHERE version = 40;`);
+        DELETE FROM schema_migrations WHERE version IN (40, 46);`);
       await db.exec(`INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash,
                                        api_key_prefix, webhook_secret_enc, callback_url, webhook_status, created_at)
         VALUES ('bot_up', 'up', 'up@example.com', 'up@example.com', 'helper', md5('k'), 'svc_live_', 'x',
@@ -157,11 +163,18 @@ describe('migration 0040: deliveries take their event order', () => {
         }
       });
       expect([...ids].sort()).not.toEqual(ids);
-      // The first is delivered, the second failed for good, the rest pending.
+      const now = new Date(at.getTime() + 1000);
+      const until = new Date(at.getTime() + 60_000);
+      // The first is delivered, the second failed for good, the third out with an older instance
+      // (leased on the delivery row, as that version did), the rest pending.
       await db.query(`UPDATE webhook_deliveries SET status = 'delivered' WHERE event_id = $1`, [ids[0]]);
       await db.query(`UPDATE webhook_deliveries SET status = 'failed' WHERE event_id = $1`, [ids[1]]);
+      const [leased] = await db.query<{ id: string }>(
+        `UPDATE webhook_deliveries SET locked_until = $2, lock_token = 'old-lease' WHERE event_id = $1 RETURNING id`,
+        [ids[2], until],
+      );
 
-      expect(await migrate(db)).toEqual([40]);
+      expect(await migrate(db)).toEqual([40, 46]);
 
       const rows = await db.query<{
         event_id: string;
@@ -175,27 +188,43 @@ describe('migration 0040: deliveries take their event order', () => {
       expect(rows.map((r) => r.event_id)).toEqual(ids);
       expect(rows[0]).toMatchObject({ status: 'delivered', seq: null });
       for (const r of rows.slice(1)) expect(r.seq).toBe(r.event_seq);
+      // The queue holds the pending deliveries only, in event order, the older instance's lease kept.
+      const queued = await db.query<{
+        event_id: string;
+        seq: string;
+        event_seq: string;
+        lock_token: string | null;
+      }>(
+        `SELECT d.event_id, q.seq, e.seq AS event_seq, q.lock_token
+           FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.delivery_id JOIN events e ON e.id = d.event_id
+          ORDER BY q.seq`,
+      );
+      expect(queued.map((q) => q.event_id)).toEqual(ids.slice(2));
+      for (const q of queued) expect(q.seq).toBe(q.event_seq);
+      expect(queued.map((q) => q.lock_token)).toEqual(['old-lease', ...ids.slice(3).map(() => null)]);
 
-      // A bound of one, one claim after another, each recording the one before: event order.
-      const now = new Date(at.getTime() + 1000);
-      const until = new Date(at.getTime() + 60_000);
+      // A bound of one, one claim after another, each recording the one before: event order. The
+      // first call records the older instance's send, against the lease the queue row took over.
       const got: string[] = [];
-      let held: { id: string; token: string } | null = null;
-      for (let i = 0; i < 38; i++) {
+      let held: { id: string; token: string } = { id: leased!.id, token: 'old-lease' };
+      for (let i = 0; i < 37; i++) {
         const token = `tok-${i}`;
         const claimed: Array<{ id: string; event_id: string }> = await db.query(
-          held
-            ? `SELECT * FROM webhook_record_and_claim(ARRAY[$4], ARRAY[$5], '{t}', '{200}', '{ok}', '{NULL}', '{1}',
-                 '{x}', $1, '{60}', '{bot_up}', '{t}', '{0}', 3, 6, $2, $3, 1, 10, '{}', 100)`
-            : `SELECT * FROM webhook_claim($1, $2, $3, 1, 10, '{}', 100)`,
-          held ? [now, until, token, held.id, held.token] : [now, until, token],
+          `SELECT * FROM webhook_record_and_claim(ARRAY[$4], ARRAY[$5], '{t}', '{200}', '{ok}', '{NULL}', '{1}',
+             '{x}', $1, '{60}', '{bot_up}', '{t}', '{0}', 3, 6, $2, $3, 1, 10, '{}', 100)`,
+          [now, until, token, held.id, held.token],
         );
         expect(claimed).toHaveLength(1);
         got.push(claimed[0]!.event_id);
         held = { id: claimed[0]!.id, token };
       }
-      expect(got).toEqual(ids.slice(2));
-      // The failed one, retried by its owner later, is sent like any other due row.
+      expect(got).toEqual(ids.slice(3));
+      const [recorded] = await db.query<{ status: string; attempts: number }>(
+        'SELECT status, attempts FROM webhook_deliveries WHERE id = $1',
+        [leased!.id],
+      );
+      expect(recorded).toEqual({ status: 'delivered', attempts: 1 });
+      // The failed one, retried by its owner later, is queued again and sent like any other due row.
       await db.query(
         `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2 WHERE event_id = $1`,
         [ids[1], now],
@@ -203,9 +232,12 @@ describe('migration 0040: deliveries take their event order', () => {
       const retried = await db.query<{ event_id: string }>(
         `SELECT * FROM webhook_record_and_claim(ARRAY[$4], ARRAY[$5], '{t}', '{200}', '{ok}', '{NULL}', '{1}',
            '{x}', $1, '{60}', '{bot_up}', '{t}', '{0}', 3, 6, $2, $3, 1, 10, '{}', 100)`,
-        [now, until, 'tok-last', held?.id, held?.token],
+        [now, until, 'tok-last', held.id, held.token],
       );
       expect(retried.map((r) => r.event_id)).toEqual([ids[1]]);
+      // Settled deliveries leave the queue: only the one just claimed is left.
+      const left = await db.query<{ delivery_id: string }>('SELECT delivery_id FROM webhook_queue');
+      expect(left).toHaveLength(1);
     } finally {
       await drop();
     }

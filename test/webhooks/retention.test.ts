@@ -36,17 +36,21 @@ describe('data retention (src/jobs/retention.ts)', () => {
         ? null
         : new Date(svc.clock.now() - delivery.lastAttemptDaysAgo * DAY);
     const [d] = await svc.ctx.db.query<{ id: string }>(
-      `UPDATE webhook_deliveries SET status = $2, last_attempt_at = $3, attempts = $4,
-              locked_until = $5, lock_token = CASE WHEN $5::timestamptz IS NULL THEN NULL ELSE 'tok' END
+      `UPDATE webhook_deliveries SET status = $2, last_attempt_at = $3, attempts = $4
         WHERE event_id = $1 RETURNING id`,
-      [
-        e.id,
-        delivery.status,
-        last,
-        delivery.attempts ?? (last ? 1 : 0),
-        delivery.leasedFor ? new Date(svc.clock.now() + delivery.leasedFor) : null,
-      ],
+      [e.id, delivery.status, last, delivery.attempts ?? (last ? 1 : 0)],
     );
+    // A lease is held on the delivery's queue row (0046); a settled delivery has none, unless a send
+    // is still out (an acknowledgement, or an instance of the previous version settling it meanwhile).
+    if (delivery.leasedFor) {
+      await svc.ctx.db.query(
+        `INSERT INTO webhook_queue (delivery_id, event_id, bot_id, seq, attempts, due_at, locked_until, lock_token)
+         SELECT d.id, d.event_id, d.bot_id, coalesce(d.seq, 0), d.attempts, d.next_attempt_at, $2, 'tok'
+           FROM webhook_deliveries d WHERE d.id = $1
+         ON CONFLICT (delivery_id) DO UPDATE SET locked_until = EXCLUDED.locked_until, lock_token = 'tok'`,
+        [d!.id, new Date(svc.clock.now() + delivery.leasedFor)],
+      );
+    }
     for (let n = 1; n <= (delivery.attempts ?? (last ? 1 : 0)); n++) {
       await svc.ctx.db.query(
         `INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, ok, error) VALUES ($1, $2, $3, false, 'x')`,

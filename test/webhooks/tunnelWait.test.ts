@@ -170,7 +170,8 @@ describe.runIf(isPostgres)('parking and the first connection at the same moment'
     const bot = await activeBot(svc, owner, { body: { callback_url: undefined, bot_type: 'helper' } });
     const { id } = await emit(svc, bot.bot_id);
     await svc.ctx.db.query(
-      "UPDATE webhook_deliveries SET lock_token = 'tok', locked_until = now() + interval '1 minute' WHERE event_id = $1",
+      `UPDATE webhook_queue SET lock_token = 'tok', locked_until = now() + interval '1 minute'
+        WHERE delivery_id = (SELECT id FROM webhook_deliveries WHERE event_id = $1)`,
       [id],
     );
     const [d] = await svc.ctx.db.query<{ id: string }>(
@@ -186,12 +187,19 @@ describe.runIf(isPostgres)('parking and the first connection at the same moment'
       await new Promise((r) => setTimeout(r, 200));
       await connecting.query('COMMIT');
       expect(await park).toBe(false);
-      const [row] = await svc.ctx.db.query<{ next_attempt_at: Date; lock_token: string | null }>(
-        'SELECT next_attempt_at, lock_token FROM webhook_deliveries WHERE id = $1',
+      // The lease is still held (queue row, 0046) and nothing is parked, on either row.
+      const [row] = await svc.ctx.db.query<{
+        next_attempt_at: Date;
+        due_at: Date;
+        lock_token: string | null;
+      }>(
+        `SELECT d.next_attempt_at, q.due_at, q.lock_token
+           FROM webhook_deliveries d JOIN webhook_queue q ON q.delivery_id = d.id WHERE d.id = $1`,
         [d!.id],
       );
       expect(row!.lock_token).toBe('tok');
       expect(row!.next_attempt_at.getTime()).toBeLessThan(TUNNEL_WAIT_SENTINEL.getTime());
+      expect(row!.due_at.getTime()).toBeLessThan(TUNNEL_WAIT_SENTINEL.getTime());
     } finally {
       await connecting.end();
     }

@@ -3,10 +3,16 @@
 -- across instances (webhook_claim), so a slot stays taken until its attempt is recorded; claiming
 -- in the recording call hands it on at once instead of after a second round trip.
 --
--- Recording (one statement, no lock beyond the rows it writes): the deliveries (only those whose
--- lease is still this worker's: lock_token), one webhook_attempts row per attempt, the events'
--- delivered_at and the bots' health. After the n-th failed attempt (attempts = n - 1 before it)
--- the next one is due p_delays[n] seconds later; past the end of the list the delivery is failed.
+-- Recording (one statement, no lock beyond the rows it writes), for the attempts whose lease is
+-- still this worker's (the queue row's lock_token): the queue row (0046) deleted when the delivery
+-- is settled (delivered, or failed for good) or put back with its next due time for a retry, which
+-- it decides from the queue row's attempts, so the wide delivery row is not read first; the delivery
+-- row written once with the result (only unindexed columns change, so the update can stay on its
+-- page: HOT, fillfactor 60, 0046); one webhook_attempts row per attempt; the events' delivered_at;
+-- the bots' health. After the n-th failed attempt (attempts = n - 1 before it) the next one is due
+-- p_delays[n] seconds later; past the end of the list the delivery is failed. The function runs
+-- with botpay.webhook_queue = 'written': it writes the queue itself, so the trigger that follows
+-- other writers of a delivery's status (webhook_queue_sync) is not called for its writes.
 -- Health: webhook_fail_count counts consecutive failed attempts (src/webhooks/health.ts, nextHealth
 -- is the same rule in TypeScript); a success for an already healthy bot writes nothing.
 --
@@ -24,7 +30,7 @@ RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts in
                webhook_secret_enc text, webhook_secret_prev_enc text)
 LANGUAGE plpgsql
 -- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
-SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+SET plan_cache_mode = force_generic_plan SET jit = off SET botpay.webhook_queue = 'written' AS $$
 #variable_conflict use_column
 DECLARE
   v_recorded integer;
@@ -42,29 +48,52 @@ BEGIN
     WITH v AS (
       SELECT * FROM unnest(p_ids, p_tokens, p_ok, p_status, p_excerpt, p_error, p_duration, p_via)
              AS v(id, token, ok, response_status, excerpt, error, duration_ms, via)
+    ), settled AS (
+      -- Delivered, or failed for good: the queue row goes. Only a lease still this worker's
+      -- (lock_token, re-checked on the newest row version): a late result whose lease was taken
+      -- over is left to the new holder.
+      DELETE FROM webhook_queue q
+       USING v
+       WHERE q.delivery_id = v.id AND q.lock_token = v.token
+         AND (v.ok OR p_delays[q.attempts + 1] IS NULL)
+      RETURNING q.delivery_id, q.event_id, q.attempts + 1 AS attempts, NULL::timestamptz AS next_at
+    ), retried AS (
+      -- A failed attempt with a retry to come: the queue row is due again after the delay.
+      UPDATE webhook_queue q
+         SET attempts = q.attempts + 1,
+             due_at = p_now + make_interval(secs => p_delays[q.attempts + 1]),
+             locked_until = NULL,
+             lock_token = NULL
+        FROM v
+       WHERE q.delivery_id = v.id AND q.lock_token = v.token
+         AND NOT v.ok AND p_delays[q.attempts + 1] IS NOT NULL
+      RETURNING q.delivery_id, q.event_id, q.attempts, q.due_at AS next_at
+    ), done AS (
+      SELECT x.delivery_id, x.event_id, x.attempts, x.next_at, v.ok, v.response_status, v.excerpt, v.error,
+             v.duration_ms, v.via
+        FROM (SELECT * FROM settled UNION ALL SELECT * FROM retried) AS x JOIN v ON v.id = x.delivery_id
     ), upd AS (
+      -- The delivery row, written once with the attempt's result. The attempt's number is the row's
+      -- own count, as the attempts already logged for it are (webhook_attempts' key).
       UPDATE webhook_deliveries d
          SET attempts = d.attempts + 1,
              last_attempt_at = p_now,
-             response_status = v.response_status,
-             response_excerpt = v.excerpt,
-             error = v.error,
-             duration_ms = v.duration_ms,
-             target = v.via,
-             locked_until = NULL,
-             lock_token = NULL,
-             delivered_at = CASE WHEN v.ok THEN p_now ELSE d.delivered_at END,
+             response_status = done.response_status,
+             response_excerpt = done.excerpt,
+             error = done.error,
+             duration_ms = done.duration_ms,
+             target = done.via,
+             delivered_at = CASE WHEN done.ok THEN p_now ELSE d.delivered_at END,
              status = CASE
-               WHEN v.ok THEN 'delivered'
+               WHEN done.ok THEN 'delivered'
                WHEN d.status <> 'pending' THEN d.status
-               WHEN p_delays[d.attempts + 1] IS NULL THEN 'failed'
+               WHEN done.next_at IS NULL THEN 'failed'
                ELSE 'pending' END,
-             next_attempt_at = CASE
-               WHEN v.ok OR p_delays[d.attempts + 1] IS NULL THEN d.next_attempt_at
-               ELSE p_now + make_interval(secs => p_delays[d.attempts + 1]) END
-        FROM v
-       WHERE d.id = v.id AND d.lock_token = v.token
-      RETURNING d.id, d.attempts, d.event_id, v.ok, v.response_status, v.excerpt, v.error, v.duration_ms, v.via
+             next_attempt_at = coalesce(done.next_at, d.next_attempt_at)
+        FROM done
+       WHERE d.id = done.delivery_id
+      RETURNING d.id, d.attempts, done.ok, done.response_status, done.excerpt, done.error, done.duration_ms,
+                done.via
     ), att AS (
       INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, ok, response_status, response_excerpt,
                                     error, duration_ms, target)
@@ -73,7 +102,7 @@ BEGIN
         FROM upd
     ), ev AS (
       UPDATE events e SET delivered_at = p_now
-        FROM upd WHERE e.id = upd.event_id AND upd.ok AND e.delivered_at IS NULL
+        FROM done WHERE e.id = done.event_id AND done.ok AND e.delivered_at IS NULL
     ), health_set AS (
       -- Every attempt that really reached out counts, including a late one whose lease was taken
       -- over (its delivery row is left to the new holder), so this reads the inputs, not upd. The
