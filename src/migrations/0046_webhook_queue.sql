@@ -58,7 +58,7 @@ ALTER TABLE webhook_deliveries SET (fillfactor = 60);
 -- step (webhook_queue_sync): an acknowledgement, an owner's retry, a tunnel's first connection, and
 -- the same statements of instances of the previous version during a rolling deploy. The worker's
 -- recording function writes the queue itself and says so with the setting
--- botpay.webhook_queue = 'written' (a SET clause of the function), which the condition reads once
+-- botpay.webhook_queue = 'written' (set_config around its recording statement), which the condition reads once
 -- per row, so the trigger is not called for the worker's own writes. The function's definition is
 -- its file (src/migrations/functions/), applied after the migrations in the same transaction; it is
 -- created here only so that the trigger can name it.

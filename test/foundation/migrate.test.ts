@@ -101,6 +101,53 @@ describe('migrations', () => {
     }
   });
 
+  it('no function sets a custom parameter in its definition (only a superuser may create one that does)', async () => {
+    // PostgreSQL refuses `CREATE FUNCTION … SET botpay.x = …` to any other user ("permission denied
+    // to set parameter"), and the service's database user is the owner of its schema, not a
+    // superuser (docs/deploy.md): such a function would stop every migration there. (A clause of
+    // the definition is followed by another clause or by AS $$; a SET in the body runs as the
+    // caller and is allowed.)
+    const offending = (await loadFunctions()).filter((f) =>
+      /\bSET\s+[a-z_]+\.[a-z_]+\s*(=|TO)\s*('[^']*'|\S+)\s+(SET\b|AS\s+\$)/i.test(f.sql),
+    );
+    expect(offending.map((f) => f.name)).toEqual([]);
+  });
+
+  it.runIf(isPostgres)('apply as a database user that owns its schema and is not a superuser', async () => {
+    const schema = `t_${randomBase32(12)}`;
+    const role = `botpay_owner_${randomBase32(8)}`;
+    const admin = new pg.Client({ connectionString: POSTGRES_URL });
+    await admin.connect();
+    const { rows } = await admin.query<{ ok: boolean }>(
+      'SELECT rolsuper OR rolcreaterole AS ok FROM pg_roles WHERE rolname = current_user',
+    );
+    if (!rows[0]?.ok) {
+      await admin.end();
+      return; // the test's user may not create roles: nothing to play here
+    }
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'owner' NOSUPERUSER NOCREATEROLE`);
+    await admin.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${role}`);
+    const url = new URL(POSTGRES_URL);
+    url.username = role;
+    url.password = 'owner';
+    const db = await openPostgres({ connectionString: url.toString(), schema, max: 2 });
+    try {
+      expect(await migrate(db)).toEqual((await loadMigrations()).map((m) => m.version));
+      // The worker's recording call, which marks its own queue writes, runs for this user too.
+      const recorded = await db.query(
+        `SELECT * FROM webhook_record_and_claim(ARRAY['whd_x'], ARRAY['t'], ARRAY[true], ARRAY[200], ARRAY[''],
+           ARRAY[NULL::text], ARRAY[1], ARRAY['direct'], now(), ARRAY[10], ARRAY[]::text[], ARRAY[]::boolean[],
+           ARRAY[]::integer[], 3, 10, now(), 'tok', 4, 0, ARRAY[]::text[], 10)`,
+      );
+      expect(recorded).toEqual([]);
+    } finally {
+      await db.close();
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      await admin.query(`DROP ROLE IF EXISTS ${role}`);
+      await admin.end();
+    }
+  });
+
   it('readyz reports not ready when a migration is missing and ready when applied', async () => {
     const svc = await createTestService();
     try {

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runDoctor } from '../../src/ops/doctor.ts';
 import { exportDatabase, readExport } from '../../src/ops/transfer.ts';
+import { migrate } from '../../src/platform/db/migrate.ts';
 import { openDatabase } from '../../src/platform/db/open.ts';
 import type { Db } from '../../src/platform/db/port.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
@@ -129,6 +130,9 @@ describe.runIf(isPostgres)('botpay export / import: the embedded database moved 
     const embedded = await openDatabase(testConfig({ DATA_DIR: dataDir }));
     let embeddedOpen = true;
     cleanup.push(async () => embeddedOpen && embedded.close());
+    // As `botpay serve` does at start: the template was migrated when it was made (at install), so a
+    // migration added since then (a checkout that has moved on) is applied here.
+    await migrate(embedded);
     const source = await createTestService({
       database: { db: embedded, drop: async () => {} },
       env: { DATA_DIR: dataDir, ...X402_ENV },

@@ -10,9 +10,12 @@
 -- row written once with the result (only unindexed columns change, so the update can stay on its
 -- page: HOT, fillfactor 60, 0046); one webhook_attempts row per attempt; the events' delivered_at;
 -- the bots' health. After the n-th failed attempt (attempts = n - 1 before it) the next one is due
--- p_delays[n] seconds later; past the end of the list the delivery is failed. The function runs
--- with botpay.webhook_queue = 'written': it writes the queue itself, so the trigger that follows
--- other writers of a delivery's status (webhook_queue_sync) is not called for its writes.
+-- p_delays[n] seconds later; past the end of the list the delivery is failed. The recording
+-- statement runs with botpay.webhook_queue = 'written' (set_config, local to the transaction, and
+-- cleared right after it): it writes the queue itself, so the trigger that follows other writers of
+-- a delivery's status (webhook_queue_sync) is not called for its writes. Not a SET clause of the
+-- function: PostgreSQL lets only a superuser create a function that sets a custom parameter, and
+-- the service's database user need not be one (docs/deploy.md).
 -- Health: webhook_fail_count counts consecutive failed attempts (src/webhooks/health.ts, nextHealth
 -- is the same rule in TypeScript); a success for an already healthy bot writes nothing.
 --
@@ -30,7 +33,7 @@ RETURNS TABLE (id text, event_id text, bot_id text, event_type text, attempts in
                webhook_secret_enc text, webhook_secret_prev_enc text)
 LANGUAGE plpgsql
 -- Planned once per connection, not at every call (why: "Generic plans" in src/platform/db/migrate.ts).
-SET plan_cache_mode = force_generic_plan SET jit = off SET botpay.webhook_queue = 'written' AS $$
+SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
   v_recorded integer;
@@ -45,6 +48,7 @@ BEGIN
       WHERE NOT (h.reset AND h.failures = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
       ORDER BY b.id
         FOR UPDATE OF b;
+    PERFORM set_config('botpay.webhook_queue', 'written', true);
     WITH v AS (
       SELECT * FROM unnest(p_ids, p_tokens, p_ok, p_status, p_excerpt, p_error, p_duration, p_via)
              AS v(id, token, ok, response_status, excerpt, error, duration_ms, via)
@@ -123,6 +127,7 @@ BEGIN
          AND NOT (h.reset AND h.failures = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
     )
     SELECT count(*)::int INTO v_recorded FROM upd;
+    PERFORM set_config('botpay.webhook_queue', '', true);
   END IF;
   IF p_room > 0 THEN
     RETURN QUERY SELECT * FROM webhook_claim(p_now, p_until, p_token, p_per_bot, p_room, p_skip, p_candidates);
