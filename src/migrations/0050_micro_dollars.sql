@@ -80,9 +80,9 @@ UPDATE topup_requests SET amount_micros = amount_micros * 10000, approved_micros
 -- checkout_idempotency goes with its function file.) The spending windows' figures are renamed
 -- after the view that read them is gone.
 DROP VIEW spend_counters;
-DROP FUNCTION spend_counters_update();
-DROP FUNCTION checkout_add_counter(text, text, timestamptz, bigint, bigint);
-DROP FUNCTION checkout_attempt(text, text, integer, bigint, text, text, text, text, text, text, timestamptz,
+DROP FUNCTION IF EXISTS spend_counters_update();
+DROP FUNCTION IF EXISTS checkout_add_counter(text, text, timestamptz, bigint, bigint);
+DROP FUNCTION IF EXISTS checkout_attempt(text, text, integer, bigint, text, text, text, text, text, text, timestamptz,
   timestamptz, timestamptz, timestamptz, integer, text, text, text, text, integer, text, text);
 ALTER TABLE card_profiles DROP COLUMN persona_delay_ms, DROP COLUMN persona_sigma, DROP COLUMN persona_deny,
   DROP COLUMN persona_expire;
@@ -94,8 +94,9 @@ UPDATE spend_windows SET day_micros = day_micros * 10000, week_micros = week_mic
   month_micros = month_micros * 10000;
 
 -- checkout_run's last parameter is renamed (p_low_balance_micros), which CREATE OR REPLACE cannot
--- do: dropped here, its function file defines it again after the migrations.
-DROP FUNCTION checkout_run(text, text, integer, bigint, text, text, text, text, text, text, timestamptz,
+-- do: dropped here, its function file defines it again after the migrations. (IF EXISTS: on a new
+-- database the function files, where these functions are defined, run after every migration.)
+DROP FUNCTION IF EXISTS checkout_run(text, text, integer, bigint, text, text, text, text, text, text, timestamptz,
   timestamptz, timestamptz, timestamptz, integer, text, text, text, text, integer, text, text, bigint);
 
 -- The constraints keep their meaning (they compare with zero); their names follow the columns.

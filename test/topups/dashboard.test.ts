@@ -24,7 +24,7 @@ afterAll(async () => {
 
 async function available() {
   const rows = await svc.ctx.db.query<{ n: number }>(
-    'SELECT available_cents::int AS n FROM wallets WHERE bot_id = $1',
+    'SELECT available_micros::int AS n FROM wallets WHERE bot_id = $1',
     [bot.bot_id],
   );
   return rows[0]!.n;

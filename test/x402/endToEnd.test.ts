@@ -134,7 +134,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     // The owner funds the address on chain; the service notices on its next read.
     await token.mint(address, BigInt(cents) * 10_000n);
     const r = await reconcileWallet(svc.ctx, bot.bot_id);
-    expect(r?.depositedCents).toBe(cents);
+    expect(r?.depositedMicros).toBe(cents * 10_000);
     const client = new BotPayClient({ baseUrl: serviceUrl, apiKey: bot.api_key });
     return { bot, address, client };
   }
@@ -169,7 +169,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     expect(await token.balanceOf(payTo)).toBe(20_000n);
     // The reconciliation job sees the authorisation used and records the transaction.
     const r = await reconcileWallet(svc.ctx, bot.bot_id);
-    expect(r).toMatchObject({ settled: 1, lapsed: 0, depositedCents: 0, deficitMicro: 0n });
+    expect(r).toMatchObject({ settled: 1, lapsed: 0, depositedMicros: 0, deficitMicro: 0n });
     const poll = await client.x402Payment(paymentId);
     expect(poll).toMatchObject({
       status: 'approved',
@@ -297,8 +297,8 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     });
     await token.mint(on.json().address, 70_000n);
     const results = await Promise.all([0, 1, 2].map(() => reconcileWallet(svc.ctx, bot.bot_id)));
-    expect(results.reduce((sum, r) => sum + (r?.depositedCents ?? 0), 0)).toBe(7);
-    expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available).toBe(7);
+    expect(results.reduce((sum, r) => sum + (r?.depositedMicros ?? 0), 0)).toBe(70_000);
+    expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available).toBe(70_000);
   });
 
   it('money that leaves the wallet outside the service raises an owner alert', async () => {

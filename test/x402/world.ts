@@ -214,7 +214,7 @@ export async function fundedBot(
   const { address } = await enableWallet(svc, owner, bot.bot_id, settings);
   await world.token.mint(address, BigInt(cents) * 10_000n);
   const r = await reconcileWallet(svc.ctx, bot.bot_id);
-  expect(r?.depositedCents).toBe(cents);
+  expect(r?.depositedMicros).toBe(cents * 10_000);
   const client = new BotPayClient({ baseUrl: serviceUrl, apiKey: bot.api_key });
   return { bot, address, client };
 }
