@@ -103,7 +103,7 @@ describe.skipIf(!existsSync(CHROMIUM))('top-up requests in a browser', () => {
     });
     expect(rows.find((r) => r.id === approveMe.topup_id)!.status).toBe('approved');
     const wallet = await svc.ctx.db.query<{ n: number }>(
-      'SELECT available_micros::int AS n FROM wallets WHERE bot_id = $1',
+      'SELECT available_micros::bigint AS n FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
     expect(wallet[0]!.n).toBe(3000);

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLuhnValid } from '../../src/cards/decoys.ts';
-import { requestHash } from '../../src/checkout/service.ts';
 import {
   activeBot,
   createOwner,
@@ -655,6 +654,16 @@ describe('checkout: the guardrail chain', () => {
     } finally {
       await limited.close();
     }
+  });
+});
+
+describe('checkout: rate limit', () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '3' } });
+  });
+  afterAll(async () => {
+    await svc.close();
   });
 
   it('429 rate_limited with retry_after_seconds after the hourly limit, per bot', async () => {

@@ -564,7 +564,7 @@ describe('approvals inbox and e-mail', () => {
   it('denies from the inbox and releases the hold', async () => {
     const id = await heldPurchase(bot, realIndex, 'To deny');
     const held = await svc.ctx.db.query<{ held_micros: number }>(
-      'SELECT held_micros::int AS held_micros FROM wallets WHERE bot_id = $1',
+      'SELECT held_micros::bigint AS held_micros FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
     expect(held[0]!.held_micros).toBe(250 * 10_000);
@@ -572,7 +572,7 @@ describe('approvals inbox and e-mail', () => {
     expect(res.statusCode).toBe(303);
     expect(await confirmationStatus(id)).toBe('denied');
     const after = await svc.ctx.db.query<{ held_micros: number }>(
-      'SELECT held_micros::int AS held_micros FROM wallets WHERE bot_id = $1',
+      'SELECT held_micros::bigint AS held_micros FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
     expect(after[0]!.held_micros).toBe(0);

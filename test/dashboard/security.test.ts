@@ -34,7 +34,7 @@ afterAll(async () => {
 
 async function wallet() {
   const rows = await svc.ctx.db.query<{ available_micros: number; status: string }>(
-    'SELECT available_micros::int AS available_micros, status FROM wallets WHERE bot_id = $1',
+    'SELECT available_micros::bigint AS available_micros, status FROM wallets WHERE bot_id = $1',
     [bot.bot_id],
   );
   return rows[0]!;

@@ -158,12 +158,12 @@ describe('bot status cache', () => {
         options: `-c search_path=${database.schema} -c botpay.defer_notify=on`,
       });
       await client.connect();
-      await client.query(sql, [botId, cents]);
+      await client.query(sql, [botId, cents * 10_000]);
       await client.end();
     } else {
       await a.ctx.db.transaction(async (tx) => {
         await tx.exec('SET LOCAL botpay.defer_notify = on');
-        await tx.query(sql, [botId, cents]);
+        await tx.query(sql, [botId, cents * 10_000]);
       });
     }
   }

@@ -312,7 +312,7 @@ describe('checkout with task_id', () => {
     });
     expect(approve.statusCode, approve.body).toBe(200);
     expect((await taskRow(svc, task.task_id)).status).toBe('fulfilled');
-    expect((await wallet(svc, w.bot.bot_id)).available_micros).toBe(10_000 - 350);
+    expect((await wallet(svc, w.bot.bot_id)).available_micros).toBe((10_000 - 350) * 10_000);
   });
 
   it("a parked task fails on the owner's denial, which releases the hold", async () => {
@@ -355,7 +355,7 @@ describe('checkout with task_id', () => {
       checkout(svc, w.bot, fromTask(task)),
     ]);
     expect([a.statusCode, b.statusCode].sort()).toEqual([200, 400]);
-    expect((await wallet(svc, w.bot.bot_id)).available_micros).toBe(10_000 - 350);
+    expect((await wallet(svc, w.bot.bot_id)).available_micros).toBe((10_000 - 350) * 10_000);
     await expectLedgerConsistent(svc, w.bot.bot_id);
   });
 });

@@ -84,7 +84,7 @@ describe('decided once', () => {
       expect(codes.filter((c) => c === 409)).toHaveLength(2);
       const won = [approve, decline, approveAgain].find((r) => r.statusCode === 200)!.json().status;
       const after = (await wallet(svc, bot.bot_id)).available_micros;
-      expect(after - before).toBe(won === 'approved' ? 1000 : 0);
+      expect(after - before).toBe(won === 'approved' ? 1000 * 10_000 : 0);
       const row = (
         await svc.ctx.db.query<{ status: string }>('SELECT status FROM topup_requests WHERE id = $1', [
           asked.topup_id,
