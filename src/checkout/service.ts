@@ -172,7 +172,13 @@ function attemptParams(
   const id = newId('chk');
   const event = purchaseEventRow(
     'purchase.approved',
-    { id, botId, amountMicros: centsToMicros(req.amount_cents), merchantName: req.merchant_name, itemName: req.item_name },
+    {
+      id,
+      botId,
+      amountMicros: centsToMicros(req.amount_cents),
+      merchantName: req.merchant_name,
+      itemName: req.item_name,
+    },
     now,
   );
   const limit = checkoutLimit(ctx, botId, now);

@@ -133,7 +133,13 @@ export function registerBotPages(app: App, ctx: AppContext): void {
       }
       const key = request.body.idempotency_key;
       const micros = centsToMicros(cents);
-      await fundBot(ctx, sessionOf(request).ownerId, request.params.bot_id, micros, key && `dashboard:${key}`);
+      await fundBot(
+        ctx,
+        sessionOf(request).ownerId,
+        request.params.bot_id,
+        micros,
+        key && `dashboard:${key}`,
+      );
       return reply.redirect(`/bots/${request.params.bot_id}?notice=funded`, 303);
     },
   );

@@ -81,7 +81,11 @@ export function shadowPurchase(
   const cap = Math.max(
     1,
     microsToCentsFloor(
-      Math.min(Number(card.per_transaction_micros), Number(card.daily_micros), Number(profile.allowance_micros)),
+      Math.min(
+        Number(card.per_transaction_micros),
+        Number(card.daily_micros),
+        Number(profile.allowance_micros),
+      ),
     ),
   );
   const affordable = (s: Shop) => !usedShops.has(s.slug) && s.products.some((x) => x.priceCents <= cap);

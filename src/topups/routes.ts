@@ -114,7 +114,8 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
         request.params.topup_id,
         {
           approve: true,
-          amountMicros: request.body?.amount_cents === undefined ? undefined : centsToMicros(request.body.amount_cents),
+          amountMicros:
+            request.body?.amount_cents === undefined ? undefined : centsToMicros(request.body.amount_cents),
         },
         request.headers['idempotency-key'],
       ),

@@ -57,7 +57,9 @@ export function presentForBot(row: TopupRow, now: number) {
     status,
     amount_usd: microsToUsd(Number(row.amount_micros)),
     reason: row.reason,
-    ...(row.approved_micros !== null ? { approved_amount_usd: microsToUsd(Number(row.approved_micros)) } : {}),
+    ...(row.approved_micros !== null
+      ? { approved_amount_usd: microsToUsd(Number(row.approved_micros)) }
+      : {}),
     ...(row.note !== null ? { note: row.note } : {}),
     created_at: iso(row.created_at),
     expires_at: iso(row.expires_at),

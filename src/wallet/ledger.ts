@@ -66,7 +66,10 @@ export async function postLedger(
   },
 ): Promise<string> {
   const sum = entry.postings.reduce((s, p) => s + p.amountMicros, 0);
-  if (sum !== 0 || entry.postings.some((p) => !Number.isSafeInteger(p.amountMicros) || p.amountMicros === 0)) {
+  if (
+    sum !== 0 ||
+    entry.postings.some((p) => !Number.isSafeInteger(p.amountMicros) || p.amountMicros === 0)
+  ) {
     throw new Error(`unbalanced or non-integer ledger posting for ${entry.kind}`);
   }
   const id = newId('ltx');

@@ -100,7 +100,11 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
       decided_at: new Date(svc.clock.now()).toISOString(),
     });
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_micros: 600 * 10_000, held_micros: 0, merchant_settlement: 400 * 10_000 });
+    expect(ledger).toMatchObject({
+      available_micros: 600 * 10_000,
+      held_micros: 0,
+      merchant_settlement: 400 * 10_000,
+    });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(400 * 10_000);
 
     const approved = await poll(svc, bot, id);

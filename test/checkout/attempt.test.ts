@@ -118,10 +118,11 @@ const ROWS: Row[] = [
   {
     rule: '4. profile allowance',
     setup: (f) =>
-      sql(f, 'UPDATE card_profiles SET allowance_micros = 5000000 WHERE card_id = $1 AND profile_index = $2', [
-        f.card.card_id,
-        f.card.real_profile_index,
-      ]),
+      sql(
+        f,
+        'UPDATE card_profiles SET allowance_micros = 5000000 WHERE card_id = $1 AND profile_index = $2',
+        [f.card.card_id, f.card.real_profile_index],
+      ),
     expected: () => ({
       ok: false,
       refusal: { error: 'allowance', limitMicros: 5_000_000, spentMicros: 0, window: 'month' },
@@ -129,7 +130,8 @@ const ROWS: Row[] = [
   },
   {
     rule: '5. master per-transaction limit',
-    setup: (f) => sql(f, 'UPDATE owners SET master_per_transaction_micros = 5000000 WHERE id = $1', [f.ownerId]),
+    setup: (f) =>
+      sql(f, 'UPDATE owners SET master_per_transaction_micros = 5000000 WHERE id = $1', [f.ownerId]),
     expected: () => ({
       ok: false,
       refusal: { error: 'per_transaction', name: 'master_per_transaction', limitMicros: 5_000_000 },
@@ -346,7 +348,9 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   });
 
   it('an answer of an unexpected shape is an error, not a guess', () => {
-    expect(() => parseAttempt({ error: 'limit', name: 'card_weekly', limit_micros: 1 })).toThrow(/unexpected/);
+    expect(() => parseAttempt({ error: 'limit', name: 'card_weekly', limit_micros: 1 })).toThrow(
+      /unexpected/,
+    );
     expect(() => parseAttempt({ error: 'insufficient_funds' })).toThrow(/unexpected/);
     expect(() => parseAttempt({ ok: true, held: 'no' })).toThrow(/unexpected/);
     expect(() => parseAttempt({})).toThrow(/unexpected/);

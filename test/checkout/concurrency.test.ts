@@ -210,7 +210,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({
       held_micros: 0,
-      merchant_settlement: (approved * 100) * 10_000,
+      merchant_settlement: approved * 100 * 10_000,
       available_micros: (5000 - approved * 100) * 10_000,
     });
     const ev = await svc.ctx.db.query<{ n: number }>(
@@ -259,7 +259,10 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(ids).toHaveLength(40);
     expect(new Set(ids).size).toBe(40);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ held_micros: 0, available_micros: 10_000 * 10_000 - ledger.merchant_settlement });
+    expect(ledger).toMatchObject({
+      held_micros: 0,
+      available_micros: 10_000 * 10_000 - ledger.merchant_settlement,
+    });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
   });
   it.each([

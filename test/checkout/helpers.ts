@@ -153,7 +153,9 @@ export async function expectLedgerConsistent(svc: TestService, botId: string) {
   expect(sums.decoy_spent).toBe(Number(w.decoy_spent_micros));
   expect(sums.decoy_held).toBe(Number(w.decoy_held_micros));
   expect(sums.decoy_cover + sums.decoy_spent + sums.decoy_held).toBe(0);
-  expect(w.available_micros).toBeGreaterThanOrEqual(Number(w.decoy_spent_micros) + Number(w.decoy_held_micros));
+  expect(w.available_micros).toBeGreaterThanOrEqual(
+    Number(w.decoy_spent_micros) + Number(w.decoy_held_micros),
+  );
   return { ...sums, ...w };
 }
 

@@ -222,7 +222,7 @@ describe('master guardrails', () => {
     });
     expect(fromBot.headers.location).toBe(`${botUrl}?notice=guardrails`);
     const row = await svc.ctx.db.query<Record<string, number>>(
-      'SELECT master_per_transaction_micros::bigint AS p, master_daily_micros::bigint AS d, master_monthly_micros::bigint AS m FROM owners WHERE id = $1',
+      'SELECT (master_per_transaction_micros / 10000.0)::float8 AS p, (master_daily_micros / 10000.0)::float8 AS d, (master_monthly_micros / 10000.0)::float8 AS m FROM owners WHERE id = $1',
       [owner.id],
     );
     expect(row[0]).toEqual({ p: 1250, d: 2000, m: 30000 });
@@ -239,7 +239,7 @@ describe('master guardrails', () => {
       expect(res.statusCode).toBe(400);
     }
     const row = await svc.ctx.db.query<{ p: number }>(
-      'SELECT master_per_transaction_micros::bigint AS p FROM owners WHERE id = $1',
+      'SELECT (master_per_transaction_micros / 10000.0)::float8 AS p FROM owners WHERE id = $1',
       [owner.id],
     );
     expect(row[0]!.p).toBe(1250);
@@ -249,7 +249,7 @@ describe('master guardrails', () => {
 describe('the guardrails form shows the current amounts', () => {
   async function amounts() {
     const rows = await svc.ctx.db.query<{ p: number; d: number; m: number }>(
-      'SELECT master_per_transaction_micros::bigint AS p, master_daily_micros::bigint AS d, master_monthly_micros::bigint AS m FROM owners WHERE id = $1',
+      'SELECT (master_per_transaction_micros / 10000.0)::float8 AS p, (master_daily_micros / 10000.0)::float8 AS d, (master_monthly_micros / 10000.0)::float8 AS m FROM owners WHERE id = $1',
       [owner.id],
     );
     return rows[0]!;

@@ -49,7 +49,11 @@ async function amounts(db: Db, suffix: 'cents' | 'micros'): Promise<Record<strin
   const tables: Array<[string, string, string[]]> = [
     ['owners', 'id', ['master_per_transaction', 'master_daily', 'master_monthly']],
     ['wallets', 'bot_id', ['available', 'held', 'decoy_spent', 'decoy_held']],
-    ['x402_wallets', 'bot_id', ['available', 'held', 'authorized', 'per_transaction', 'daily', 'monthly', 'approval_threshold']],
+    [
+      'x402_wallets',
+      'bot_id',
+      ['available', 'held', 'authorized', 'per_transaction', 'daily', 'monthly', 'approval_threshold'],
+    ],
     ['cards', 'id', ['per_transaction', 'daily', 'monthly', 'approval_threshold']],
     ['card_profiles', "card_id || ':' || profile_index", ['allowance', 'approval_threshold']],
     ['checkout_confirmations', 'id', ['amount']],

@@ -208,7 +208,9 @@ describe('bot status cache', () => {
       expect(heard).toEqual([`bot:${bot.bot_id}`]);
       heard.length = 0;
       // The money projections are not part of the status: silent.
-      await a.ctx.db.query('UPDATE x402_wallets SET held_micros = held_micros WHERE bot_id = $1', [bot.bot_id]);
+      await a.ctx.db.query('UPDATE x402_wallets SET held_micros = held_micros WHERE bot_id = $1', [
+        bot.bot_id,
+      ]);
       expect(heard).toEqual([]);
       await a.ctx.db.query(
         'UPDATE x402_wallets SET chain_balance_micro = 5, balance_read_at = now() WHERE bot_id = $1',

@@ -270,7 +270,10 @@ describe('checkout with task_id', () => {
       status: 'fulfilled',
       confirmation_id: res.json().confirmation_id,
     });
-    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_micros: (10_000 - 350) * 10_000, held_micros: 0 });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({
+      available_micros: (10_000 - 350) * 10_000,
+      held_micros: 0,
+    });
     await ownerMailSettled(svc.ctx);
     expect(svc.mailer.sent.length).toBe(mailsBefore);
     const twice = await checkout(svc, w.bot, fromTask(task));
@@ -324,7 +327,10 @@ describe('checkout with task_id', () => {
     });
     expect(deny.statusCode).toBe(200);
     expect((await taskRow(svc, task.task_id)).status).toBe('failed');
-    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_micros: 10_000 * 10_000, held_micros: 0 });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({
+      available_micros: 10_000 * 10_000,
+      held_micros: 0,
+    });
     expect((await nextTask(svc, w.bot)).has_task).toBe(false);
   });
 
@@ -336,7 +342,10 @@ describe('checkout with task_id', () => {
     svc.clock.advance(15 * MINUTE + 1000);
     await processDueConfirmations(svc.ctx);
     expect((await taskRow(svc, task.task_id)).status).toBe('failed');
-    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_micros: 10_000 * 10_000, held_micros: 0 });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({
+      available_micros: 10_000 * 10_000,
+      held_micros: 0,
+    });
   });
 
   it('a refused checkout (guardrail) leaves the task open for another try', async () => {

@@ -190,7 +190,9 @@ describe.runIf('path' in binary)('the reference x402 clients with the service as
         [bot.bot_id],
       )
     )[0]!;
-    expect([Number(wallet.available_micros), Number(wallet.authorized_micros)]).toEqual([100, 0].map((c) => c * 10_000));
+    expect([Number(wallet.available_micros), Number(wallet.authorized_micros)]).toEqual(
+      [100, 0].map((c) => c * 10_000),
+    );
     const types = await eventTypes(svc, bot.bot_id);
     expect(types).toContain('x402.refused');
     expect(types).not.toContain('purchase.approved');

@@ -57,7 +57,9 @@ describe.runIf(isPostgres)('x402 payments under concurrency (PostgreSQL)', () =>
     );
     expect(nonces.size).toBe(10);
     const w = await walletRow(svc, bot.bot_id);
-    expect([Number(w.available_micros), Number(w.authorized_micros)]).toEqual([10_000 - 50, 50].map((c) => c * 10_000));
+    expect([Number(w.available_micros), Number(w.authorized_micros)]).toEqual(
+      [10_000 - 50, 50].map((c) => c * 10_000),
+    );
     const ledger = await ledgerBalances(svc.ctx.db, bot.bot_id);
     expect(ledger).toMatchObject({ x402_available: 9950, x402_authorized: 50, x402_deposits: -10_000 });
     const day = await svc.ctx.db.query<{ spent_micros: string }>(

@@ -216,7 +216,9 @@ describe.runIf('path' in binary)('requesting x402 resources through the service'
         [bot.bot_id],
       )
     )[0]!;
-    expect([Number(w.available_micros), Number(w.authorized_micros)]).toEqual([100, 0].map((c) => c * 10_000));
+    expect([Number(w.available_micros), Number(w.authorized_micros)]).toEqual(
+      [100, 0].map((c) => c * 10_000),
+    );
     const types = await eventTypes(svc, bot.bot_id);
     expect(types).toContain('x402.refused');
     expect(types).not.toContain('purchase.approved');

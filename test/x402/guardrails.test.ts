@@ -212,9 +212,9 @@ describe('x402 partner wallet', () => {
       available_micros: expect.anything(),
     });
     const w = await walletRow(svc, bot.bot_id);
-    expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual([
-      995, 0, 5,
-    ].map((c) => c * 10_000));
+    expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual(
+      [995, 0, 5].map((c) => c * 10_000),
+    );
     // purchase.approved waits until the seller is known to have taken the payment (the chain, here:
     // reconcile.ts; a refused one never announces it); the announcement carries no signed payload.
     const events = await svc.ctx.db.query<{ type: string; body: string }>(
@@ -522,9 +522,9 @@ describe('x402 partner wallet', () => {
       const payload = decodePaymentSignatureHeader(after.json().payment_header);
       expect((payload.payload as { authorization: { value: string } }).authorization.value).toBe('30000');
       const w = await walletRow(svc, bot.bot_id);
-      expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual([
-        997, 0, 3,
-      ].map((c) => c * 10_000));
+      expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual(
+        [997, 0, 3].map((c) => c * 10_000),
+      );
       const types = await svc.ctx.db.query<{ type: string }>(
         'SELECT type FROM events WHERE bot_id = $1 ORDER BY created_at',
         [bot.bot_id],
@@ -591,9 +591,9 @@ describe('x402 partner wallet', () => {
       });
       expect(poll.json()).toMatchObject({ status: 'expired', payment_status: 'expired' });
       const w = await walletRow(svc, bot.bot_id);
-      expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual([
-        1000, 0, 0,
-      ].map((c) => c * 10_000));
+      expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual(
+        [1000, 0, 0].map((c) => c * 10_000),
+      );
       const late = await svc.app.inject({
         method: 'POST',
         url: `/api/v1/owner/approvals/${res.json().payment_id}/approve`,

@@ -149,7 +149,8 @@ export function auditDetails(details: unknown, names: Map<string, string> = new 
       if (typeof value === 'string') subject.push(names.get(value) ?? 'a removed record');
       continue;
     }
-    if ((key === 'decoy_reserve_returned_cents' || key === 'decoy_reserve_returned_micros') && value === 0) continue;
+    if ((key === 'decoy_reserve_returned_cents' || key === 'decoy_reserve_returned_micros') && value === 0)
+      continue;
     const words = valueWords(key, value);
     if (words === undefined) continue;
     const field = key.replace(/_(cents|micros)$/, '');
