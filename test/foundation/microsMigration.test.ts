@@ -99,7 +99,7 @@ describe('migration 0050: money in micro-dollars', () => {
         INSERT INTO wallets (bot_id, status, updated_at) VALUES ('bot_a', 'active', now());
         INSERT INTO cards (id, bot_id, status, real_profile_index, missing_position, created_at, approval_mode,
             approval_threshold_cents)
-          VALUES ('card_a', 'bot_a', 'active', 1, 0, now(), 'auto_approve_under_threshold', 1000);
+          VALUES ('card_a', 'bot_a', 'active', 1, 0, now(), 'auto_approve_under_threshold', 300);
         INSERT INTO card_profiles (card_id, profile_index, updated_at, allowance_window)
           SELECT 'card_a', i, now(), 'month' FROM generate_series(1, 6) i;
         INSERT INTO x402_wallets (bot_id, network, asset, address, key_enc, key_source, created_at, updated_at)
@@ -141,18 +141,18 @@ describe('migration 0050: money in micro-dollars', () => {
           [id, cents, NOW, DAY, WEEK, MONTH],
         );
       await run('chk_approved', 250);
-      await run('chk_held', 1200);
+      await run('chk_held', 450);
       const before = await amounts(db, 'cents');
       // The data is what it should be before the migration.
       expect(before).toMatchObject({
-        'wallets/bot_a/available': 5000 - 250 - 1200,
-        'wallets/bot_a/held': 1200,
+        'wallets/bot_a/available': 5000 - 250 - 450,
+        'wallets/bot_a/held': 450,
         'x402_wallets/bot_a/available': 297,
         'x402_wallets/bot_a/authorized': 3,
         'checkout_confirmations/chk_approved/amount': 250,
-        'checkout_confirmations/chk_held/amount': 1200,
-        'spend_windows/owner:own_a/day': 250 + 1200 + 3,
-        'spend_windows/card:card_a/month': 1450,
+        'checkout_confirmations/chk_held/amount': 450,
+        'spend_windows/owner:own_a/day': 250 + 450 + 3,
+        'spend_windows/card:card_a/month': 700,
         'owners/own_a/master_daily': 2000,
         'ledger/bot_a/merchant_settlement': 250,
       });
@@ -208,7 +208,7 @@ describe('migration 0050: money in micro-dollars', () => {
       const [owner] = await db.query<{ day: string }>(
         "SELECT day_micros::text AS day FROM spend_windows WHERE scope = 'owner:own_a'",
       );
-      expect(Number(owner?.day)).toBe((250 + 1200 + 3) * 10_000 + 1);
+      expect(Number(owner?.day)).toBe((250 + 450 + 3) * 10_000 + 1);
     } finally {
       await drop();
     }

@@ -68,7 +68,7 @@ describe('approvals inbox: top-up requests', () => {
     const again = await client.post(action, { _csrf: csrf });
     expect(again.statusCode).toBe(409);
     expect(again.body).toContain('already approved');
-    expect(await available()).toBe(before + 500);
+    expect(await available()).toBe(before + 500 * 10_000);
     const after = await client.get('/approvals?notice=topup_approved');
     // No longer open: it has moved to "Recently decided", as approved.
     expect(after.body).not.toContain(`data-testid="topup" data-topup="${asked.topup_id}"`);

@@ -181,7 +181,7 @@ describe('deciding', () => {
     });
     const w = await expectLedgerConsistent(svc, bot.bot_id);
     expect(w.available_micros).toBe(1734 * 10_000);
-    expect(w.owner_funding).toBe(-1734);
+    expect(w.owner_funding).toBe(-1734 * 10_000);
 
     const seen = await messages(bot);
     const funded = seen.filter(

@@ -228,6 +228,88 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     );
   });
 
+  it(`a $0.001 resource paid ${TINY_PAYMENTS} times: chain, ledger, partner wallet, counters and the master budget agree to the micro`, async () => {
+    const { bot, address, client } = await fundedBot(200, { per_transaction_cents: 1 });
+    const ownerBudget = async () => {
+      const rows = await svc.ctx.db.query<{ day: string; month: string }>(
+        'SELECT day_micros::text AS day, month_micros::text AS month FROM spend_windows WHERE scope = $1',
+        [`owner:${owner.id}`],
+      );
+      return { day: Number(rows[0]?.day ?? 0), month: Number(rows[0]?.month ?? 0) };
+    };
+    const before = await ownerBudget();
+    const sellerBefore = await token.balanceOf(tinyPayTo);
+    // The bot pays through the SDK (402 → the service signs → the seller's facilitator settles on
+    // chain), 25 at a time. (Before the test that moves the chain's clock ahead of the service's.)
+    let next = 0;
+    const worker = async () => {
+      while (next < TINY_PAYMENTS) {
+        next++;
+        const res = await client.fetchWithX402(tinyUrl);
+        const why = res.headers.get('payment-required');
+        expect(res.status, why ? Buffer.from(why, 'base64').toString() : await res.text()).toBe(200);
+      }
+    };
+    await Promise.all(Array.from({ length: 25 }, worker));
+    // The chain: $1 moved, to the micro-USDC.
+    expect(await token.balanceOf(address)).toBe(2_000_000n - 1_000_000n);
+    expect((await token.balanceOf(tinyPayTo)) - sellerBefore).toBe(1_000_000n);
+    // The reconciliation records every settlement.
+    let settled = 0;
+    for (let i = 0; i < 20 && settled < TINY_PAYMENTS; i++) {
+      settled += (await reconcileWallet(svc.ctx, bot.bot_id))?.settled ?? 0;
+      await chain.rpc('evm_mine');
+    }
+    expect(settled).toBe(TINY_PAYMENTS);
+    // The ledger and the partner wallet's figures.
+    const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
+    expect(l).toMatchObject({
+      x402_deposits: -2_000_000,
+      x402_available: 1_000_000,
+      x402_held: 0,
+      x402_authorized: 0,
+      x402_paid: 1_000_000,
+    });
+    await expectChainMatchesLedger(bot.bot_id, address);
+    const [wallet] = await svc.ctx.db.query<Record<string, string>>(
+      `SELECT available_micros::text AS available, held_micros::text AS held, authorized_micros::text AS authorized
+         FROM x402_wallets WHERE bot_id = $1`,
+      [bot.bot_id],
+    );
+    expect(wallet).toEqual({ available: '1000000', held: '0', authorized: '0' });
+    const [payments] = await svc.ctx.db.query<{ n: number; micros: string; settled: number }>(
+      `SELECT count(*)::int AS n, sum(amount_micros)::text AS micros,
+              count(*) FILTER (WHERE status = 'settled')::int AS settled
+         FROM x402_payments WHERE bot_id = $1`,
+      [bot.bot_id],
+    );
+    expect(payments).toEqual({ n: TINY_PAYMENTS, micros: '1000000', settled: TINY_PAYMENTS });
+    // The rail's counters, the bot's and the owner's master budget: each exactly $1 more.
+    const windows = await svc.ctx.db.query<{ scope: string; day: string; month: string }>(
+      `SELECT scope, day_micros::text AS day, month_micros::text AS month FROM spend_windows
+        WHERE scope IN ($1, $2) ORDER BY scope`,
+      [`x402:${bot.bot_id}`, `bot:${bot.bot_id}`],
+    );
+    expect(windows).toEqual([
+      { scope: `bot:${bot.bot_id}`, day: '0', month: '1000000' },
+      { scope: `x402:${bot.bot_id}`, day: '1000000', month: '1000000' },
+    ]);
+    const after = await ownerBudget();
+    expect({ day: after.day - before.day, month: after.month - before.month }).toEqual({
+      day: 1_000_000,
+      month: 1_000_000,
+    });
+    // What the owner and the bot read: $0.001 a payment, $1 left in the partner wallet.
+    const listed = await svc.app.inject({
+      method: 'GET',
+      url: `/api/v1/owner/bots/${bot.bot_id}/x402/payments?limit=1`,
+      headers: owner.auth,
+    });
+    expect(listed.json().payments[0]).toMatchObject({ amount_usd: 0.001, status: 'settled' });
+    const status = await client.status();
+    expect(status.rails.partner_wallet).toMatchObject({ balance_usd: 1 });
+  }, 240_000);
+
   it('a held payment waits for the owner; after approval the bot gets the resource', async () => {
     const { bot, address, client } = await fundedBot(50, { approval_mode: 'ask_for_everything' });
     const pending = client.fetchWithX402(resourceUrl, {}, {});
@@ -306,87 +388,6 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
       await job.stop();
     }
   });
-
-  it(`a $0.001 resource paid ${TINY_PAYMENTS} times: chain, ledger, partner wallet, counters and the master budget agree to the micro`, async () => {
-    const { bot, address, client } = await fundedBot(200, { per_transaction_cents: 1 });
-    const ownerBudget = async () => {
-      const rows = await svc.ctx.db.query<{ day: string; month: string }>(
-        'SELECT day_micros::text AS day, month_micros::text AS month FROM spend_windows WHERE scope = $1',
-        [`owner:${owner.id}`],
-      );
-      return { day: Number(rows[0]?.day ?? 0), month: Number(rows[0]?.month ?? 0) };
-    };
-    const before = await ownerBudget();
-    const sellerBefore = await token.balanceOf(tinyPayTo);
-    // The bot pays through the SDK (402 → the service signs → the seller's facilitator settles on
-    // chain), ten at a time.
-    let next = 0;
-    const worker = async () => {
-      while (next < TINY_PAYMENTS) {
-        next++;
-        const res = await client.fetchWithX402(tinyUrl);
-        expect(res.status, await res.clone().text()).toBe(200);
-      }
-    };
-    await Promise.all(Array.from({ length: 10 }, worker));
-    // The chain: $1 moved, to the micro-USDC.
-    expect(await token.balanceOf(address)).toBe(2_000_000n - 1_000_000n);
-    expect((await token.balanceOf(tinyPayTo)) - sellerBefore).toBe(1_000_000n);
-    // The reconciliation records every settlement.
-    let settled = 0;
-    for (let i = 0; i < 20 && settled < TINY_PAYMENTS; i++) {
-      settled += (await reconcileWallet(svc.ctx, bot.bot_id))?.settled ?? 0;
-      await chain.rpc('evm_mine');
-    }
-    expect(settled).toBe(TINY_PAYMENTS);
-    // The ledger and the partner wallet's figures.
-    const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
-    expect(l).toMatchObject({
-      x402_deposits: -2_000_000,
-      x402_available: 1_000_000,
-      x402_held: 0,
-      x402_authorized: 0,
-      x402_paid: 1_000_000,
-    });
-    await expectChainMatchesLedger(bot.bot_id, address);
-    const [wallet] = await svc.ctx.db.query<Record<string, string>>(
-      `SELECT available_micros::text AS available, held_micros::text AS held, authorized_micros::text AS authorized
-         FROM x402_wallets WHERE bot_id = $1`,
-      [bot.bot_id],
-    );
-    expect(wallet).toEqual({ available: '1000000', held: '0', authorized: '0' });
-    const [payments] = await svc.ctx.db.query<{ n: number; micros: string; settled: number }>(
-      `SELECT count(*)::int AS n, sum(amount_micros)::text AS micros,
-              count(*) FILTER (WHERE status = 'settled')::int AS settled
-         FROM x402_payments WHERE bot_id = $1`,
-      [bot.bot_id],
-    );
-    expect(payments).toEqual({ n: TINY_PAYMENTS, micros: '1000000', settled: TINY_PAYMENTS });
-    // The rail's counters, the bot's and the owner's master budget: each exactly $1 more.
-    const windows = await svc.ctx.db.query<{ scope: string; day: string; month: string }>(
-      `SELECT scope, day_micros::text AS day, month_micros::text AS month FROM spend_windows
-        WHERE scope IN ($1, $2) ORDER BY scope`,
-      [`x402:${bot.bot_id}`, `bot:${bot.bot_id}`],
-    );
-    expect(windows).toEqual([
-      { scope: `bot:${bot.bot_id}`, day: '0', month: '1000000' },
-      { scope: `x402:${bot.bot_id}`, day: '1000000', month: '1000000' },
-    ]);
-    const after = await ownerBudget();
-    expect({ day: after.day - before.day, month: after.month - before.month }).toEqual({
-      day: 1_000_000,
-      month: 1_000_000,
-    });
-    // What the owner and the bot read: $0.001 a payment, $1 left in the partner wallet.
-    const listed = await svc.app.inject({
-      method: 'GET',
-      url: `/api/v1/owner/bots/${bot.bot_id}/x402/payments?limit=1`,
-      headers: owner.auth,
-    });
-    expect(listed.json().payments[0]).toMatchObject({ amount_usd: 0.001, status: 'settled' });
-    const status = await client.status();
-    expect(status.rails.partner_wallet).toMatchObject({ available_usd: 1 });
-  }, 240_000);
 
   it('two reconcilers at once credit a deposit once', async () => {
     const bot = await activeBot(svc, owner);
