@@ -105,7 +105,7 @@ export async function fundLockedBot(
 }
 
 /**
- * What of the decoy reserve may come back to the bot's visible balance now, in cents.
+ * What of the decoy reserve may come back to the bot's visible balance now, in micros.
  *
  * The reserve is what the decoy profiles spent (approved purchases) less what came back before.
  * Returning a share drawn from it told the bot its size, and so, for each guess of the real

@@ -114,7 +114,7 @@ const MOVEMENTS = {
     to: 'decoy_cover',
     description: 'Decoy reserve returned with a funding',
   },
-  /** The partner wallet (x402, src/x402/): USDC that arrived on chain, in whole cents. */
+  /** The partner wallet (x402, src/x402/): USDC that arrived on chain, to the micro. */
   x402_deposit: { from: 'x402_deposits', to: 'x402_available', description: 'USDC received on chain' },
   /** A payment authorised at once: the signed authorisation reserves the amount until it settles or lapses. */
   x402_payment: { from: 'x402_available', to: 'x402_authorized', description: 'x402 payment authorised' },

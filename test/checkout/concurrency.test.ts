@@ -183,7 +183,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(await counter(svc, `owner:${owner.id}`, 'day')).toBe(4000 * 10_000);
     const la = await expectLedgerConsistent(svc, a.bot_id);
     const lb = await expectLedgerConsistent(svc, b.bot_id);
-    expect(la.merchant_settlement + lb.merchant_settlement).toBe(4000);
+    expect(la.merchant_settlement + lb.merchant_settlement).toBe(4000 * 10_000);
   });
 
   it('parallel approve and deny of the same confirmations decide each exactly once', async () => {

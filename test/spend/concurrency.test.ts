@@ -139,8 +139,8 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
       expect(await monthCounter(`bot:${p.botId}`)).toBe(own);
       spent += own;
     }
-    expect(spent).toBe(5000);
-    expect(await monthCounter(`owner:${owner.id}`)).toBe(5000);
+    expect(spent).toBe(5000 * 10_000);
+    expect(await monthCounter(`owner:${owner.id}`)).toBe(5000 * 10_000);
   });
 
   it('a held purchase of either rail is decided once: approve, deny and expiry race', async () => {
@@ -222,7 +222,7 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
       expect(await monthCounter(`bot:${p.botId}`)).toBe(own);
       spent += own;
     }
-    expect(spent).toBe(approved);
-    expect(await monthCounter(`owner:${owner.id}`)).toBe(approved);
+    expect(spent).toBe(approved * 10_000);
+    expect(await monthCounter(`owner:${owner.id}`)).toBe(approved * 10_000);
   });
 });
