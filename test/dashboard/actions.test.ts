@@ -73,7 +73,10 @@ describe('bot page actions', () => {
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe(`${botUrl}?notice=funded`);
     expect((await state()).available_micros).toBe(102_550 * 10_000);
-    expect(await lastAudit()).toMatchObject({ action: 'wallet.funded', details: { amount_micros: 102_550 * 10_000 } });
+    expect(await lastAudit()).toMatchObject({
+      action: 'wallet.funded',
+      details: { amount_micros: 102_550 * 10_000 },
+    });
     const page = await client.get(String(res.headers.location));
     expect(page.body).toContain('Funds added.');
     expect(page.body).toContain('$1,025.50');

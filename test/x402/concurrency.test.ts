@@ -61,7 +61,11 @@ describe.runIf(isPostgres)('x402 payments under concurrency (PostgreSQL)', () =>
       [10_000 - 50, 50].map((c) => c * 10_000),
     );
     const ledger = await ledgerBalances(svc.ctx.db, bot.bot_id);
-    expect(ledger).toMatchObject({ x402_available: 9950, x402_authorized: 50, x402_deposits: -10_000 });
+    expect(ledger).toMatchObject({
+      x402_available: 9950 * 10_000,
+      x402_authorized: 50 * 10_000,
+      x402_deposits: -10_000 * 10_000,
+    });
     const day = await svc.ctx.db.query<{ spent_micros: string }>(
       `SELECT day_micros AS spent_micros FROM spend_windows WHERE scope = $1 AND day_start = $2`,
       [`x402:${bot.bot_id}`, windowStart('day', svc.clock.now())],
