@@ -32,7 +32,7 @@ import { logDecision, noteRefusal } from './platform/decisionLog.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import type { App } from './platform/http.ts';
 import { lazyChildLoggerFactory } from './platform/logger.ts';
-import { LoadShedder } from './platform/overload.ts';
+import { LoadShedder, trackRequestWork } from './platform/overload.ts';
 import { ErrorBody } from './platform/schemas.ts';
 import { trustFunction } from './platform/trustProxy.ts';
 import { registerTaskRoutes } from './tasks/routes.ts';
@@ -140,6 +140,9 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   app.addHook('onClose', () => ownerMailSettled(ctx, OWNER_MAIL_CLOSE_WAIT_MS));
 
   // Hooks run on every request: callback style, not async (no promise per hook per request).
+  // First, each request's database work is marked as its own: its first session is its admission
+  // and an `overloaded` refusal comes only then, before anything changed (platform/db/gate.ts).
+  trackRequestWork(app);
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     done();

@@ -12,6 +12,8 @@ Commands:
   serve                          Start the service (API, dashboard, workers, tunnel relay)
   migrate                        Apply pending database migrations and exit
   doctor                         Check configuration, database, migrations, secret key and ledger
+  export --out FILE              Write the whole database (embedded or DATABASE_URL) to one file
+  import --in FILE               Load such a file into an empty PostgreSQL database (DATABASE_URL)
   owner token create --email E [--name N]
                                  Create the owner if needed and print a new owner API token
   card split --bot B --out F …   Split a card on this computer (number from stdin) and activate it
@@ -41,6 +43,22 @@ exits. \`botpay serve\` applies them too; this is for deployments that migrate a
 
 Checks the configuration, the database, the migrations, the secret key and the ledger, one line
 each; exit code 1 when a check fails.`,
+  export: `Usage: botpay export --out FILE
+
+Writes the database the service uses (the embedded one in DATA_DIR, or DATABASE_URL when set) to
+FILE: a gzip of JSON lines with the schema version, every table's rows and the sequences, read in
+one snapshot. The database must be at this version's schema (\`botpay migrate\`). With the embedded
+database, stop the service first: PGlite cannot share DATA_DIR. FILE must not exist yet; it is
+written with mode 0600 (it holds hashed keys and encrypted secrets, never SECRET_KEY).`,
+  import: `Usage: DATABASE_URL=postgres://… SECRET_KEY=… botpay import --in FILE
+
+Loads a file written by \`botpay export\` into the PostgreSQL database at DATABASE_URL, which must hold
+no data: migrates it to the file's schema version (a file of another botpay version is refused),
+loads every row in one transaction with the tables' triggers off (balances are copied, not applied
+again), sets the sequences, and commits only when the row counts equal the file's, the wallets
+equal their ledger entries and SECRET_KEY (the exported installation's: DATA_DIR/secret_key for an
+embedded one) decrypts the stored secrets. docs/deploy.md: "Moving from the embedded database to
+PostgreSQL".`,
   owner: `Usage: botpay owner token create --email ADDRESS [--name NAME]
 
 Creates the owner with that e-mail address if needed and prints a new owner API token (shown
@@ -281,7 +299,9 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<v
  * cannot be reached or refuses us), instead of a stack trace; undefined for anything else.
  */
 export function startupCause(error: unknown): string | undefined {
-  const e = error as { code?: string; port?: number; address?: string; message?: string } | undefined;
+  const e = error as
+    | { code?: string; port?: number; address?: string; hostname?: string; message?: string }
+    | undefined;
   switch (e?.code) {
     case 'EADDRINUSE':
       return `Port ${e.port ?? process.env.PORT ?? ''} on ${e.address ?? 'this host'} is already in use: stop the other program or set PORT to a free port.`;
@@ -291,7 +311,7 @@ export function startupCause(error: unknown): string | undefined {
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
     case 'ETIMEDOUT':
-      return `Cannot reach the database at DATABASE_URL (${e.code}): is PostgreSQL running and the address right?`;
+      return unreachableCause(e.code, e.hostname ?? e.address);
     case '28P01':
     case '28000':
       return 'The database refused the credentials in DATABASE_URL.';
@@ -300,6 +320,25 @@ export function startupCause(error: unknown): string | undefined {
     default:
       return undefined;
   }
+}
+
+/**
+ * A host that cannot be reached or resolved is DATABASE_URL's only when DATABASE_URL names it: on
+ * the embedded database, or for another host (an SMTP relay, say), blaming DATABASE_URL would send
+ * the operator to the wrong setting.
+ */
+function unreachableCause(code: string, host: string | undefined): string {
+  const url = process.env.DATABASE_URL;
+  let databaseHost: string | undefined;
+  try {
+    databaseHost = url ? new URL(url).hostname || 'localhost' : undefined;
+  } catch {
+    databaseHost = undefined;
+  }
+  if (databaseHost !== undefined && (host === undefined || host === databaseHost)) {
+    return `Cannot reach the database at DATABASE_URL (${code}): is PostgreSQL running and the address right?`;
+  }
+  return `Cannot reach ${host ?? 'a host the configuration names'} (${code}): check the setting that names it.`;
 }
 
 /** True when `typed` is one edit (or one swap of neighbours) away from one of `words`: a typo. */
@@ -328,12 +367,14 @@ function editDistance(a: string, b: string): number {
   return at(a.length, b.length);
 }
 
-const LAZY_COMMANDS = ['doctor', 'card', 'tunnel', 'mcp'];
+const LAZY_COMMANDS = ['doctor', 'export', 'import', 'card', 'tunnel', 'mcp'];
 
-// Commands that live in their modules (tunnel client, doctor) are loaded only when used.
+// Commands that live in their modules (tunnel client, doctor, export/import) are loaded only when used.
 async function loadLazyCommand(name: string): Promise<Command | undefined> {
   const lazy: Record<string, () => Promise<Command>> = {
     doctor: async () => (await import('./ops/doctor.ts')).doctorCommand,
+    export: async () => (await import('./ops/transfer.ts')).exportCommand,
+    import: async () => (await import('./ops/transfer.ts')).importCommand,
     card: async () => (await import('./cards/splitCli.ts')).cardCommand,
     tunnel: async () => (await import('./tunnels/cli.ts')).tunnelCommand,
     mcp: async () => (await import('./mcp/server.ts')).mcpCommand,

@@ -9,7 +9,9 @@ import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { BotPayClient, type CheckoutRequest, isBotPayError } from '../../packages/client/src/index.ts';
+import { type BotPayTunnel, openTunnel } from '../../packages/client/src/tunnel/index.ts';
 import { createNodeWebhookHandler } from '../../packages/client/src/webhooks/index.ts';
+import type { WebhookReceiverOptions } from '../../packages/client/src/webhooks/receiver.ts';
 
 export interface BotOptions {
   baseUrl: string;
@@ -21,12 +23,17 @@ export interface BotOptions {
   /**
    * `direct`: the service posts to http://127.0.0.1:<port>/webhook (the service must allow private
    * webhook targets, ALLOW_PRIVATE_WEBHOOK_TARGETS=true). `tunnel`: no callback URL; the service
-   * provisions a managed tunnel and the bot prints the tunnel client command.
+   * provisions a managed tunnel (see `tunnel`).
    */
   receiver: 'direct' | 'tunnel';
   receiverPort: number;
-  /** In tunnel mode, run the tunnel client (this repository's `botpay tunnel`) as a child process. */
-  spawnTunnel?: boolean;
+  /**
+   * In tunnel mode, how webhooks reach the bot. `sdk` (default): the SDK opens the tunnel in this
+   * process (`openTunnel` from `@botpay/client/tunnel`), no other program to run. `print`: print
+   * the tunnel client command for you to run (`botpay tunnel`, for bots in other languages).
+   * `spawn`: run that command as a child process.
+   */
+  tunnel?: 'sdk' | 'print' | 'spawn';
   /** A purchase to make once active (e.g. from BUY_* variables). */
   purchase?: CheckoutRequest;
   /** How often to check whether the owner has claimed the bot. Default 5 s. */
@@ -68,6 +75,7 @@ export function runBot(options: BotOptions): RunningBot {
   const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
   let server: Server | undefined;
   let tunnel: ChildProcess | undefined;
+  let sdkTunnel: BotPayTunnel | undefined;
 
   const done = (async () => {
     const service = new BotPayClient({
@@ -83,7 +91,15 @@ export function runBot(options: BotOptions): RunningBot {
     receiver.setSecret(state.webhook_secret);
     const bot = service.withApiKey(state.api_key);
     if (state.receiver === 'tunnel' && state.tunnel_client_command) {
-      if (options.spawnTunnel) {
+      const mode = options.tunnel ?? 'sdk';
+      if (mode === 'sdk') {
+        sdkTunnel = openTunnel({
+          server: options.baseUrl,
+          token: state.tunnel_token ?? '',
+          webhooks: webhookOptions(state.webhook_secret, log),
+          log: (line) => log(`tunnel: ${maskTunnelToken(line)}`),
+        });
+      } else if (mode === 'spawn') {
         tunnel = startTunnelClient(state.tunnel_client_command, state.tunnel_token ?? '', log);
       } else {
         // The command passes the token in BOTPAY_TUNNEL_TOKEN; it is masked here (the state file has it).
@@ -119,6 +135,7 @@ export function runBot(options: BotOptions): RunningBot {
     }
   })().finally(async () => {
     tunnel?.kill();
+    await sdkTunnel?.close();
     await closeServer(server);
   });
 
@@ -198,14 +215,19 @@ async function startReceiver(port: number, log: (line: string) => void) {
     server,
     port: bound,
     setSecret(secret: string) {
-      handler = createNodeWebhookHandler({
-        secret,
-        onEvent: (event) => {
-          log(`webhook ${event.event} ${event.id} ${JSON.stringify(event.data)}`);
-        },
-        onError: (error, event) => log(`webhook handler failed for ${event.id}: ${String(error)}`),
-      });
+      handler = createNodeWebhookHandler(webhookOptions(secret, log));
     },
+  };
+}
+
+/** One way to handle a webhook, whether it comes to the local receiver or through the SDK's tunnel. */
+function webhookOptions(secret: string, log: (line: string) => void): WebhookReceiverOptions {
+  return {
+    secret,
+    onEvent: (event) => {
+      log(`webhook ${event.event} ${event.id} ${JSON.stringify(event.data)}`);
+    },
+    onError: (error, event) => log(`webhook handler failed for ${event.id}: ${String(error)}`),
   };
 }
 

@@ -28,7 +28,7 @@ const bot = runBot({
     : fileURLToPath(new URL('./.state/bot.json', import.meta.url)),
   receiver,
   receiverPort: Number(env.BOT_RECEIVER_PORT ?? 18080),
-  spawnTunnel: env.BOT_TUNNEL === 'spawn',
+  tunnel: env.BOT_TUNNEL === 'spawn' || env.BOT_TUNNEL === 'print' ? env.BOT_TUNNEL : 'sdk',
   ...(purchase ? { purchase } : {}),
   once: env.BOT_ONCE === 'true',
 });

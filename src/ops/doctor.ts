@@ -2,7 +2,7 @@ import { type Config, parseConfig } from '../config.ts';
 import { createSecretBox } from '../platform/crypto.ts';
 import { loadFunctions, loadMigrations } from '../platform/db/migrate.ts';
 import { openDatabase, resolveSecretKey, sampleStoredSecrets } from '../platform/db/open.ts';
-import type { Db } from '../platform/db/port.ts';
+import type { Db, Queryable } from '../platform/db/port.ts';
 
 // `botpay doctor`: checks what an operator needs to trust a deployment — configuration, database,
 // migrations, the secret key (it must decrypt what is stored) and the ledger (projections equal
@@ -90,21 +90,8 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<C
       checks.push({ name: 'secret key', ok: false, detail: (error as Error).message });
     }
 
-    const drift = await db
-      .query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM wallets w
-          LEFT JOIN (SELECT bot_id,
-                            sum(amount_micros) FILTER (WHERE account = 'wallet_available') AS available,
-                            sum(amount_micros) FILTER (WHERE account = 'wallet_held') AS held,
-                            sum(amount_micros) FILTER (WHERE account = 'decoy_spent') AS decoy_spent,
-                            sum(amount_micros) FILTER (WHERE account = 'decoy_held') AS decoy_held
-                       FROM ledger_entries GROUP BY bot_id) l ON l.bot_id = w.bot_id
-          WHERE w.available_micros <> coalesce(l.available, 0) OR w.held_micros <> coalesce(l.held, 0)
-             OR w.decoy_spent_micros <> coalesce(l.decoy_spent, 0) OR w.decoy_held_micros <> coalesce(l.decoy_held, 0)`,
-      )
-      .catch(() => undefined);
-    if (drift) {
-      const n = drift[0]?.n ?? 0;
+    const n = await walletLedgerDrift(db).catch(() => undefined);
+    if (n !== undefined) {
       checks.push({
         name: 'ledger',
         ok: n === 0,
@@ -118,6 +105,25 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<C
     await db.close();
   }
   return checks;
+}
+
+/**
+ * How many wallets' projections differ from the sums of their ledger entries: 0 on a sound ledger.
+ * The doctor's ledger check, and `botpay import`'s before it commits (src/ops/transfer.ts).
+ */
+export async function walletLedgerDrift(q: Queryable): Promise<number> {
+  const rows = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM wallets w
+      LEFT JOIN (SELECT bot_id,
+                        sum(amount_micros) FILTER (WHERE account = 'wallet_available') AS available,
+                        sum(amount_micros) FILTER (WHERE account = 'wallet_held') AS held,
+                        sum(amount_micros) FILTER (WHERE account = 'decoy_spent') AS decoy_spent,
+                        sum(amount_micros) FILTER (WHERE account = 'decoy_held') AS decoy_held
+                   FROM ledger_entries GROUP BY bot_id) l ON l.bot_id = w.bot_id
+      WHERE w.available_micros <> coalesce(l.available, 0) OR w.held_micros <> coalesce(l.held, 0)
+         OR w.decoy_spent_micros <> coalesce(l.decoy_spent, 0) OR w.decoy_held_micros <> coalesce(l.decoy_held, 0)`,
+  );
+  return rows[0]?.n ?? 0;
 }
 
 export async function doctorCommand(): Promise<number> {

@@ -1,7 +1,9 @@
+import { AsyncResource } from 'node:async_hooks';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DbLoad } from './db/gate.ts';
-import { OVERLOAD_RETRY_AFTER_SECONDS, OverloadedError } from './db/gate.ts';
+import { OVERLOAD_RETRY_AFTER_SECONDS, OverloadedError, runAsRequest } from './db/gate.ts';
 import type { Db } from './db/port.ts';
 
 // Load shedding (docs/deploy.md, "Overload"): past its capacity an instance refuses new requests at
@@ -130,4 +132,31 @@ export class LoadShedder {
       },
     };
   }
+}
+
+const REQUEST_SCOPE = Symbol('botpay.requestScope');
+type ScopedRequest = FastifyRequest & { [REQUEST_SCOPE]?: AsyncResource };
+
+/**
+ * Marks each request's work for the sessions gate (runAsRequest in platform/db/gate.ts): its first
+ * database session is its admission, later ones wait their turn. Registered before every other
+ * hook. The handler may run from the request stream's `end` event, whose async context is the
+ * connection's rather than this hook's (Node's streams do not carry contexts across events); so the
+ * hook keeps a resource of the request's context and preValidation (the first hook after the body
+ * is read) re-enters it, as @fastify/request-context does. test/foundation/requestAdmission.test.ts
+ * sends a body after its headers over a real socket.
+ */
+export function trackRequestWork(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    runAsRequest(() => {
+      const scope = new AsyncResource('botpay.request');
+      (request as ScopedRequest)[REQUEST_SCOPE] = scope;
+      scope.runInAsyncScope(done);
+    });
+  });
+  app.addHook('preValidation', (request, _reply, done) => {
+    const scope = (request as ScopedRequest)[REQUEST_SCOPE];
+    if (scope) scope.runInAsyncScope(done);
+    else done();
+  });
 }

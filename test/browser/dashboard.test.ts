@@ -1,12 +1,12 @@
 import { DIGITS, realCardNumber } from '../support/cards.ts';
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveChromium, launchChromium, requireChromiumInCi } from '../support/browser.ts';
 import { startService, type Service } from '../../src/server.ts';
 import { webhookDeliveryJob } from '../../src/webhooks/job.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
@@ -18,21 +18,7 @@ import { type ReceivedMail, startTestSmtp, type TestSmtp } from '../support/smtp
 // listening service whose mailer speaks SMTP to a real smtp-server on loopback. Nothing is mocked:
 // the magic link is read out of the mail the SMTP server received.
 
-// CHROMIUM_PATH only to point at another build (or to check the missing-browser behaviour).
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(process.cwd(), 'test-artifacts', 'screenshots');
-const haveChromium = existsSync(CHROMIUM);
-const inCi = process.env.CI === 'true';
-
-if (!haveChromium && inCi) {
-  describe('dashboard in a browser', () => {
-    it('needs chromium', () => {
-      throw new Error(
-        `Chromium is not installed at ${CHROMIUM}; CI must install it (apt-get install chromium).`,
-      );
-    });
-  });
-}
 
 /** Undoes quoted-printable transfer encoding (nodemailer wraps long lines with soft breaks). */
 function decodeQuotedPrintable(text: string): string {
@@ -40,6 +26,8 @@ function decodeQuotedPrintable(text: string): string {
     .replace(/=\r?\n/g, '')
     .replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }
+
+requireChromiumInCi('dashboard in a browser');
 
 describe.skipIf(!haveChromium)('dashboard in a browser', () => {
   let smtp: TestSmtp;
@@ -207,19 +195,7 @@ describe.skipIf(!haveChromium)('dashboard in a browser', () => {
     });
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
     // The pages must work under their own Content-Security-Policy (no inline styles or scripts).

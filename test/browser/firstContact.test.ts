@@ -1,9 +1,9 @@
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveChromium, launchChromium, requireChromiumInCi } from '../support/browser.ts';
 import { createOwnerToken, findOrCreateOwner } from '../../src/owners/auth.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { createMailer } from '../../src/platform/mailer.ts';
@@ -19,10 +19,11 @@ import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 // own development path is what is tested), then creates an owner token on the Settings page:
 // shown once, gone on reload, revocable. Screenshots go to test-artifacts/screenshots.
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(process.cwd(), 'test-artifacts', 'screenshots');
 
-describe.skipIf(!existsSync(CHROMIUM))('first contact in a browser', () => {
+requireChromiumInCi('first contact in a browser');
+
+describe.skipIf(!haveChromium)('first contact in a browser', () => {
   let database: TestDatabase;
   let service: Service;
   let browser: Browser;
@@ -54,16 +55,7 @@ describe.skipIf(!existsSync(CHROMIUM))('first contact in a browser', () => {
       noticeStream: terminal,
     });
     service = await startService(config, { db: database.db, mailer, jobs: [] });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-    });
+    browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   });
 

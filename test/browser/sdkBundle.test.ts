@@ -1,8 +1,8 @@
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveChromium, launchChromium, requireChromiumInCi } from '../support/browser.ts';
 import {
   BUNDLE_CHECK,
   BUNDLE_EXPECTED,
@@ -17,19 +17,9 @@ import { activeBot, createOwner, createTestService, type TestService } from '../
 // one origin on 127.0.0.1 (a page on another origin would need CORS, which the bot API does not
 // offer: bots are not web pages), served by a small server that forwards /api/ to the service.
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+requireChromiumInCi('the SDK bundled for the browser, in Chromium');
 
-if (!existsSync(CHROMIUM) && process.env.CI === 'true') {
-  describe('the SDK in a browser', () => {
-    it('needs chromium', () => {
-      throw new Error(
-        `Chromium is not installed at ${CHROMIUM}; CI must install it (apt-get install chromium).`,
-      );
-    });
-  });
-}
-
-describe.skipIf(!existsSync(CHROMIUM))('the SDK bundled for the browser, in Chromium', () => {
+describe.skipIf(!haveChromium)('the SDK bundled for the browser, in Chromium', () => {
   let svc: TestService;
   let site: Server;
   let origin: string;
@@ -64,16 +54,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the SDK bundled for the browser, in Chro
     });
     await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
     origin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-    });
+    browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {

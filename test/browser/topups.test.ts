@@ -1,8 +1,8 @@
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveChromium, launchChromium, requireChromiumInCi } from '../support/browser.ts';
 import { magicLinkIn } from '../dashboard/browserless.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { ask } from '../topups/helpers.ts';
@@ -12,10 +12,11 @@ import { freePort } from '../support/process.ts';
 // under the page's Content-Security-Policy, fits a phone, and its Decline (with a note) and Approve
 // forms work. Mail is captured (the SMTP side is tested in test/topups/mail.test.ts).
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(process.cwd(), 'test-artifacts', 'screenshots');
 
-describe.skipIf(!existsSync(CHROMIUM))('top-up requests in a browser', () => {
+requireChromiumInCi('top-up requests in a browser');
+
+describe.skipIf(!haveChromium)('top-up requests in a browser', () => {
   let svc: TestService;
   let base: string;
   let browser: Browser;
@@ -28,16 +29,7 @@ describe.skipIf(!existsSync(CHROMIUM))('top-up requests in a browser', () => {
     base = `http://127.0.0.1:${port}`;
     svc = await createTestService({ env: { BASE_URL: base, LOG_LEVEL: 'warn' } });
     await svc.app.listen({ port, host: '127.0.0.1' });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-    });
+    browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
     page.on('console', (message) => {
       if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());

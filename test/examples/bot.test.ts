@@ -7,6 +7,8 @@ import { signPayload, signStandard } from '../../packages/client/src/webhooks/ve
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { realCardNumber, splitCard } from '../support/cards.ts';
 import type { CardStart } from '../../src/cards/split.ts';
+import { FakeClock } from '../../src/platform/clock.ts';
+import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 
 // The example bot against the real service on loopback: what it prints is what a developer sees.
 
@@ -33,6 +35,43 @@ function lines() {
       });
     },
   };
+}
+
+/** A line of examples/bot/README.md's output samples as a pattern: ids, paths and ports vary. */
+function samplePattern(sample: string): RegExp {
+  return new RegExp(
+    `^${sample
+      .replace('/…/examples/bot/.state/bot.json', '…') // the test keeps its state in a temp dir
+      .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+      .replace(/…/g, '.*?')
+      .replace(/18080|8080/g, '\\d+')
+      .replace(/balance \\\$0\\\.00/, 'balance \\$\\d+\\.\\d\\d')
+      .replace(/, 0 queued events/, ', \\d+ queued events')}$`,
+  );
+}
+
+/** The owner claims the bot with its claim token and funds its wallet (the owner API). */
+async function claimAndFund(
+  service: TestService,
+  owner: { auth: Record<string, string> },
+  claimToken: string | null,
+  botId: string,
+  amountCents: number,
+): Promise<void> {
+  const claimed = await service.app.inject({
+    method: 'POST',
+    url: '/api/v1/owner/claims',
+    headers: owner.auth,
+    payload: { claim_token: claimToken },
+  });
+  expect(claimed.statusCode).toBe(200);
+  const funded = await service.app.inject({
+    method: 'POST',
+    url: `/api/v1/owner/bots/${botId}/wallet/fund`,
+    headers: owner.auth,
+    payload: { amount_cents: amountCents },
+  });
+  expect(funded.statusCode).toBe(200);
 }
 
 describe('example bot', () => {
@@ -72,20 +111,7 @@ describe('example bot', () => {
       await output.waitFor(/^waiting for the owner/);
 
       // The owner claims and funds in the dashboard (here: the owner API).
-      const claimed = await svc.app.inject({
-        method: 'POST',
-        url: '/api/v1/owner/claims',
-        headers: owner.auth,
-        payload: { claim_token: token },
-      });
-      expect(claimed.statusCode).toBe(200);
-      const funded = await svc.app.inject({
-        method: 'POST',
-        url: `/api/v1/owner/bots/${botId}/wallet/fund`,
-        headers: owner.auth,
-        payload: { amount_cents: 2500 },
-      });
-      expect(funded.statusCode).toBe(200);
+      await claimAndFund(svc, owner, token, botId, 2500);
 
       await output.waitFor(/^claimed: status active$/);
       await output.waitFor(/^status active, wallet active, balance \$(0|25)\.00/);
@@ -140,15 +166,7 @@ describe('example bot', () => {
       }
       expect(samples.length).toBeGreaterThanOrEqual(9);
       for (const sample of samples) {
-        const pattern = new RegExp(
-          `^${sample
-            .replace('/…/examples/bot/.state/bot.json', '…') // the test keeps its state in a temp dir
-            .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-            .replace(/…/g, '.*?')
-            .replace(/18080/g, '\\d+')
-            .replace(/balance \\\$0\\\.00/, 'balance \\$\\d+\\.\\d\\d')
-            .replace(/, 0 queued events/, ', \\d+ queued events')}$`,
-        );
+        const pattern = samplePattern(sample);
         expect(
           output.out.some((line) => pattern.test(line)),
           `README sample "${sample}" not printed; got:\n${output.out.join('\n')}`,
@@ -218,6 +236,7 @@ describe('example bot', () => {
       stateFile: join(dir, 'tunnel.json'),
       receiver: 'tunnel',
       receiverPort: 0,
+      tunnel: 'print',
       claimPollMs: 20,
       log: output.log,
     });
@@ -239,6 +258,47 @@ describe('example bot', () => {
     }
   });
 
+  it('by default opens the tunnel in its own process (the SDK), and webhooks arrive through it', async () => {
+    // A service of its own whose clock reads the real time: the bot's receiver checks the
+    // signature's timestamp against the real clock, as a bot does.
+    const live = await createTestService({ clock: new FakeClock(Date.now()) });
+    const liveUrl = await live.app.listen({ port: 0, host: '127.0.0.1' });
+    const output = lines();
+    const owner = await createOwner(live);
+    const bot = runBot({
+      baseUrl: liveUrl,
+      botName: 'in-process-tunnel',
+      ownerEmail: owner.email,
+      stateFile: join(dir, 'sdk.json'),
+      receiver: 'tunnel',
+      receiverPort: 0,
+      claimPollMs: 20,
+      log: output.log,
+    });
+    try {
+      // What the README shows for the tunnel (a fence of its own, `text`) is what the bot prints.
+      const readme = await readFile(join(process.cwd(), 'examples/bot/README.md'), 'utf8');
+      const shown = readme.split('\n').find((l) => l.startsWith('tunnel: botpay tunnel: connected'));
+      expect(shown).toBeDefined();
+      await output.waitFor(samplePattern(shown ?? ''));
+      const claimLine = await output.waitFor(/^claim link: /);
+      const token = new URL(claimLine.slice('claim link: '.length)).searchParams.get('token');
+      const botId = (JSON.parse(await readFile(join(dir, 'sdk.json'), 'utf8')) as { bot_id: string }).bot_id;
+      await claimAndFund(live, owner, token, botId, 700);
+      // The service's delivery worker posts to the bot's tunnel hostname; the relay hands the
+      // request to the bot's process, whose SDK receiver verifies and logs it.
+      const worker = new DeliveryWorker(live.ctx);
+      await worker.runOnce();
+      await worker.stop();
+      await output.waitFor(/^webhook wallet\.funded evt_\S+ \{"funding_id":"fund_[^"]+","amount":7,/);
+      expect(output.out.join('\n')).not.toMatch(/svc_tun_[0-9a-f]/);
+      expect(output.out.some((l) => l.startsWith('tunnel: run the tunnel client'))).toBe(false);
+    } finally {
+      await bot.stop();
+      await live.close();
+    }
+  });
+
   it('can run the tunnel client itself, masking the token in what it relays', async () => {
     const output = lines();
     const bot = runBot({
@@ -248,7 +308,7 @@ describe('example bot', () => {
       stateFile: join(dir, 'spawn.json'),
       receiver: 'tunnel',
       receiverPort: 0,
-      spawnTunnel: true,
+      tunnel: 'spawn',
       claimPollMs: 20,
       log: output.log,
     });

@@ -3,7 +3,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { closeTo } from '../../src/cli.ts';
+import { closeTo, startupCause } from '../../src/cli.ts';
 import { isPostgres } from '../support/db.ts';
 import { runCli } from '../support/process.ts';
 
@@ -21,6 +21,8 @@ describe.runIf(!isPostgres)('botpay command line', () => {
     [['serve', '--help'], /^Usage: botpay serve\n/],
     [['migrate', '--help'], /^Usage: botpay migrate\n/],
     [['doctor', '-h'], /^Usage: botpay doctor\n/],
+    [['export', '--help'], /^Usage: botpay export --out FILE\n/],
+    [['import', '--help'], /^Usage: DATABASE_URL=postgres:\/\/… SECRET_KEY=… botpay import --in FILE\n/],
     [['owner', 'token', 'create', '--help'], /^Usage: botpay owner token create --email ADDRESS/],
     [['owner', '--help'], /^Usage: botpay owner token create --email ADDRESS/],
     [['card', 'split', '--help'], /^Usage: botpay card split --bot BOT_ID/],
@@ -76,6 +78,29 @@ describe.runIf(!isPostgres)('botpay command line', () => {
     expect(wrong.stderr.trim()).toBe('owner token create: --email "nope" is not an e-mail address');
   }, 60_000);
 
+  it('export and import say what is missing in one line, touching nothing', async () => {
+    const noOut = await run(['export']);
+    expect(noOut.code).toBe(2);
+    expect(noOut.stderr.trim()).toMatch(/^botpay export: --out is missing/);
+    // No embedded database in DATA_DIR: nothing to export, and none is made.
+    const nothing = await run([
+      'export',
+      '--out',
+      join(await mkdtemp(join(tmpdir(), 'botpay-cli-')), 'x.gz'),
+    ]);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr.trim()).toMatch(
+      /^botpay export: there is no embedded database in DATA_DIR \(.*\): nothing to export\.$/,
+    );
+    const noUrl = await run(['import', '--in', 'export.jsonl.gz']);
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr.trim()).toMatch(/^botpay import: DATABASE_URL is not set/);
+    for (const r of [noOut, nothing, noUrl]) {
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.touched).toBe(false);
+    }
+  }, 60_000);
+
   it('closeTo: one edit or one swap of neighbours is a typo; another word is not', () => {
     expect(closeTo('craete', ['create'])).toBe(true);
     expect(closeTo('serv', ['serve'])).toBe(true);
@@ -83,5 +108,53 @@ describe.runIf(!isPostgres)('botpay command line', () => {
     expect(closeTo('tokn', ['token'])).toBe(true);
     expect(closeTo('delete', ['create'])).toBe(false);
     expect(closeTo('x', ['mcp'])).toBe(false);
+  });
+});
+
+describe('start-up causes name the setting that is wrong', () => {
+  const withDatabaseUrl = <T>(url: string | undefined, run: () => T): T => {
+    const before = process.env.DATABASE_URL;
+    if (url === undefined) delete process.env.DATABASE_URL;
+    else process.env.DATABASE_URL = url;
+    try {
+      return run();
+    } finally {
+      if (before === undefined) delete process.env.DATABASE_URL;
+      else process.env.DATABASE_URL = before;
+    }
+  };
+  const lookupFailure = (hostname: string) =>
+    Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', hostname });
+
+  it('blames DATABASE_URL for its own host, and only then', () => {
+    withDatabaseUrl('postgres://app@db.internal:5432/botpay', () => {
+      expect(startupCause(lookupFailure('db.internal'))).toMatch(
+        /^Cannot reach the database at DATABASE_URL \(ENOTFOUND\)/,
+      );
+      expect(startupCause(lookupFailure('smtp.example.net'))).toBe(
+        'Cannot reach smtp.example.net (ENOTFOUND): check the setting that names it.',
+      );
+      const refused = Object.assign(new Error('connect ECONNREFUSED'), {
+        code: 'ECONNREFUSED',
+        address: '127.0.0.1',
+      });
+      expect(startupCause(refused)).toMatch(/^Cannot reach 127\.0\.0\.1 \(ECONNREFUSED\)/);
+    });
+    withDatabaseUrl('postgres://app@127.0.0.1/botpay', () => {
+      const refused = Object.assign(new Error('connect ECONNREFUSED'), {
+        code: 'ECONNREFUSED',
+        address: '127.0.0.1',
+      });
+      expect(startupCause(refused)).toMatch(/DATABASE_URL/);
+    });
+  });
+
+  it('on the embedded database (no DATABASE_URL) never names DATABASE_URL', () => {
+    withDatabaseUrl(undefined, () => {
+      expect(startupCause(lookupFailure('smtp.example.net'))).toBe(
+        'Cannot reach smtp.example.net (ENOTFOUND): check the setting that names it.',
+      );
+      expect(startupCause({ code: 'ETIMEDOUT' })).not.toMatch(/DATABASE_URL/);
+    });
   });
 });

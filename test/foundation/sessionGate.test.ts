@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { SessionGate, WAIT_BUCKETS } from '../../src/platform/db/gate.ts';
+import { runAsRequest, SessionGate, WAIT_BUCKETS } from '../../src/platform/db/gate.ts';
 
 // The database sessions' gate (src/platform/db/gate.ts), on a fake clock: first come, first
 // served; a waiter gets the session a release hands on, or is refused `overloaded` once its wait
@@ -94,5 +94,52 @@ describe('the database sessions gate', () => {
     await waiting;
     expect(got).toBe(true);
     expect(g.load().refused).toBe(0);
+  });
+});
+
+describe('a request is admitted by its first session, not refused half-way', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('its later statements wait their turn past the bound; its first, or one beside its own session, keep the bound', async () => {
+    const g = new SessionGate(1, 100, () => Date.now());
+    let taken!: () => void;
+    const gateTaken = new Promise<void>((resolve) => {
+      taken = resolve;
+    });
+    let second = false;
+    let nested: unknown;
+    const request = runAsRequest(async () => {
+      await g.acquire(); // its admission: a statement that may commit
+      g.release();
+      await gateTaken; // meanwhile another statement takes the one session
+      await g.acquire(); // waits past the bound instead of being refused `overloaded`
+      second = true;
+      nested = await g.acquire().catch((e: unknown) => e); // beside its own session: bounded
+      g.release();
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    await g.acquire(); // outside any request (a job's statement), held for a long while
+    taken();
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(second).toBe(false);
+    expect(g.load()).toMatchObject({ waiting: 1, refused: 0 });
+
+    // A request arriving now is refused at its first statement, before it changed anything.
+    const arriving = runAsRequest(() => g.acquire()).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await arriving).toMatchObject({ code: 'overloaded' });
+
+    g.release(); // the long statement ends: the waiting request goes on
+    await vi.advanceTimersByTimeAsync(0);
+    expect(second).toBe(true);
+    await vi.advanceTimersByTimeAsync(100);
+    await request;
+    expect(nested).toMatchObject({ code: 'overloaded' });
+    expect(g.load()).toMatchObject({ inUse: 0, waiting: 0, refused: 2 });
   });
 });

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { ApiError } from '../errors.ts';
 
 // The instance's sessions with its database, counted and bounded in one place for both drivers:
@@ -9,6 +10,36 @@ import { ApiError } from '../errors.ts';
 // in the same "timeout exceeded when trying to connect" (issue 32). The pool below never queues:
 // it is asked for a connection only with a session in hand, so its connection timeout covers
 // reaching the database alone.
+
+// "Refused before it did anything" holds per request, not per statement: a request's first
+// session is the admission (refused `overloaded` when none comes free in time), and once a request
+// has had one, its work has begun — a statement may have committed — so its later statements wait
+// their turn instead of being refused half-way through (a checkout answered `overloaded` after
+// its purchase committed would invite a retry that buys twice). The one exception: a statement
+// asked for while the request holds a session (a query beside its own open transaction) keeps the
+// bound, since waiting without one there could wait on itself. Requests are marked by the app's
+// first hook (runAsRequest, src/platform/overload.ts trackRequestWork); work outside a request
+// (jobs, start-up) keeps the bound on every statement.
+
+interface RequestWork {
+  /** A session was handed to this request: its work has begun. */
+  started: boolean;
+  /** Sessions the request holds now. */
+  held: number;
+}
+
+const requestWork = new AsyncLocalStorage<RequestWork>();
+
+/** Runs `fn` as one request's work: its first session is its admission (see above). */
+export function runAsRequest<T>(fn: () => T): T {
+  return requestWork.run({ started: false, held: 0 }, fn);
+}
+
+function handedTo(work: RequestWork | undefined): void {
+  if (!work) return;
+  work.started = true;
+  work.held++;
+}
 
 /** Seconds an `overloaded` answer asks the client to wait (Retry-After and `retry_after_seconds`). */
 export const OVERLOAD_RETRY_AFTER_SECONDS = 1;
@@ -79,18 +110,26 @@ export class SessionGate {
     if (this.#inUse >= this.size || this.#waiting > 0) return false;
     this.#inUse++;
     this.#observe(0);
+    handedTo(requestWork.getStore());
     return true;
   }
 
   /**
    * A session: at once when free, else after the ones ahead in line. Rejects with OverloadedError
-   * after `maxWaitMs` unless `unbounded` (work that must not be dropped, e.g. announcing commits).
+   * after `maxWaitMs` unless `unbounded` (work that must not be dropped, e.g. announcing commits)
+   * or asked for by a request whose work has begun and that holds no session now (see above).
    */
   acquire(unbounded = false): Promise<void> {
     if (this.tryAcquire()) return Promise.resolve();
+    const work = requestWork.getStore();
+    const bounded = !unbounded && !(work?.started && work.held === 0);
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { since: this.now(), resolve, timer: undefined, done: false };
-      if (!unbounded) {
+      const handOver = () => {
+        handedTo(work);
+        resolve();
+      };
+      const waiter: Waiter = { since: this.now(), resolve: handOver, timer: undefined, done: false };
+      if (bounded) {
         waiter.timer = setTimeout(() => {
           waiter.done = true;
           this.#waiting--;
@@ -110,6 +149,8 @@ export class SessionGate {
 
   /** Gives a session back: to the first in line, if any. */
   release(): void {
+    const work = requestWork.getStore();
+    if (work && work.held > 0) work.held--;
     this.#skipDone();
     const next = this.#queue[this.#head];
     if (!next) {

@@ -39,6 +39,13 @@ export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.
 export const FUNCTIONS_DIR = fileURLToPath(new URL('../../migrations/functions/', import.meta.url));
 const MIGRATION_LOCK = 7_254_001;
 
+/**
+ * The tables migrate() keeps for itself: which migrations and function files a database has.
+ * Not application data: `botpay export` writes their contents as the file's schema version and
+ * `botpay import` lets migrate() fill them on the target (src/ops/transfer.ts).
+ */
+export const BOOKKEEPING_TABLES: readonly string[] = ['schema_migrations', 'schema_functions'];
+
 export interface Migration {
   version: number;
   name: string;
