@@ -226,9 +226,9 @@ describe.runIf(isPostgres)('botpay export / import: the embedded database moved 
       edited,
       (lines) => {
         // One ledger amount changed, the checksum left as it was: what a hand edit does.
-        const i = lines.findIndex((l, k) => k > 0 && l.startsWith('[') && /"-?450"/.test(l));
+        const i = lines.findIndex((l, k) => k > 0 && l.startsWith('[') && /"-?4500000"/.test(l));
         expect(i).toBeGreaterThan(0);
-        lines[i] = (lines[i] as string).replace(/"(-?)450"/, '"$1451"');
+        lines[i] = (lines[i] as string).replace(/"(-?)4500000"/, '"$14500001"');
       },
       { rehash: false },
     );
