@@ -98,7 +98,7 @@ describe.skipIf(!haveChromium)('top-up requests in a browser', () => {
       'SELECT available_micros::bigint AS n FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
-    expect(wallet[0]!.n).toBe(3000);
+    expect(wallet[0]!.n).toBe(3000 * 10_000);
     expect(cspViolations).toEqual([]);
   });
 });

@@ -222,7 +222,7 @@ describe.runIf(isPostgres)('three instances on one PostgreSQL', () => {
         `SELECT coalesce(sum(day_micros), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
         [`card:${b.card_id}`],
       );
-      expect(Number(c!.s)).toBe(700);
+      expect(Number(c!.s)).toBe(700 * 10_000);
     }
 
     // Each decision answered as the database says; a race has exactly one winner.
