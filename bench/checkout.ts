@@ -492,8 +492,8 @@ try {
     [txCount],
   );
   await admin.query(
-    `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at)
-     SELECT t.id, t.bot_id, a.account, a.sign * 100, t.created_at
+    `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
+     SELECT t.id, t.bot_id, a.account, a.sign * 1000000, t.created_at
        FROM ledger_transactions t
        CROSS JOIN LATERAL (VALUES
          (CASE WHEN t.kind = 'funding' THEN 'owner_funding' ELSE 'wallet_available' END, -1),
@@ -502,9 +502,9 @@ try {
   );
   await admin.query(
     `INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-       merchant_name, merchant_url, item_name, amount_cents, status, created_at, decided_at, decided_by)
+       merchant_name, merchant_url, item_name, amount_micros, status, created_at, decided_at, decided_by)
      SELECT t.reference, t.bot_id, b.owner_id, c.id, c.real_profile_index, true, 'month', 'Old Store',
-            'https://old.example', 'Old item', 100, 'approved', t.created_at, t.created_at, 'guardrails'
+            'https://old.example', 'Old item', 1000000, 'approved', t.created_at, t.created_at, 'guardrails'
        FROM ledger_transactions t JOIN bots b ON b.id = t.bot_id JOIN cards c ON c.bot_id = t.bot_id
       WHERE t.description = 'history' AND t.kind = 'purchase'`,
   );

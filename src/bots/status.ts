@@ -2,7 +2,7 @@ import { spentInWindowSql } from '../spend/counters.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { notFound } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { windowStart } from '../platform/time.ts';
 import { openTopupsSql } from '../topups/service.ts';
 import type { StatusResponseT, WalletCheckResponseT } from './schemas.ts';
@@ -18,10 +18,10 @@ interface BotStateRow {
   webhook_fail_count: number;
   wallet_status: 'pending' | 'active' | 'frozen';
   /** The balance the bot sees: available − decoy reserve (docs/security.md). */
-  visible_cents: number;
-  master_per_transaction_cents: number | null;
-  master_daily_cents: number | null;
-  master_monthly_cents: number | null;
+  visible_micros: number;
+  master_per_transaction_micros: number | null;
+  master_daily_micros: number | null;
+  master_monthly_micros: number | null;
   bot_month_spent: number;
   rails: Array<{ rail_key: string; status: string; address: string | null }> | null;
   pending_messages: number;
@@ -37,8 +37,8 @@ interface BotStateRow {
 
 const STATE_SQL = `
 SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
-       w.status AS wallet_status, w.available_cents - w.decoy_spent_cents - w.decoy_held_cents AS visible_cents,
-       o.master_per_transaction_cents, o.master_daily_cents, o.master_monthly_cents,
+       w.status AS wallet_status, w.available_micros - w.decoy_spent_micros - w.decoy_held_micros AS visible_micros,
+       o.master_per_transaction_micros, o.master_daily_micros, o.master_monthly_micros,
        coalesce(${spentInWindowSql('month', "'bot:' || b.id", '$2')}, 0) AS bot_month_spent,
        (SELECT json_agg(json_build_object('rail_key', r.rail_key, 'status', r.status, 'address', r.address)
                         ORDER BY r.rail_key)
@@ -76,12 +76,12 @@ async function loadState(ctx: AppContext, botId: string): Promise<BotStateRow> {
  * what this bot spent this month, monthly_remaining_usd the owner's monthly budget less it.
  */
 function spendingLimits(row: BotStateRow) {
-  const monthly = row.master_monthly_cents ?? 0;
+  const monthly = row.master_monthly_micros ?? 0;
   return {
-    per_transaction_usd: centsToUsd(row.master_per_transaction_cents ?? 0),
-    monthly_usd: centsToUsd(monthly),
-    monthly_spent_usd: centsToUsd(row.bot_month_spent),
-    monthly_remaining_usd: centsToUsd(Math.max(0, monthly - row.bot_month_spent)),
+    per_transaction_usd: microsToUsd(row.master_per_transaction_micros ?? 0),
+    monthly_usd: microsToUsd(monthly),
+    monthly_spent_usd: microsToUsd(row.bot_month_spent),
+    monthly_remaining_usd: microsToUsd(Math.max(0, monthly - row.bot_month_spent)),
   };
 }
 
@@ -137,7 +137,7 @@ function presentStatus(row: BotStateRow): StatusResponseT {
     if (rail.rail_key === 'card_wallet') {
       railObjects.card_wallet = {
         status: row.wallet_status === 'frozen' ? 'frozen' : rail.status,
-        balance_usd: centsToUsd(row.visible_cents),
+        balance_usd: microsToUsd(row.visible_micros),
         spending_limits: spendingLimits(row),
       };
     } else if (rail.rail_key === 'partner_wallet' && row.x402_address) {
@@ -164,9 +164,9 @@ function presentStatus(row: BotStateRow): StatusResponseT {
     active_rails: activeRails,
     rails: railObjects,
     master_guardrails: {
-      per_transaction_usd: centsToUsd(row.master_per_transaction_cents ?? 0),
-      daily_budget_usd: centsToUsd(row.master_daily_cents ?? 0),
-      monthly_budget_usd: centsToUsd(row.master_monthly_cents ?? 0),
+      per_transaction_usd: microsToUsd(row.master_per_transaction_micros ?? 0),
+      daily_budget_usd: microsToUsd(row.master_daily_micros ?? 0),
+      monthly_budget_usd: microsToUsd(row.master_monthly_micros ?? 0),
     },
     pending_messages: row.pending_messages,
     pending_topups: row.pending_topups,
@@ -197,7 +197,7 @@ export async function walletCheck(
 function presentWallet(row: BotStateRow): WalletCheckResponseT {
   return {
     wallet_status: row.wallet_status,
-    balance_usd: centsToUsd(row.visible_cents),
+    balance_usd: microsToUsd(row.visible_micros),
     card_status: row.active_cards > 0 ? 'active' : 'none',
     spending_limits: spendingLimits(row),
     // Open top-up requests (src/topups/): asked, not yet decided, not expired.

@@ -5,7 +5,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd, optionalCentsToMicros } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { decoyProfile, maskMissing } from './decoys.ts';
 import {
@@ -43,11 +43,11 @@ export interface CardRow {
   card_length: number | null;
   /** The card whose six profiles this one shares (the same number added again); null for an original. */
   same_card_as: string | null;
-  per_transaction_cents: number;
-  daily_cents: number;
-  monthly_cents: number;
+  per_transaction_micros: number;
+  daily_micros: number;
+  monthly_micros: number;
   approval_mode: ApprovalMode;
-  approval_threshold_cents: number;
+  approval_threshold_micros: number;
   approved_categories: string[];
   created_at: Date;
   activated_at: Date | null;
@@ -58,10 +58,10 @@ export interface ProfileRow {
   card_id: string;
   profile_index: number;
   enabled: boolean;
-  allowance_cents: number;
+  allowance_micros: number;
   allowance_window: AllowanceWindow;
   approval_rule: ProfileApprovalRule;
-  approval_threshold_cents: number;
+  approval_threshold_micros: number;
   [key: string]: unknown;
 }
 
@@ -110,12 +110,12 @@ export function presentCard(card: CardRow, profiles: ProfileRow[]) {
     real_profile_index: card.real_profile_index,
     missing_digit_positions: [card.missing_position, card.missing_position + 1, card.missing_position + 2],
     guardrails: {
-      per_transaction_usd: centsToUsd(card.per_transaction_cents),
-      daily_usd: centsToUsd(card.daily_cents),
-      monthly_usd: centsToUsd(card.monthly_cents),
+      per_transaction_usd: microsToUsd(card.per_transaction_micros),
+      daily_usd: microsToUsd(card.daily_micros),
+      monthly_usd: microsToUsd(card.monthly_micros),
     },
     approval_mode: card.approval_mode,
-    approval_threshold_usd: centsToUsd(card.approval_threshold_cents),
+    approval_threshold_usd: microsToUsd(card.approval_threshold_micros),
     approved_categories: card.approved_categories,
     profiles: profiles.map(presentProfile),
     /** Activated before format 2: the service can still give its (legacy) profiles file. */
@@ -130,10 +130,10 @@ function presentProfile(p: ProfileRow) {
   return {
     profile_index: p.profile_index,
     enabled: p.enabled,
-    allowance_usd: centsToUsd(p.allowance_cents),
+    allowance_usd: microsToUsd(p.allowance_micros),
     allowance_window: p.allowance_window,
     approval_rule: p.approval_rule,
-    approval_threshold_usd: centsToUsd(p.approval_threshold_cents),
+    approval_threshold_usd: microsToUsd(p.approval_threshold_micros),
   };
 }
 
@@ -455,21 +455,21 @@ export async function updateCard(
     const categories = patch.approved_categories?.map((c) => c.trim().toLowerCase());
     await tx.query(
       `UPDATE cards SET
-         per_transaction_cents = coalesce($2, per_transaction_cents),
-         daily_cents = coalesce($3, daily_cents),
-         monthly_cents = coalesce($4, monthly_cents),
+         per_transaction_micros = coalesce($2, per_transaction_micros),
+         daily_micros = coalesce($3, daily_micros),
+         monthly_micros = coalesce($4, monthly_micros),
          approval_mode = coalesce($5, approval_mode),
-         approval_threshold_cents = coalesce($6, approval_threshold_cents),
+         approval_threshold_micros = coalesce($6, approval_threshold_micros),
          approved_categories = coalesce($7::jsonb, approved_categories),
          status = coalesce($8, status)
        WHERE id = $1`,
       [
         cardId,
-        patch.per_transaction_cents ?? null,
-        patch.daily_cents ?? null,
-        patch.monthly_cents ?? null,
+        optionalCentsToMicros(patch.per_transaction_cents),
+        optionalCentsToMicros(patch.daily_cents),
+        optionalCentsToMicros(patch.monthly_cents),
         patch.approval_mode ?? null,
-        patch.approval_threshold_cents ?? null,
+        optionalCentsToMicros(patch.approval_threshold_cents),
         categories ? JSON.stringify(categories) : null,
         patch.status ?? null,
       ],
@@ -507,20 +507,20 @@ export async function updateProfile(
     await lockOwnedCard(tx, ownerId, botId, cardId);
     const rows = await tx.query<ProfileRow>(
       `UPDATE card_profiles SET
-         allowance_cents = coalesce($3, allowance_cents),
+         allowance_micros = coalesce($3, allowance_micros),
          allowance_window = coalesce($4, allowance_window),
          approval_rule = coalesce($5, approval_rule),
-         approval_threshold_cents = coalesce($6, approval_threshold_cents),
+         approval_threshold_micros = coalesce($6, approval_threshold_micros),
          enabled = coalesce($7, enabled),
          updated_at = $8
        WHERE card_id = $1 AND profile_index = $2 RETURNING *`,
       [
         cardId,
         profileIndex,
-        update.allowance_cents ?? null,
+        optionalCentsToMicros(update.allowance_cents),
         update.allowance_window ?? null,
         update.approval_rule ?? null,
-        update.approval_threshold_cents ?? null,
+        optionalCentsToMicros(update.approval_threshold_cents),
         update.enabled ?? null,
         new Date(now),
       ],

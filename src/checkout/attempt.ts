@@ -20,7 +20,7 @@ export interface AttemptParams {
   /** The card the bot named; null: the bot's one active card. */
   cardId: string | null;
   profileIndex: number;
-  amountCents: number;
+  amountMicros: number;
   /** Trimmed; null when absent or blank. */
   category: string | null;
   /** The confirmation id (chk_…) the purchase gets. */
@@ -49,14 +49,14 @@ export interface AttemptParams {
 /** What the call adds to AttemptParams (set by checkoutAlone and checkoutAttempt). */
 interface CallParams extends AttemptParams {
   /** Alone: the visible balance's low mark (crossing it needs the caller's transaction). */
-  lowBalanceCents: number | null;
+  lowBalanceMicros: number | null;
 }
 
 export const attemptCall = namedCall<CallParams>('checkout_run', {
   p_bot_id: (p) => p.botId,
   p_card_id: (p) => p.cardId,
   p_profile_index: (p) => p.profileIndex,
-  p_amount: (p) => p.amountCents,
+  p_amount: (p) => p.amountMicros,
   p_category: (p) => p.category,
   p_id: (p) => p.confirmationId,
   p_merchant_name: (p) => p.merchantName,
@@ -75,7 +75,7 @@ export const attemptCall = namedCall<CallParams>('checkout_run', {
   p_rate_limit: (p) => p.rateLimit,
   p_idempotency_key: (p) => p.idempotencyKey,
   p_request_hash: (p) => p.requestHash,
-  p_low_balance_cents: (p) => p.lowBalanceCents,
+  p_low_balance_micros: (p) => p.lowBalanceMicros,
 });
 
 /** SQLSTATE of a refusal (its message is the refusal), and of a checkout that needs a transaction. */
@@ -103,7 +103,7 @@ export interface AttemptPassed {
   missingPosition: number;
   cardCreatedAt: Date;
   /** The visible balance before this purchase. */
-  availableBeforeCents: number;
+  availableBeforeMicros: number;
   profileWindow: WindowKind;
 }
 
@@ -126,7 +126,7 @@ export type AttemptReplay =
       confirmationId: string;
       profileIndex: number;
       merchantName: string;
-      amountCents: number;
+      amountMicros: number;
       /** Set when it was held. */
       expiresAt: Date | null;
       card: AttemptCard;
@@ -149,19 +149,19 @@ const ATTEMPT_SQL = prepared(`SELECT ${attemptCall.sql} AS r`);
 /**
  * Runs the chain as one statement in its own transaction: one round trip, committed when it
  * passes, nothing written when it refuses. Null when the purchase would take the visible balance
- * below `lowBalanceCents`: nothing was written, and the caller runs it with checkoutAttempt in a
+ * below `lowBalanceMicros`: nothing was written, and the caller runs it with checkoutAttempt in a
  * transaction that also writes the low-balance event.
  */
 export async function checkoutAlone(
   db: Db,
   params: AttemptParams,
-  lowBalanceCents: number,
+  lowBalanceMicros: number,
 ): Promise<AttemptResult | null> {
   try {
     return answerOf(
       await db.write<{ r: Record<string, unknown> }>(
         ATTEMPT_SQL,
-        attemptCall.params({ ...params, lowBalanceCents }),
+        attemptCall.params({ ...params, lowBalanceMicros }),
       ),
     );
   } catch (error) {
@@ -176,7 +176,7 @@ export async function checkoutAttempt(tx: Queryable, params: AttemptParams): Pro
     return answerOf(
       await tx.query<{ r: Record<string, unknown> }>(
         ATTEMPT_SQL,
-        attemptCall.params({ ...params, lowBalanceCents: null }),
+        attemptCall.params({ ...params, lowBalanceMicros: null }),
       ),
     );
   } catch (error) {
@@ -229,7 +229,7 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
         confirmationId: str(p.confirmation_id),
         profileIndex: num(p.profile_index),
         merchantName: str(p.merchant_name),
-        amountCents: num(p.amount_cents),
+        amountMicros: num(p.amount_micros),
         expiresAt: p.expires_at === null ? null : new Date(str(p.expires_at)),
         card: {
           id: str(p.card_id),
@@ -259,7 +259,7 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
       profilesEnc: strOrNull(r.profiles_enc),
       missingPosition: num(r.missing_position),
       cardCreatedAt: new Date(str(r.card_created_at)),
-      availableBeforeCents: num(r.available_before),
+      availableBeforeMicros: num(r.available_before),
       profileWindow: windowKind(r.profile_window),
     };
   }
@@ -273,7 +273,7 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
     case 'invalid_profile':
       return refuse({ error: r.error });
     case 'insufficient_funds':
-      return refuse({ error: 'insufficient_funds', balanceCents: num(r.balance_cents) });
+      return refuse({ error: 'insufficient_funds', balanceMicros: num(r.balance_micros) });
     case 'rate_limited':
       return refuse({ error: 'rate_limited', retryAfterSeconds: num(r.retry_after_seconds) });
     case 'idempotency_conflict':
@@ -282,7 +282,7 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
       switch (r.name) {
         case 'card_per_transaction':
         case 'master_per_transaction':
-          return refuse({ error: 'per_transaction', name: r.name, limitCents: num(r.limit_cents) });
+          return refuse({ error: 'per_transaction', name: r.name, limitMicros: num(r.limit_micros) });
         case 'card_daily':
         case 'card_monthly':
         case 'master_daily':
@@ -290,14 +290,14 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
           return refuse({
             error: 'window_limit',
             name: r.name,
-            limitCents: num(r.limit_cents),
-            spentCents: num(r.spent_cents),
+            limitMicros: num(r.limit_micros),
+            spentMicros: num(r.spent_micros),
           });
         case 'profile_allowance':
           return refuse({
             error: 'allowance',
-            limitCents: num(r.limit_cents),
-            spentCents: num(r.spent_cents),
+            limitMicros: num(r.limit_micros),
+            spentMicros: num(r.spent_micros),
             window: windowKind(r.window),
           });
       }

@@ -2,7 +2,7 @@ import type { CardRow } from '../cards/service.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { type ConfirmationRow, isDue, settleDue } from '../spend/holds.ts';
 import { burstsOf } from './bursts.ts';
@@ -34,7 +34,7 @@ export async function checkoutStatus(ctx: AppContext, botId: string, confirmatio
   const body: StatusResponse = {
     confirmation_id: c.id,
     status: c.status,
-    amount_usd: centsToUsd(c.amount_cents),
+    amount_usd: microsToUsd(c.amount_micros),
     merchant_name: c.merchant_name,
     item_name: c.item_name,
     message: STATUS_MESSAGES[c.status],
@@ -97,7 +97,7 @@ export async function listApprovals(ctx: AppContext, ownerId: string) {
     // A held x402 payment has no card.
     card_id: c.rail === 'card_wallet' ? c.card_id : null,
     rail: c.rail,
-    amount_usd: centsToUsd(c.amount_cents),
+    amount_usd: microsToUsd(c.amount_micros),
     merchant_name: c.merchant_name,
     merchant_url: c.merchant_url,
     item_name: c.item_name,

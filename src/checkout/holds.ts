@@ -25,11 +25,11 @@ export async function settleCardHold(
       isReal: c.is_real,
       profileWindow: c.profile_window,
     });
-    await subtractFromCounters(tx, specs, c.amount_cents, heldAt);
+    await subtractFromCounters(tx, specs, c.amount_micros, heldAt);
   }
   if (c.is_real) {
-    if (outcome === 'approved') await captureHold(tx, c.bot_id, c.amount_cents, now, c.id);
-    else await releaseHold(tx, c.bot_id, c.amount_cents, now, c.id);
-  } else if (outcome === 'approved') await captureDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
-  else await releaseDecoyHold(tx, c.bot_id, c.amount_cents, now, c.id);
+    if (outcome === 'approved') await captureHold(tx, c.bot_id, c.amount_micros, now, c.id);
+    else await releaseHold(tx, c.bot_id, c.amount_micros, now, c.id);
+  } else if (outcome === 'approved') await captureDecoyHold(tx, c.bot_id, c.amount_micros, now, c.id);
+  else await releaseDecoyHold(tx, c.bot_id, c.amount_micros, now, c.id);
 }

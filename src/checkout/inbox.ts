@@ -36,7 +36,7 @@ export async function listRecentDecisions(ctx: AppContext, ownerId: string, limi
     id: string;
     bot_id: string;
     bot_name: string;
-    amount_cents: number;
+    amount_micros: number;
     merchant_name: string | null;
     item_name: string;
     status: string;
@@ -44,13 +44,13 @@ export async function listRecentDecisions(ctx: AppContext, ownerId: string, limi
     decided_by: string | null;
   }>(
     `SELECT * FROM (
-       SELECT 'purchase' AS kind, c.id, c.bot_id, b.name AS bot_name, c.amount_cents, c.merchant_name,
+       SELECT 'purchase' AS kind, c.id, c.bot_id, b.name AS bot_name, c.amount_micros, c.merchant_name,
               c.item_name, c.status, c.decided_at, c.decided_by
          FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id
         WHERE c.owner_id = $1 AND b.owner_id = $1 AND c.status <> 'pending' AND c.expires_at IS NOT NULL
           AND c.created_at > $2
        UNION ALL
-       SELECT 'topup' AS kind, t.id, t.bot_id, b.name AS bot_name, COALESCE(t.approved_cents, t.amount_cents),
+       SELECT 'topup' AS kind, t.id, t.bot_id, b.name AS bot_name, COALESCE(t.approved_micros, t.amount_micros),
               NULL, t.reason,
               CASE WHEN t.status = 'pending' THEN 'expired' ELSE t.status END,
               CASE WHEN t.status = 'pending' THEN t.expires_at ELSE t.decided_at END,
@@ -64,7 +64,7 @@ export async function listRecentDecisions(ctx: AppContext, ownerId: string, limi
   );
   return rows.map((r) => ({
     ...r,
-    amount_cents: Number(r.amount_cents),
+    amount_micros: Number(r.amount_micros),
     decided_at: r.decided_at ? iso(r.decided_at) : null,
   }));
 }
@@ -75,7 +75,7 @@ export async function findOneClickTarget(ctx: AppContext, confirmationId: string
     id: string;
     owner_id: string;
     bot_name: string;
-    amount_cents: number;
+    amount_micros: number;
     merchant_name: string;
     merchant_url: string;
     item_name: string;
@@ -84,7 +84,7 @@ export async function findOneClickTarget(ctx: AppContext, confirmationId: string
     expires_at: Date | null;
   }>(
     ctx.db,
-    `SELECT c.id, c.owner_id, b.name AS bot_name, c.amount_cents, c.merchant_name, c.merchant_url,
+    `SELECT c.id, c.owner_id, b.name AS bot_name, c.amount_micros, c.merchant_name, c.merchant_url,
             c.item_name, c.category, c.status, c.expires_at
        FROM checkout_confirmations c JOIN bots b ON b.id = c.bot_id AND b.owner_id = c.owner_id
       WHERE c.id = $1`,
@@ -93,7 +93,7 @@ export async function findOneClickTarget(ctx: AppContext, confirmationId: string
   return (
     row && {
       ...row,
-      amount_cents: Number(row.amount_cents),
+      amount_micros: Number(row.amount_micros),
       expires_at: row.expires_at ? iso(row.expires_at) : null,
     }
   );

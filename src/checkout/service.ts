@@ -2,13 +2,13 @@ import { decoyMissingDigits, decoyProfile } from '../cards/decoys.ts';
 import type { CardRow, CardSecret, ProfileSecret } from '../cards/service.ts';
 import { emitEvent } from '../events/outbox.ts';
 import { sendOwnerMailSoon } from '../notifications/job.ts';
-import { LOW_BALANCE_CENTS } from '../owners/funding.ts';
+import { LOW_BALANCE_MICROS } from '../owners/funding.ts';
 import type { AppContext } from '../platform/context.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { centsToMicros, microsToUsd } from '../platform/money.ts';
 import { consumeRateLimit } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { purchaseEventRow } from '../spend/events.ts';
@@ -113,7 +113,7 @@ export async function checkout(
   try {
     const params = attemptParams(ctx, botId, req, idempotencyKey, now);
     if (req.task_id === undefined) {
-      const r = await checkoutAlone(ctx.db, params, LOW_BALANCE_CENTS);
+      const r = await checkoutAlone(ctx.db, params, LOW_BALANCE_MICROS);
       if (r !== null) result = answer(ctx, req, params, r, false);
     }
     result ??= await ctx.db.transaction((tx) => runChain(ctx, tx, req, params));
@@ -172,7 +172,13 @@ function attemptParams(
   const id = newId('chk');
   const event = purchaseEventRow(
     'purchase.approved',
-    { id, botId, amountCents: req.amount_cents, merchantName: req.merchant_name, itemName: req.item_name },
+    {
+      id,
+      botId,
+      amountMicros: centsToMicros(req.amount_cents),
+      merchantName: req.merchant_name,
+      itemName: req.item_name,
+    },
     now,
   );
   const limit = checkoutLimit(ctx, botId, now);
@@ -180,7 +186,7 @@ function attemptParams(
     botId,
     cardId: req.card_id ?? null,
     profileIndex: req.profile_index,
-    amountCents: req.amount_cents,
+    amountMicros: centsToMicros(req.amount_cents),
     category: trimmedCategory(req),
     confirmationId: id,
     merchantName: req.merchant_name,
@@ -216,8 +222,8 @@ async function runChain(
   const balanceLow = await emitBalanceLowIfCrossed(
     tx,
     p.botId,
-    r.availableBeforeCents,
-    r.availableBeforeCents - p.amountCents,
+    r.availableBeforeMicros,
+    r.availableBeforeMicros - p.amountMicros,
     p.now,
   );
   if (req.task_id !== undefined) {
@@ -227,7 +233,7 @@ async function runChain(
       taskId: req.task_id,
       cardId: r.cardId,
       profileIndex: req.profile_index,
-      amountCents: p.amountCents,
+      amountMicros: p.amountMicros,
       merchantName: req.merchant_name,
       merchantUrl: req.merchant_url,
       itemName: req.item_name,
@@ -259,7 +265,7 @@ function answer(
     confirmation_id: p.confirmationId,
     profile_index: req.profile_index,
     merchant_name: req.merchant_name,
-    amount_usd: centsToUsd(p.amountCents),
+    amount_usd: microsToUsd(p.amountMicros),
   };
   if (r.held) {
     return {
@@ -336,7 +342,7 @@ function replayAnswer(ctx: AppContext, replay: AttemptReplay): CheckoutAnswer {
     confirmation_id: replay.confirmationId,
     profile_index: replay.profileIndex,
     merchant_name: replay.merchantName,
-    amount_usd: centsToUsd(replay.amountCents),
+    amount_usd: microsToUsd(replay.amountMicros),
   };
   if (replay.held) {
     if (replay.expiresAt === null)
@@ -346,22 +352,22 @@ function replayAnswer(ctx: AppContext, replay: AttemptReplay): CheckoutAnswer {
   return approvedAnswer(common, cardDetails(ctx, replay.card, replay.profileIndex, replay.isReal));
 }
 
-/** wallet.balance_low once per crossing below LOW_BALANCE_CENTS. */
+/** wallet.balance_low once per crossing below LOW_BALANCE_MICROS. */
 export async function emitBalanceLowIfCrossed(
   tx: Queryable,
   botId: string,
-  beforeCents: number,
-  afterCents: number,
+  beforeMicros: number,
+  afterMicros: number,
   at: number,
 ): Promise<boolean> {
-  if (beforeCents >= LOW_BALANCE_CENTS && afterCents < LOW_BALANCE_CENTS) {
+  if (beforeMicros >= LOW_BALANCE_MICROS && afterMicros < LOW_BALANCE_MICROS) {
     await emitEvent(tx, {
       botId,
       type: 'wallet.balance_low',
       data: {
-        balance: centsToUsd(afterCents),
-        threshold: centsToUsd(LOW_BALANCE_CENTS),
-        description: `Wallet balance fell below $${centsToUsd(LOW_BALANCE_CENTS).toFixed(2)}`,
+        balance: microsToUsd(afterMicros),
+        threshold: microsToUsd(LOW_BALANCE_MICROS),
+        description: `Wallet balance fell below $${microsToUsd(LOW_BALANCE_MICROS).toFixed(2)}`,
       },
       at,
     });

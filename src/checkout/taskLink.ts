@@ -1,4 +1,5 @@
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
+import { microsToCentsFloor } from '../platform/money.ts';
 import { ApiError } from '../platform/errors.ts';
 
 // The one seam between checkouts and purchase tasks (src/tasks/). Both functions run inside the
@@ -11,7 +12,7 @@ export interface TaskCheckoutContext {
   taskId: string;
   cardId: string;
   profileIndex: number;
-  amountCents: number;
+  amountMicros: number;
   merchantName: string;
   merchantUrl: string;
   itemName: string;
@@ -26,7 +27,7 @@ interface LinkedTask {
   profile_index: number;
   merchant_name: string;
   merchant_url: string;
-  amount_cents: number;
+  amount_micros: number;
   expires_at: Date | null;
   leased_until: Date | null;
   [key: string]: unknown;
@@ -42,7 +43,7 @@ const ms = (d: Date | null) => (d === null ? null : new Date(d).getTime());
 export async function checkTaskForCheckout(tx: Queryable, c: TaskCheckoutContext): Promise<void> {
   const task = await maybeOne<LinkedTask>(
     tx,
-    `SELECT id, card_id, status, profile_index, merchant_name, merchant_url, amount_cents, expires_at, leased_until
+    `SELECT id, card_id, status, profile_index, merchant_name, merchant_url, amount_micros, expires_at, leased_until
        FROM tasks WHERE id = $1 AND bot_id = $2 FOR UPDATE`,
     [c.taskId, c.botId],
   );
@@ -77,8 +78,12 @@ export async function checkTaskForCheckout(tx: Queryable, c: TaskCheckoutContext
   if (task.merchant_url !== c.merchantUrl) {
     mismatches.push({ field: 'merchant_url', task: task.merchant_url, request: c.merchantUrl });
   }
-  if (Number(task.amount_cents) !== c.amountCents) {
-    mismatches.push({ field: 'amount_cents', task: Number(task.amount_cents), request: c.amountCents });
+  if (Number(task.amount_micros) !== c.amountMicros) {
+    mismatches.push({
+      field: 'amount_cents',
+      task: microsToCentsFloor(Number(task.amount_micros)),
+      request: microsToCentsFloor(c.amountMicros),
+    });
   }
   const [first] = mismatches;
   if (first !== undefined) {

@@ -7,7 +7,7 @@ import { type OneClickDecision, oneClickPurpose } from '../notifications/ownerMa
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import type { App } from '../platform/http.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { listOwnerTopups, NOTE_MAX } from '../topups/service.ts';
 import { flashHolder, putFlash, takeFlash } from './flash.ts';
 import { NOTICES, noticeFlash, tags } from './forms.ts';
@@ -250,7 +250,7 @@ export function registerApprovalPages(app: App, ctx: AppContext): void {
       }
       const approved = decision === 'approve';
       // Post/redirect/get: the outcome is shown by a GET, so reloading it decides nothing again.
-      const amount = usd(centsToUsd(t.amount_cents));
+      const amount = usd(microsToUsd(t.amount_micros));
       const outcome = {
         kind: 'decided' as const,
         title: approved ? 'Purchase approved' : 'Purchase denied',

@@ -15,6 +15,7 @@ import { BotParams, BotQuery, CsrfForm as Form, FundBody, RailBody, RailParams }
 import { auditReferences } from './views/activity.ts';
 import { botsOverviewView, botView, MOVEMENTS_PAGE, shownOnce } from './views/bots.ts';
 import { flash } from './views/layout.ts';
+import { centsToMicros } from '../platform/money.ts';
 import { partnerWalletSection } from './views/x402.ts';
 import { partnerWalletData, postPartnerRail, registerX402Pages } from './x402Pages.ts';
 
@@ -131,7 +132,14 @@ export function registerBotPages(app: App, ctx: AppContext): void {
         });
       }
       const key = request.body.idempotency_key;
-      await fundBot(ctx, sessionOf(request).ownerId, request.params.bot_id, cents, key && `dashboard:${key}`);
+      const micros = centsToMicros(cents);
+      await fundBot(
+        ctx,
+        sessionOf(request).ownerId,
+        request.params.bot_id,
+        micros,
+        key && `dashboard:${key}`,
+      );
       return reply.redirect(`/bots/${request.params.bot_id}?notice=funded`, 303);
     },
   );

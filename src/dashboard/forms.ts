@@ -1,3 +1,4 @@
+import { MICROS_PER_CENT, parseUsdToMicros } from '../platform/money.ts';
 import type { SafeHtml } from './html.ts';
 import { flash } from './views/layout.ts';
 
@@ -9,15 +10,8 @@ export const tags = ['dashboard'];
 
 /** "25", "25.5", "$1,250.00" → cents; undefined when it is not an amount with at most 2 decimals. */
 export function parseUsdToCents(input: unknown): number | undefined {
-  if (typeof input !== 'string') return undefined;
-  const text = input
-    .trim()
-    .replace(/^\$\s*/, '')
-    .replace(/,/g, '');
-  const match = /^(\d{1,10})(?:\.(\d{1,2}))?$/.exec(text);
-  if (!match) return undefined;
-  const cents = Number(match[1]) * 100 + Number((match[2] ?? '').padEnd(2, '0'));
-  return Number.isSafeInteger(cents) ? cents : undefined;
+  const micros = parseUsdToMicros(input, 2);
+  return micros === undefined ? undefined : micros / MICROS_PER_CENT;
 }
 
 /**

@@ -3,6 +3,7 @@ import { maybeOne } from '../platform/db/port.ts';
 import type { Mail } from '../platform/mailer.ts';
 import { BURST_MIN_PURCHASES, BURST_WINDOW_MINUTES } from '../checkout/bursts.ts';
 import { signLink } from '../dashboard/signedLinks.ts';
+import { microsToUsd } from '../platform/money.ts';
 
 // E-mails to owners about their bots (sent by the owner-mail job, src/notifications/job.ts): a
 // purchase held for approval, with one-click approve and deny links, a low balance, and a top-up
@@ -33,7 +34,7 @@ interface HeldRow {
   owner_id: string;
   email: string;
   bot_name: string;
-  amount_cents: number;
+  amount_micros: number;
   merchant_name: string;
   merchant_url: string;
   item_name: string;
@@ -44,8 +45,8 @@ interface HeldRow {
   [key: string]: unknown;
 }
 
-function dollars(cents: number): string {
-  return `$${(cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+function dollars(micros: number): string {
+  return `$${microsToUsd(micros).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
 }
 
 /**
@@ -55,7 +56,7 @@ function dollars(cents: number): string {
 export async function heldPurchaseMail(ctx: AppContext, confirmationId: string): Promise<Mail | null> {
   const c = await maybeOne<HeldRow>(
     ctx.db,
-    `SELECT c.id, c.owner_id, o.email, b.name AS bot_name, c.amount_cents, c.merchant_name, c.merchant_url,
+    `SELECT c.id, c.owner_id, o.email, b.name AS bot_name, c.amount_micros, c.merchant_name, c.merchant_url,
             c.item_name, c.category, c.expires_at,
             (SELECT count(*)::int FROM checkout_confirmations x
               WHERE x.bot_id = c.bot_id AND x.expires_at IS NOT NULL
@@ -73,7 +74,7 @@ export async function heldPurchaseMail(ctx: AppContext, confirmationId: string):
   const deny = oneClickUrl(ctx, 'deny', c.owner_id, c.id, expiresAt);
   const inbox = new URL('/approvals', ctx.config.baseUrl).toString();
   const minutes = Math.max(1, Math.round((expiresAt - ctx.clock.now()) / 60_000));
-  const amount = dollars(Number(c.amount_cents));
+  const amount = dollars(Number(c.amount_micros));
   const until = new Date(expiresAt).toISOString().replace('T', ' ').slice(0, 16);
   const text = [
     `${c.bot_name} wants to spend ${amount} and is waiting for your decision.`,
@@ -111,17 +112,17 @@ export async function heldPurchaseMail(ctx: AppContext, confirmationId: string):
  * reserve) fell below the low-balance mark.
  */
 export async function balanceLowMail(ctx: AppContext, eventId: string): Promise<Mail | null> {
-  const row = await maybeOne<{ email: string; bot_id: string; bot_name: string; available_cents: number }>(
+  const row = await maybeOne<{ email: string; bot_id: string; bot_name: string; available_micros: number }>(
     ctx.db,
     `SELECT o.email, b.id AS bot_id, b.name AS bot_name,
-            w.available_cents - w.decoy_spent_cents - w.decoy_held_cents AS available_cents
+            w.available_micros - w.decoy_spent_micros - w.decoy_held_micros AS available_micros
        FROM events e JOIN bots b ON b.id = e.bot_id JOIN owners o ON o.id = b.owner_id JOIN wallets w ON w.bot_id = b.id
       WHERE e.id = $1`,
     [eventId],
   );
   if (!row) return null;
   const page = new URL(`/bots/${row.bot_id}`, ctx.config.baseUrl).toString();
-  const balance = dollars(Number(row.available_cents));
+  const balance = dollars(Number(row.available_micros));
   return {
     to: row.email,
     subject: `${row.bot_name}'s wallet is low: ${balance} left`,
@@ -142,12 +143,12 @@ export async function topupRequestMail(ctx: AppContext, topupId: string): Promis
     email: string;
     bot_id: string;
     bot_name: string;
-    amount_cents: number;
+    amount_micros: number;
     reason: string;
     expires_at: Date;
   }>(
     ctx.db,
-    `SELECT t.id, o.email, b.id AS bot_id, b.name AS bot_name, t.amount_cents, t.reason, t.expires_at
+    `SELECT t.id, o.email, b.id AS bot_id, b.name AS bot_name, t.amount_micros, t.reason, t.expires_at
        FROM topup_requests t
        JOIN bots b ON b.id = t.bot_id AND b.owner_id = t.owner_id
        JOIN owners o ON o.id = t.owner_id
@@ -155,7 +156,7 @@ export async function topupRequestMail(ctx: AppContext, topupId: string): Promis
     [topupId, new Date(ctx.clock.now())],
   );
   if (!t) return null;
-  const amount = dollars(Number(t.amount_cents));
+  const amount = dollars(Number(t.amount_micros));
   const inbox = new URL('/approvals', ctx.config.baseUrl).toString();
   const until = new Date(t.expires_at).toISOString().replace('T', ' ').slice(0, 16);
   return {

@@ -115,13 +115,13 @@ export async function walletLedgerDrift(q: Queryable): Promise<number> {
   const rows = await q.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM wallets w
       LEFT JOIN (SELECT bot_id,
-                        sum(amount_cents) FILTER (WHERE account = 'wallet_available') AS available,
-                        sum(amount_cents) FILTER (WHERE account = 'wallet_held') AS held,
-                        sum(amount_cents) FILTER (WHERE account = 'decoy_spent') AS decoy_spent,
-                        sum(amount_cents) FILTER (WHERE account = 'decoy_held') AS decoy_held
+                        sum(amount_micros) FILTER (WHERE account = 'wallet_available') AS available,
+                        sum(amount_micros) FILTER (WHERE account = 'wallet_held') AS held,
+                        sum(amount_micros) FILTER (WHERE account = 'decoy_spent') AS decoy_spent,
+                        sum(amount_micros) FILTER (WHERE account = 'decoy_held') AS decoy_held
                    FROM ledger_entries GROUP BY bot_id) l ON l.bot_id = w.bot_id
-      WHERE w.available_cents <> coalesce(l.available, 0) OR w.held_cents <> coalesce(l.held, 0)
-         OR w.decoy_spent_cents <> coalesce(l.decoy_spent, 0) OR w.decoy_held_cents <> coalesce(l.decoy_held, 0)`,
+      WHERE w.available_micros <> coalesce(l.available, 0) OR w.held_micros <> coalesce(l.held, 0)
+         OR w.decoy_spent_micros <> coalesce(l.decoy_spent, 0) OR w.decoy_held_micros <> coalesce(l.decoy_held, 0)`,
   );
   return rows[0]?.n ?? 0;
 }

@@ -6,7 +6,7 @@ import { sha256Hex } from '../platform/crypto.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, rateLimited } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { audit } from './audit.ts';
@@ -97,10 +97,10 @@ interface OwnerBotRow {
   created_at: Date;
   claimed_at: Date | null;
   wallet_status: string;
-  available_cents: number;
-  held_cents: number;
-  decoy_spent_cents: number;
-  decoy_held_cents: number;
+  available_micros: number;
+  held_micros: number;
+  decoy_spent_micros: number;
+  decoy_held_micros: number;
   active_rail_count: number;
   pending_approvals: number;
   pending_topups: number;
@@ -111,7 +111,7 @@ interface OwnerBotRow {
 const ownerBotSql = (nowParam: string) => `
 SELECT b.id, b.name, b.description, b.bot_type, b.owner_email, b.callback_url, b.tunnel_hostname,
        b.webhook_status, b.webhook_fail_count, b.tunnel_connected_at, b.created_at, b.claimed_at, b.owner_id,
-       w.status AS wallet_status, w.available_cents, w.held_cents, w.decoy_spent_cents, w.decoy_held_cents,
+       w.status AS wallet_status, w.available_micros, w.held_micros, w.decoy_spent_micros, w.decoy_held_micros,
        (SELECT count(*)::int FROM rails r WHERE r.bot_id = b.id AND r.status = 'active') AS active_rail_count,
        (SELECT count(*)::int FROM checkout_confirmations c
          WHERE c.bot_id = b.id AND c.status = 'pending' AND c.expires_at IS NOT NULL) AS pending_approvals,
@@ -133,14 +133,14 @@ function presentBot(row: OwnerBotRow) {
     }),
     wallet: {
       status: row.wallet_status,
-      balance_usd: centsToUsd(row.available_cents),
-      held_usd: centsToUsd(row.held_cents),
+      balance_usd: microsToUsd(row.available_micros),
+      held_usd: microsToUsd(row.held_micros),
       // What the bot sees and can spend: the balance less the decoy reserve (decoy purchases lower
       // the bot's balance like real ones; part of the reserve comes back with each funding).
-      bot_visible_balance_usd: centsToUsd(
-        Number(row.available_cents) - Number(row.decoy_spent_cents) - Number(row.decoy_held_cents),
+      bot_visible_balance_usd: microsToUsd(
+        Number(row.available_micros) - Number(row.decoy_spent_micros) - Number(row.decoy_held_micros),
       ),
-      decoy_reserve_usd: centsToUsd(Number(row.decoy_spent_cents) + Number(row.decoy_held_cents)),
+      decoy_reserve_usd: microsToUsd(Number(row.decoy_spent_micros) + Number(row.decoy_held_micros)),
     },
     webhook: {
       target: row.callback_url ? ('callback_url' as const) : ('tunnel' as const),
@@ -179,17 +179,17 @@ export async function getBot(ctx: AppContext, ownerId: string, botId: string) {
     label: string | null;
     status: string;
     real_profile_index: number;
-    per_transaction_cents: number;
-    daily_cents: number;
-    monthly_cents: number;
+    per_transaction_micros: number;
+    daily_micros: number;
+    monthly_micros: number;
     approval_mode: string;
-    approval_threshold_cents: number;
+    approval_threshold_micros: number;
     approved_categories: string[];
     created_at: Date;
     activated_at: Date | null;
   }>(
-    `SELECT id, label, status, real_profile_index, per_transaction_cents, daily_cents, monthly_cents,
-            approval_mode, approval_threshold_cents, approved_categories, created_at, activated_at
+    `SELECT id, label, status, real_profile_index, per_transaction_micros, daily_micros, monthly_micros,
+            approval_mode, approval_threshold_micros, approved_categories, created_at, activated_at
        FROM cards WHERE bot_id = $1 ORDER BY created_at`,
     [botId],
   );
@@ -203,7 +203,7 @@ export async function getBot(ctx: AppContext, ownerId: string, botId: string) {
     wallet: {
       ...bot.wallet,
       // What of the decoy reserve the next funding gives back (owners/funding.ts returnableReserve).
-      decoy_reserve_returnable_usd: centsToUsd(await returnableReserve(ctx.db, botId, { lock: false })),
+      decoy_reserve_returnable_usd: microsToUsd(await returnableReserve(ctx.db, botId, { lock: false })),
     },
     rails: rails.map((r) => ({ rail: r.rail_key, status: r.status, address: r.address })),
     cards: cards.map((c) => ({
@@ -212,12 +212,12 @@ export async function getBot(ctx: AppContext, ownerId: string, botId: string) {
       status: c.status,
       real_profile_index: c.real_profile_index,
       guardrails: {
-        per_transaction_usd: centsToUsd(Number(c.per_transaction_cents)),
-        daily_usd: centsToUsd(Number(c.daily_cents)),
-        monthly_usd: centsToUsd(Number(c.monthly_cents)),
+        per_transaction_usd: microsToUsd(Number(c.per_transaction_micros)),
+        daily_usd: microsToUsd(Number(c.daily_micros)),
+        monthly_usd: microsToUsd(Number(c.monthly_micros)),
       },
       approval_mode: c.approval_mode,
-      approval_threshold_usd: centsToUsd(Number(c.approval_threshold_cents)),
+      approval_threshold_usd: microsToUsd(Number(c.approval_threshold_micros)),
       approved_categories: c.approved_categories,
       created_at: iso(c.created_at),
       activated_at: c.activated_at ? iso(c.activated_at) : null,

@@ -3,7 +3,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd, usdText } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { fundWallet, MONEY_KINDS, returnDecoyReserve } from '../wallet/ledger.ts';
 import { audit } from './audit.ts';
@@ -13,7 +13,7 @@ import { assertOwnedBot, lockOwnedBot } from './locks.ts';
 // The owner's side of a bot's wallet: funding, freeze, payment rails and the transaction list.
 
 /** Below this available balance a wallet.balance_low event is emitted (once per crossing). */
-export const LOW_BALANCE_CENTS = 500;
+export const LOW_BALANCE_MICROS = 5_000_000;
 
 /**
  * Owner funding. Part of the decoy reserve (what decoy purchases took from the bot's visible
@@ -27,7 +27,7 @@ export async function fundBot(
   ctx: AppContext,
   ownerId: string,
   botId: string,
-  amountCents: number,
+  amountMicros: number,
   idempotencyKey?: string,
 ) {
   const now = ctx.clock.now();
@@ -37,11 +37,11 @@ export async function fundBot(
       ownerId,
       key: idempotencyKey,
       operation: 'wallet.fund',
-      request: { bot_id: botId, amount_cents: amountCents },
+      request: { bot_id: botId, amount_micros: amountMicros },
     },
     async (tx) => {
       await lockOwnedBot(tx, ownerId, botId);
-      return fundLockedBot(tx, { ownerId, botId, amountCents, now, returnReserve: true });
+      return fundLockedBot(tx, { ownerId, botId, amountMicros, now, returnReserve: true });
     },
   );
 }
@@ -57,32 +57,32 @@ export async function fundLockedBot(
   input: {
     ownerId: string;
     botId: string;
-    amountCents: number;
+    amountMicros: number;
     now: number;
     returnReserve: boolean;
     details?: Record<string, unknown>;
   },
 ) {
-  const { ownerId, botId, amountCents, now } = input;
+  const { ownerId, botId, amountMicros, now } = input;
   const reference = newId('fund');
-  await fundWallet(tx, botId, amountCents, now, reference);
+  await fundWallet(tx, botId, amountMicros, now, reference);
   const returned = input.returnReserve ? await returnableReserve(tx, botId) : 0;
   if (returned > 0) await returnDecoyReserve(tx, botId, returned, now, reference);
-  const wallet = await one<{ available_cents: number; visible_cents: number; status: string }>(
+  const wallet = await one<{ available_micros: number; visible_micros: number; status: string }>(
     tx,
-    `SELECT available_cents, available_cents - decoy_spent_cents - decoy_held_cents AS visible_cents, status
+    `SELECT available_micros, available_micros - decoy_spent_micros - decoy_held_micros AS visible_micros, status
          FROM wallets WHERE bot_id = $1`,
     [botId],
   );
-  const visibleAmount = amountCents + returned;
+  const visibleAmount = amountMicros + returned;
   await emitEvent(tx, {
     botId,
     type: 'wallet.funded',
     data: {
       funding_id: reference,
-      amount: centsToUsd(visibleAmount),
-      balance: centsToUsd(Number(wallet.visible_cents)),
-      description: `Owner added $${centsToUsd(visibleAmount).toFixed(2)} to the wallet`,
+      amount: microsToUsd(visibleAmount),
+      balance: microsToUsd(Number(wallet.visible_micros)),
+      description: `Owner added ${usdText(visibleAmount)} to the wallet`,
     },
     at: now,
   });
@@ -90,22 +90,22 @@ export async function fundLockedBot(
     ownerId,
     botId,
     action: 'wallet.funded',
-    details: { amount_cents: amountCents, decoy_reserve_returned_cents: returned, ...input.details },
+    details: { amount_micros: amountMicros, decoy_reserve_returned_micros: returned, ...input.details },
     at: now,
   });
   return {
     bot_id: botId,
     funding_id: reference,
-    amount_usd: centsToUsd(amountCents),
-    decoy_reserve_returned_usd: centsToUsd(returned),
-    balance_usd: centsToUsd(Number(wallet.available_cents)),
-    bot_visible_balance_usd: centsToUsd(Number(wallet.visible_cents)),
+    amount_usd: microsToUsd(amountMicros),
+    decoy_reserve_returned_usd: microsToUsd(returned),
+    balance_usd: microsToUsd(Number(wallet.available_micros)),
+    bot_visible_balance_usd: microsToUsd(Number(wallet.visible_micros)),
     wallet_status: wallet.status,
   };
 }
 
 /**
- * What of the decoy reserve may come back to the bot's visible balance now, in cents.
+ * What of the decoy reserve may come back to the bot's visible balance now, in micros.
  *
  * The reserve is what the decoy profiles spent (approved purchases) less what came back before.
  * Returning a share drawn from it told the bot its size, and so, for each guess of the real
@@ -123,13 +123,13 @@ export async function returnableReserve(
   botId: string,
   options: { lock: boolean } = { lock: true },
 ): Promise<number> {
-  const row = await one<{ decoy_spent_cents: number; held_back: number }>(
+  const row = await one<{ decoy_spent_micros: number; held_back: number }>(
     q,
-    `SELECT w.decoy_spent_cents,
+    `SELECT w.decoy_spent_micros,
             (SELECT coalesce(sum(top - real_spent), 0)::bigint FROM (
                SELECT max(p.spent) AS top,
                       coalesce(sum(p.spent) FILTER (WHERE p.profile_index = c.real_profile_index), 0) AS real_spent
-                 FROM (SELECT card_id, profile_index, sum(amount_cents) AS spent FROM checkout_confirmations
+                 FROM (SELECT card_id, profile_index, sum(amount_micros) AS spent FROM checkout_confirmations
                         WHERE bot_id = $1 AND rail = 'card_wallet' AND status = 'approved'
                         GROUP BY card_id, profile_index) p
                  JOIN cards c ON c.id = p.card_id
@@ -137,7 +137,7 @@ export async function returnableReserve(
        FROM wallets w WHERE w.bot_id = $1${options.lock ? ' FOR UPDATE OF w' : ''}`,
     [botId],
   );
-  const reserve = Number(row.decoy_spent_cents);
+  const reserve = Number(row.decoy_spent_micros);
   return Math.min(reserve, Math.max(0, reserve - Number(row.held_back)));
 }
 
@@ -258,8 +258,8 @@ export async function listTransactions(
     held: number;
   }>(
     `SELECT t.id, t.kind, t.reference, t.description, t.created_at,
-            coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
-            coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
+            coalesce(sum(e.amount_micros) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
+            coalesce(sum(e.amount_micros) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
        FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
       WHERE t.bot_id = $1 AND ($3::timestamptz IS NULL OR t.created_at < $3) AND t.kind = ANY($4::text[])
       GROUP BY t.id ORDER BY t.created_at DESC, t.id DESC LIMIT $2`,
@@ -271,8 +271,8 @@ export async function listTransactions(
       kind: r.kind,
       reference: r.reference,
       description: r.description,
-      available_change_usd: centsToUsd(Number(r.available)),
-      held_change_usd: centsToUsd(Number(r.held)),
+      available_change_usd: microsToUsd(Number(r.available)),
+      held_change_usd: microsToUsd(Number(r.held)),
       created_at: iso(r.created_at),
     })),
   };
@@ -299,8 +299,8 @@ export async function listMoneyMovements(ctx: AppContext, botId: string, limit: 
   }>(
     `WITH moves AS (
        SELECT t.id, t.kind, t.reference, t.description, t.created_at,
-              coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
-              coalesce(sum(e.amount_cents) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
+              coalesce(sum(e.amount_micros) FILTER (WHERE e.account = 'wallet_available'), 0)::bigint AS available,
+              coalesce(sum(e.amount_micros) FILTER (WHERE e.account = 'wallet_held'), 0)::bigint AS held
          FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id
         WHERE t.bot_id = $1 AND e.account IN ('wallet_available', 'wallet_held')
         GROUP BY t.id),
@@ -319,9 +319,9 @@ export async function listMoneyMovements(ctx: AppContext, botId: string, limit: 
     kind: r.kind,
     description: r.description,
     created_at: iso(r.created_at),
-    available_cents: Number(r.available),
-    held_cents: Number(r.held),
-    balance_after_cents: Number(r.balance_after),
+    available_micros: Number(r.available),
+    held_micros: Number(r.held),
+    balance_after_micros: Number(r.balance_after),
     item_name: r.item_name,
     merchant_name: r.merchant_name,
   }));

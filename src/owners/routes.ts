@@ -10,6 +10,7 @@ import { claimBot, createPairingCode, getBot, listBots } from './bots.ts';
 import { fundBot, listTransactions, setRail, setWalletFrozen } from './funding.ts';
 import { getMasterGuardrails, updateMasterGuardrails } from './guardrails.ts';
 import { rotateApiKey, rotateWebhookSecret } from './keys.ts';
+import { centsToMicros } from '../platform/money.ts';
 import {
   ApiKeyRotated,
   AuditList,
@@ -130,7 +131,7 @@ export async function registerOwnerRoutes(app: App, ctx: AppContext): Promise<vo
         ctx,
         ownerOf(request).id,
         request.params.bot_id,
-        request.body.amount_cents,
+        centsToMicros(request.body.amount_cents),
         request.headers['idempotency-key'],
       ),
   );

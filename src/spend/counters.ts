@@ -31,7 +31,7 @@ export interface CounterSpec {
 export async function subtractFromCounters(
   tx: Queryable,
   specs: readonly Pick<CounterSpec, 'scope' | 'kind'>[],
-  amountCents: number,
+  amountMicros: number,
   heldAt: number,
 ): Promise<void> {
   const scopes: Array<{ scope: string; kinds: Set<WindowKind> }> = [];
@@ -45,17 +45,17 @@ export async function subtractFromCounters(
   for (const { scope, kinds } of scopes) {
     await tx.query(
       `UPDATE spend_windows SET
-         day_cents = CASE WHEN day_start = $2 THEN greatest(day_cents - $5::bigint, 0) ELSE day_cents END,
-         week_cents = CASE WHEN week_start = $3 THEN greatest(week_cents - $5::bigint, 0) ELSE week_cents END,
-         month_cents = CASE WHEN month_start = $4 THEN greatest(month_cents - $5::bigint, 0) ELSE month_cents END
+         day_micros = CASE WHEN day_start = $2 THEN greatest(day_micros - $5::bigint, 0) ELSE day_micros END,
+         week_micros = CASE WHEN week_start = $3 THEN greatest(week_micros - $5::bigint, 0) ELSE week_micros END,
+         month_micros = CASE WHEN month_start = $4 THEN greatest(month_micros - $5::bigint, 0) ELSE month_micros END
         WHERE scope = $1`,
-      [scope, start(kinds, 'day'), start(kinds, 'week'), start(kinds, 'month'), amountCents],
+      [scope, start(kinds, 'day'), start(kinds, 'week'), start(kinds, 'month'), amountMicros],
     );
   }
 }
 
 /** What a scope has spent in the current window of one kind (0 when the window has rolled over). */
 export function spentInWindowSql(kind: WindowKind, scopeExpr: string, startParam: string): string {
-  return `(SELECT CASE WHEN ${kind}_start = ${startParam} THEN ${kind}_cents ELSE 0 END
+  return `(SELECT CASE WHEN ${kind}_start = ${startParam} THEN ${kind}_micros ELSE 0 END
              FROM spend_windows WHERE scope = ${scopeExpr})`;
 }

@@ -1,14 +1,14 @@
 import { emitEvent } from '../events/outbox.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { newTimeOrderedId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 
 // purchase.* events of both rails: a card purchase and an x402 payment are announced alike.
 
 function purchaseData(c: PurchaseEventInput, type: PurchaseEventType) {
   return {
     checkout_id: c.id,
-    amount: centsToUsd(c.amountCents),
+    amount: microsToUsd(c.amountMicros),
     vendor: c.merchantName,
     description: c.itemName,
     status: type.slice('purchase.'.length),
@@ -19,7 +19,7 @@ export type PurchaseEventType = 'purchase.approved' | 'purchase.denied' | 'purch
 export interface PurchaseEventInput {
   id: string;
   botId: string;
-  amountCents: number;
+  amountMicros: number;
   merchantName: string;
   itemName: string;
 }

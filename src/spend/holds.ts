@@ -4,7 +4,7 @@ import { audit } from '../owners/audit.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { iso, type WindowKind } from '../platform/time.ts';
 import { settleX402Hold } from '../x402/service.ts';
 import { emitPurchaseEvent } from './events.ts';
@@ -52,7 +52,7 @@ export interface ConfirmationRow {
   item_name: string;
   category: string | null;
   task_id: string | null;
-  amount_cents: number;
+  amount_micros: number;
   status: 'pending' | 'approved' | 'denied' | 'expired';
   created_at: Date;
   expires_at: Date | null;
@@ -84,7 +84,7 @@ async function settle(
     {
       id: c.id,
       botId: c.bot_id,
-      amountCents: c.amount_cents,
+      amountMicros: c.amount_micros,
       merchantName: c.merchant_name,
       itemName: c.item_name,
     },
@@ -138,7 +138,7 @@ export async function decideByOwner(
       ownerId,
       botId: c.bot_id,
       action: `purchase.${result}`,
-      details: { confirmation_id: c.id, amount_cents: c.amount_cents },
+      details: { confirmation_id: c.id, amount_micros: c.amount_micros },
       at: now,
     });
     return { decided: true as const, status: result, c };
@@ -152,7 +152,7 @@ export async function decideByOwner(
     confirmation_id: confirmationId,
     status: outcome.status,
     bot_id: outcome.c.bot_id,
-    amount_usd: centsToUsd(outcome.c.amount_cents),
+    amount_usd: microsToUsd(outcome.c.amount_micros),
     merchant_name: outcome.c.merchant_name,
     decided_at: iso(now),
   };

@@ -1,5 +1,5 @@
 import { ApiError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { tooMany } from '../platform/rateLimit.ts';
 import type { WindowKind } from '../platform/time.ts';
 
@@ -28,11 +28,11 @@ export type Refusal =
   | {
       error: 'per_transaction';
       name: 'card_per_transaction' | 'x402_per_transaction' | 'master_per_transaction';
-      limitCents: number;
+      limitMicros: number;
     }
-  | { error: 'window_limit'; name: WindowLimitName; limitCents: number; spentCents: number }
-  | { error: 'allowance'; limitCents: number; spentCents: number; window: WindowKind }
-  | { error: 'insufficient_funds'; balanceCents: number }
+  | { error: 'window_limit'; name: WindowLimitName; limitMicros: number; spentMicros: number }
+  | { error: 'allowance'; limitMicros: number; spentMicros: number; window: WindowKind }
+  | { error: 'insufficient_funds'; balanceMicros: number }
   | { error: 'rate_limited'; retryAfterSeconds: number }
   | { error: 'idempotency_conflict' };
 
@@ -107,7 +107,7 @@ export function refusalError(rail: Rail, r: Refusal): ApiError {
       return new ApiError('wallet_frozen', 'The wallet is frozen by the owner.');
     case 'insufficient_funds':
       return new ApiError('insufficient_funds', `The ${w.wallet} balance is too low for this ${w.thing}.`, {
-        balance_usd: centsToUsd(r.balanceCents),
+        balance_usd: microsToUsd(r.balanceMicros),
       });
     case 'rate_limited':
       return tooMany(r.retryAfterSeconds, w.requests);
@@ -121,24 +121,24 @@ export function refusalError(rail: Rail, r: Refusal): ApiError {
       const e = LIMITS[r.name];
       return new ApiError(e.code, e.text, {
         limit: e.limit,
-        limit_usd: centsToUsd(r.limitCents),
-        remaining_usd: centsToUsd(r.limitCents),
+        limit_usd: microsToUsd(r.limitMicros),
+        remaining_usd: microsToUsd(r.limitMicros),
       });
     }
     case 'window_limit': {
       const e = LIMITS[r.name];
       return new ApiError(e.code, e.text, {
         limit: e.limit,
-        limit_usd: centsToUsd(r.limitCents),
-        remaining_usd: centsToUsd(Math.max(0, r.limitCents - r.spentCents)),
+        limit_usd: microsToUsd(r.limitMicros),
+        remaining_usd: microsToUsd(Math.max(0, r.limitMicros - r.spentMicros)),
       });
     }
     case 'allowance':
       return new ApiError('allowance_exceeded', "The purchase would exceed the profile's allowance.", {
         limit: 'allowance',
         window: r.window,
-        limit_usd: centsToUsd(r.limitCents),
-        remaining_usd: centsToUsd(Math.max(0, r.limitCents - r.spentCents)),
+        limit_usd: microsToUsd(r.limitMicros),
+        remaining_usd: microsToUsd(Math.max(0, r.limitMicros - r.spentMicros)),
       });
   }
 }

@@ -6,6 +6,6 @@ export interface SpendResult {
   body: Record<string, unknown>;
   /** Set (never stored or sent) when the purchase was held, on any profile: an owner e-mail is due. */
   heldForOwner?: string;
-  /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_CENTS. */
+  /** Set (never stored or sent) when this purchase took the visible balance below LOW_BALANCE_MICROS. */
   balanceLow?: boolean;
 }

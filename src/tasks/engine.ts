@@ -6,6 +6,7 @@ import type { ScheduleRow } from './schedules.ts';
 import { nextShiftedOccurrence } from './shadows.ts';
 import { emitTaskAvailable, TASK_LIFETIME_MS } from './service.ts';
 import { present } from '../platform/present.ts';
+import { centsToMicros } from '../platform/money.ts';
 
 // The task engine: one tick produces the due tasks of every active schedule — the owner's (real)
 // and their decoy shadows (src/tasks/shadows.ts) through one code path — and expires tasks nobody
@@ -66,7 +67,7 @@ async function produceScheduledTasks(
     const ins = s.instructions;
     const inserted = await tx.query<{ id: string }>(
       `INSERT INTO tasks (id, bot_id, card_id, is_decoy, schedule_id, due_at, available_at, expires_at, profile_index,
-         merchant_name, merchant_url, item_name, amount_cents, category, status, created_at)
+         merchant_name, merchant_url, item_name, amount_micros, category, status, created_at)
        VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,'available',$7)
        ON CONFLICT (schedule_id, due_at) DO NOTHING RETURNING id`,
       [
@@ -82,7 +83,7 @@ async function produceScheduledTasks(
         ins.merchant_name,
         ins.merchant_url,
         ins.item_name,
-        ins.amount_cents,
+        centsToMicros(ins.amount_cents),
         ins.category,
       ],
     );

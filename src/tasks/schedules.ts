@@ -5,7 +5,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { iso } from '../platform/time.ts';
 import { nextOccurrence, parseCron, parseTimezone } from './cron.ts';
 import { createShadows, followSchedule } from './shadows.ts';
@@ -279,7 +279,7 @@ export async function listTasks(ctx: AppContext, ownerId: string, botId: string,
     merchant_name: string;
     merchant_url: string;
     item_name: string;
-    amount_cents: number;
+    amount_micros: number;
     category: string;
     status: string;
     confirmation_id: string | null;
@@ -299,7 +299,7 @@ export async function listTasks(ctx: AppContext, ownerId: string, botId: string,
       merchant_name: t.merchant_name,
       merchant_url: t.merchant_url,
       item_name: t.item_name,
-      amount_usd: centsToUsd(Number(t.amount_cents)),
+      amount_usd: microsToUsd(Number(t.amount_micros)),
       category: t.category,
       status: t.status,
       confirmation_id: t.confirmation_id,

@@ -1,7 +1,7 @@
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToCentsFloor, usdText } from '../platform/money.ts';
 
 // Purchase tasks as the bot sees them. A real task (from an owner schedule) and
 // a decoy (planned by the engine) are rows of one table with one shape; nothing here branches on
@@ -27,7 +27,7 @@ export interface TaskRow {
   merchant_name: string;
   merchant_url: string;
   item_name: string;
-  amount_cents: number;
+  amount_micros: number;
   category: string;
   status: 'planned' | 'available' | 'in_checkout' | 'fulfilled' | 'failed' | 'expired';
   leased_until: Date | null;
@@ -37,9 +37,9 @@ export interface TaskRow {
 }
 
 export function taskMessage(
-  t: Pick<TaskRow, 'item_name' | 'merchant_name' | 'amount_cents' | 'profile_index'>,
+  t: Pick<TaskRow, 'item_name' | 'merchant_name' | 'amount_micros' | 'profile_index'>,
 ) {
-  return `Buy "${t.item_name}" from ${t.merchant_name} for $${centsToUsd(t.amount_cents).toFixed(2)} with payment profile ${t.profile_index}: call POST /api/v1/bot/merchant/checkout with these instructions and task_id.`;
+  return `Buy "${t.item_name}" from ${t.merchant_name} for ${usdText(Number(t.amount_micros))} with payment profile ${t.profile_index}: call POST /api/v1/bot/merchant/checkout with these instructions and task_id.`;
 }
 
 function present(t: TaskRow, includeCard: boolean) {
@@ -52,7 +52,7 @@ function present(t: TaskRow, includeCard: boolean) {
       merchant_name: t.merchant_name,
       merchant_url: t.merchant_url,
       item_name: t.item_name,
-      amount_cents: Number(t.amount_cents),
+      amount_cents: microsToCentsFloor(Number(t.amount_micros)),
       category: t.category,
       // Only a bot with several active cards needs card_id to check out (else 400 card_id_required).
       ...(includeCard ? { card_id: t.card_id } : {}),

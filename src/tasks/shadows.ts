@@ -8,6 +8,7 @@ import { newId } from '../platform/ids.ts';
 import { nextOccurrence, parseCron } from './cron.ts';
 import type { ScheduleRow, StoredInstructions } from './schedules.ts';
 import { present } from '../platform/present.ts';
+import { microsToCentsFloor } from '../platform/money.ts';
 
 // Decoy tasks as shadows of the owner's schedules (docs/tasks.md, docs/security.md). For every
 // owner schedule (on the card's real profile: schedules.ts), each other enabled profile of the card gets a hidden schedule of its own: the
@@ -70,15 +71,22 @@ const unit = () => randomInt(1_000_000) / 1_000_000;
  */
 export function shadowPurchase(
   ctx: AppContext,
-  card: Pick<CardRow, 'per_transaction_cents' | 'daily_cents'>,
-  profile: Pick<ProfileRow, 'profile_index' | 'allowance_cents'>,
+  card: Pick<CardRow, 'per_transaction_micros' | 'daily_micros'>,
+  profile: Pick<ProfileRow, 'profile_index' | 'allowance_micros'>,
   real: StoredInstructions,
   usedShops: Set<string>,
   windowStart: number = Math.log(real.amount_cents) - unit() * AMOUNT_WINDOW,
 ): StoredInstructions {
+  // Products are priced in whole cents; the limits are micros.
   const cap = Math.max(
     1,
-    Math.min(Number(card.per_transaction_cents), Number(card.daily_cents), Number(profile.allowance_cents)),
+    microsToCentsFloor(
+      Math.min(
+        Number(card.per_transaction_micros),
+        Number(card.daily_micros),
+        Number(profile.allowance_micros),
+      ),
+    ),
   );
   const affordable = (s: Shop) => !usedShops.has(s.slug) && s.products.some((x) => x.priceCents <= cap);
   const matching = shopsForCategory(real.category).filter(affordable);

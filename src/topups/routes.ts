@@ -3,6 +3,7 @@ import type { AppContext } from '../platform/context.ts';
 import { botOf } from '../bots/auth.ts';
 import { ownerOf } from '../owners/auth.ts';
 import { DEFAULT_PAGE_LIMIT, ErrorBody, IdempotencyHeaders, RateLimitedBody } from '../platform/schemas.ts';
+import { centsToMicros } from '../platform/money.ts';
 import {
   ApproveBody,
   BotListQuery,
@@ -111,7 +112,11 @@ export async function registerTopupRoutes(app: App, ctx: AppContext): Promise<vo
         ctx,
         ownerOf(request).id,
         request.params.topup_id,
-        { approve: true, amountCents: request.body?.amount_cents },
+        {
+          approve: true,
+          amountMicros:
+            request.body?.amount_cents === undefined ? undefined : centsToMicros(request.body.amount_cents),
+        },
         request.headers['idempotency-key'],
       ),
   );

@@ -7,7 +7,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { centsToMicros, microsToUsd, usdText } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import { present } from '../platform/present.ts';
@@ -31,10 +31,10 @@ export interface TopupRow {
   id: string;
   bot_id: string;
   owner_id: string;
-  amount_cents: number;
+  amount_micros: number;
   reason: string;
   status: TopupStatus;
-  approved_cents: number | null;
+  approved_micros: number | null;
   funding_id: string | null;
   note: string | null;
   created_at: Date;
@@ -55,9 +55,11 @@ export function presentForBot(row: TopupRow, now: number) {
   return {
     topup_id: row.id,
     status,
-    amount_usd: centsToUsd(Number(row.amount_cents)),
+    amount_usd: microsToUsd(Number(row.amount_micros)),
     reason: row.reason,
-    ...(row.approved_cents !== null ? { approved_amount_usd: centsToUsd(Number(row.approved_cents)) } : {}),
+    ...(row.approved_micros !== null
+      ? { approved_amount_usd: microsToUsd(Number(row.approved_micros)) }
+      : {}),
     ...(row.note !== null ? { note: row.note } : {}),
     created_at: iso(row.created_at),
     expires_at: iso(row.expires_at),
@@ -80,6 +82,7 @@ export async function requestTopup(
   input: { amount_cents: number; reason: string },
 ) {
   const reason = displayText(input.reason, 'reason', REASON_MAX);
+  const amountMicros = centsToMicros(input.amount_cents);
   const now = ctx.clock.now();
   const outcome = await ctx.db.transaction(async (tx): Promise<AskOutcome> => {
     const limited = await consumeRateLimit(tx, {
@@ -122,7 +125,7 @@ export async function requestTopup(
     );
     // Asking again for the same amount and reason while that request is open (a retry after a lost
     // answer, a loop) returns the open request instead of a second one for the owner to decide.
-    const same = open.find((r) => Number(r.amount_cents) === input.amount_cents && r.reason === reason);
+    const same = open.find((r) => Number(r.amount_micros) === amountMicros && r.reason === reason);
     if (same) return { kind: 'duplicate', row: same };
     if (open.length >= ctx.config.topupRequestsOpenMax) {
       const oldest = new Date(present(open[0], 'the oldest open request').expires_at).getTime();
@@ -137,13 +140,13 @@ export async function requestTopup(
     }
     const row = await one<TopupRow>(
       tx,
-      `INSERT INTO topup_requests (id, bot_id, owner_id, amount_cents, reason, status, created_at, expires_at)
+      `INSERT INTO topup_requests (id, bot_id, owner_id, amount_micros, reason, status, created_at, expires_at)
          VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7) RETURNING *`,
       [
         newId('topup'),
         botId,
         bot.owner_id,
-        input.amount_cents,
+        amountMicros,
         reason,
         new Date(now),
         new Date(now + TOPUP_TTL_MS),
@@ -154,10 +157,10 @@ export async function requestTopup(
       type: 'wallet.topup_requested',
       data: {
         topup_id: row.id,
-        amount: centsToUsd(input.amount_cents),
+        amount: microsToUsd(amountMicros),
         reason,
         expires_at: iso(row.expires_at),
-        description: `Asked the owner for $${centsToUsd(input.amount_cents).toFixed(2)}`,
+        description: `Asked the owner for ${usdText(amountMicros)}`,
       },
       at: now,
     });
@@ -206,9 +209,9 @@ function presentForOwner(row: TopupRow & { bot_name: string }, now: number) {
     bot_id: row.bot_id,
     bot_name: row.bot_name,
     status: effectiveStatus(row, now),
-    amount_usd: centsToUsd(Number(row.amount_cents)),
+    amount_usd: microsToUsd(Number(row.amount_micros)),
     reason: row.reason,
-    approved_amount_usd: row.approved_cents === null ? null : centsToUsd(Number(row.approved_cents)),
+    approved_amount_usd: row.approved_micros === null ? null : microsToUsd(Number(row.approved_micros)),
     funding_id: row.funding_id,
     note: row.note,
     created_at: iso(row.created_at),
@@ -271,14 +274,14 @@ async function expireLocked(tx: Queryable, row: TopupRow, now: number): Promise<
     type: 'wallet.topup_expired',
     data: {
       topup_id: row.id,
-      amount: centsToUsd(Number(row.amount_cents)),
+      amount: microsToUsd(Number(row.amount_micros)),
       description: 'Your owner did not answer the top-up request in time; it expired.',
     },
     at: now,
   });
 }
 
-type Decision = { approve: true; amountCents?: number } | { approve: false; note?: string };
+type Decision = { approve: true; amountMicros?: number } | { approve: false; note?: string };
 
 /**
  * The owner approves (funds the wallet with the asked amount or the amount given) or declines (with
@@ -297,7 +300,7 @@ export async function decideTopup(
   // With an Idempotency-Key (owners/idempotency.ts), a retry of the same decision replays its answer
   // rather than 409 not_pending: an owner who lost the answer learns what was decided.
   const request = decision.approve
-    ? { topup_id: topupId, approve: true, amount_cents: decision.amountCents }
+    ? { topup_id: topupId, approve: true, amount_micros: decision.amountMicros }
     : { topup_id: topupId, approve: false, note: decision.note };
   const result = await ownerIdempotent(
     ctx,
@@ -329,7 +332,7 @@ async function decideLocked(
     return { decided: false as const, status: 'expired' as const };
   }
   if (decision.approve) {
-    const amount = decision.amountCents ?? Number(row.amount_cents);
+    const amount = decision.amountMicros ?? Number(row.amount_micros);
     await lockOwnedBot(tx, ownerId, row.bot_id);
     // The owner funding path (ledger, wallet.funded, audit). No decoy-reserve share comes back
     // here: the bot knows what it asked for, so a share would be readable as the difference
@@ -337,13 +340,13 @@ async function decideLocked(
     const funding = await fundLockedBot(tx, {
       ownerId,
       botId: row.bot_id,
-      amountCents: amount,
+      amountMicros: amount,
       now,
       returnReserve: false,
       details: { topup_id: row.id },
     });
     await tx.query(
-      `UPDATE topup_requests SET status = 'approved', approved_cents = $2, funding_id = $3, decided_at = $4, decided_by = 'owner'
+      `UPDATE topup_requests SET status = 'approved', approved_micros = $2, funding_id = $3, decided_at = $4, decided_by = 'owner'
           WHERE id = $1`,
       [row.id, amount, funding.funding_id, new Date(now)],
     );
@@ -352,11 +355,11 @@ async function decideLocked(
       type: 'wallet.topup_approved',
       data: {
         topup_id: row.id,
-        amount: centsToUsd(Number(row.amount_cents)),
-        approved_amount: centsToUsd(amount),
+        amount: microsToUsd(Number(row.amount_micros)),
+        approved_amount: microsToUsd(amount),
         funding_id: funding.funding_id,
         balance: funding.bot_visible_balance_usd,
-        description: `Owner approved the top-up request: $${centsToUsd(amount).toFixed(2)} added to the wallet`,
+        description: `Owner approved the top-up request: ${usdText(amount)} added to the wallet`,
       },
       at: now,
     });
@@ -364,7 +367,7 @@ async function decideLocked(
       ownerId,
       botId: row.bot_id,
       action: 'topup.approved',
-      details: { topup_id: row.id, amount_cents: Number(row.amount_cents), approved_cents: amount },
+      details: { topup_id: row.id, amount_micros: Number(row.amount_micros), approved_micros: amount },
       at: now,
     });
     return {
@@ -372,7 +375,7 @@ async function decideLocked(
       answer: {
         ...decisionCommon(row, topupId, now),
         status: 'approved' as const,
-        approved_amount_usd: centsToUsd(amount),
+        approved_amount_usd: microsToUsd(amount),
         funding_id: funding.funding_id,
         balance_usd: funding.balance_usd,
         bot_visible_balance_usd: funding.bot_visible_balance_usd,
@@ -388,7 +391,7 @@ async function decideLocked(
     type: 'wallet.topup_declined',
     data: {
       topup_id: row.id,
-      amount: centsToUsd(Number(row.amount_cents)),
+      amount: microsToUsd(Number(row.amount_micros)),
       ...(note !== null ? { note } : {}),
       description: 'Owner declined the top-up request',
     },
@@ -400,7 +403,7 @@ async function decideLocked(
     action: 'topup.declined',
     details: {
       topup_id: row.id,
-      amount_cents: Number(row.amount_cents),
+      amount_micros: Number(row.amount_micros),
       ...(note !== null ? { note } : {}),
     },
     at: now,
@@ -415,7 +418,7 @@ function decisionCommon(row: TopupRow, topupId: string, now: number) {
   return {
     topup_id: topupId,
     bot_id: row.bot_id,
-    amount_usd: centsToUsd(Number(row.amount_cents)),
+    amount_usd: microsToUsd(Number(row.amount_micros)),
     decided_at: iso(now),
   };
 }

@@ -10,7 +10,7 @@ import { newId } from '../platform/ids.ts';
 // owner_funding (what the owner put in, negative), merchant_settlement (paid out for purchases).
 // Decoy memo accounts (never money; docs/security.md): decoy_cover (where the decoy reserve comes
 // from and returns to), decoy_spent and decoy_held (the reserve: what decoy purchases took from the
-// balance the bot sees; kept in wallets.decoy_spent_cents / decoy_held_cents).
+// balance the bot sees; kept in wallets.decoy_spent_micros / decoy_held_micros).
 
 export type Account =
   | 'wallet_available'
@@ -51,7 +51,7 @@ export const MONEY_KINDS: readonly LedgerKind[] = ['funding', 'purchase', 'hold'
 
 export interface Posting {
   account: Account;
-  amountCents: number;
+  amountMicros: number;
 }
 
 export async function postLedger(
@@ -65,8 +65,11 @@ export async function postLedger(
     at: number;
   },
 ): Promise<string> {
-  const sum = entry.postings.reduce((s, p) => s + p.amountCents, 0);
-  if (sum !== 0 || entry.postings.some((p) => !Number.isSafeInteger(p.amountCents) || p.amountCents === 0)) {
+  const sum = entry.postings.reduce((s, p) => s + p.amountMicros, 0);
+  if (
+    sum !== 0 ||
+    entry.postings.some((p) => !Number.isSafeInteger(p.amountMicros) || p.amountMicros === 0)
+  ) {
     throw new Error(`unbalanced or non-integer ledger posting for ${entry.kind}`);
   }
   const id = newId('ltx');
@@ -78,11 +81,11 @@ export async function postLedger(
   const values: string[] = [];
   const params: unknown[] = [id, entry.botId, at];
   for (const p of entry.postings) {
-    params.push(p.account, p.amountCents);
+    params.push(p.account, p.amountMicros);
     values.push(`($1, $2, $${params.length - 1}, $${params.length}, $3)`);
   }
   await tx.query(
-    `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at) VALUES ${values.join(', ')}`,
+    `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at) VALUES ${values.join(', ')}`,
     params,
   );
   return id;
@@ -111,7 +114,7 @@ const MOVEMENTS = {
     to: 'decoy_cover',
     description: 'Decoy reserve returned with a funding',
   },
-  /** The partner wallet (x402, src/x402/): USDC that arrived on chain, in whole cents. */
+  /** The partner wallet (x402, src/x402/): USDC that arrived on chain, to the micro. */
   x402_deposit: { from: 'x402_deposits', to: 'x402_available', description: 'USDC received on chain' },
   /** A payment authorised at once: the signed authorisation reserves the amount until it settles or lapses. */
   x402_payment: { from: 'x402_available', to: 'x402_authorized', description: 'x402 payment authorised' },
@@ -136,15 +139,15 @@ const MOVEMENTS = {
 
 function move(kind: LedgerKind) {
   const { from, to, description } = MOVEMENTS[kind];
-  return (tx: Queryable, botId: string, amountCents: number, at: number, reference: string) =>
+  return (tx: Queryable, botId: string, amountMicros: number, at: number, reference: string) =>
     postLedger(tx, {
       botId,
       kind,
       reference,
       description,
       postings: [
-        { account: from, amountCents: -amountCents },
-        { account: to, amountCents },
+        { account: from, amountMicros: -amountMicros },
+        { account: to, amountMicros },
       ],
       at,
     });
@@ -181,7 +184,7 @@ export const returnDecoyReserve = move('decoy_return');
 /** Sum of a bot's entries per account, straight from the ledger (tests and `doctor` compare it with the projection). */
 export async function ledgerBalances(q: Queryable, botId: string): Promise<Record<Account, number>> {
   const rows = await q.query<{ account: Account; total: number }>(
-    'SELECT account, sum(amount_cents)::bigint AS total FROM ledger_entries WHERE bot_id = $1 GROUP BY account',
+    'SELECT account, sum(amount_micros)::bigint AS total FROM ledger_entries WHERE bot_id = $1 GROUP BY account',
     [botId],
   );
   const out: Record<Account, number> = {

@@ -4,7 +4,7 @@ import { sha256Hex } from '../platform/crypto.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, one } from '../platform/db/port.ts';
 import { ApiError, notFound, validationError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
 import { iso } from '../platform/time.ts';
 import {
@@ -212,7 +212,7 @@ async function heldPayment(
           status: 'pending_confirmation',
           payment_id: row.id,
           confirmation_id: row.id,
-          amount_usd: centsToUsd(Number(row.amount_cents)),
+          amount_usd: microsToUsd(Number(row.amount_micros)),
           amount_atomic: String(row.amount_micro),
           network: row.network,
           asset: row.asset,
@@ -297,7 +297,7 @@ function presentFetchPayment(p: X402PaymentRow): Answer['payment'] {
   return {
     payment_id: p.id,
     payment_status: p.status,
-    amount_usd: centsToUsd(Number(p.amount_cents)),
+    amount_usd: microsToUsd(Number(p.amount_micros)),
     amount_atomic: String(p.amount_micro),
     pay_to: p.pay_to,
     network: p.network,

@@ -3,6 +3,7 @@ import { assertOwnedBot, lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
+import { centsToMicros } from '../platform/money.ts';
 import { checksummed } from './requirements.ts';
 import { presentPayment, type X402PaymentRow } from './service.ts';
 import { loadWallet, presentWallet } from './wallet.ts';
@@ -81,11 +82,13 @@ export async function updateX402Settings(
       params.push(value);
       sets.push(`${column} = $${params.length}`);
     };
-    put('per_transaction_cents', input.per_transaction_cents);
-    put('daily_cents', input.daily_cents);
-    put('monthly_cents', input.monthly_cents);
+    // Limits are given in whole cents (the API's `…_cents`) and stored in micros.
+    const micros = (cents: number | undefined) => (cents === undefined ? undefined : centsToMicros(cents));
+    put('per_transaction_micros', micros(input.per_transaction_cents));
+    put('daily_micros', micros(input.daily_cents));
+    put('monthly_micros', micros(input.monthly_cents));
     put('approval_mode', input.approval_mode);
-    put('approval_threshold_cents', input.approval_threshold_cents);
+    put('approval_threshold_micros', micros(input.approval_threshold_cents));
     for (const [k, v] of Object.entries(lists))
       put(k, v === undefined ? undefined : JSON.stringify([...new Set(v)]));
     if (sets.length === 0) return;

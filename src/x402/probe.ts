@@ -1,6 +1,6 @@
 import type { AppContext } from '../platform/context.ts';
 import { ApiError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { readPaymentRequired, resourceTarget, sendOutbound } from './outbound.ts';
 import { type CheckedRequirement, offersSamePayment } from './requirements.ts';
 import { requireX402Config } from './wallet.ts';
@@ -35,7 +35,7 @@ export async function probeClaim(ctx: AppContext, resourceUrl: string, chosen: C
   if (!required || !(await offersSamePayment(cfg, required.accepts, chosen))) {
     throw new ApiError(
       'destination_not_allowed',
-      `${host} does not ask for this payment ($${centsToUsd(chosen.amountCents)} to ${chosen.payTo}): the requirements are not the ones its 402 offers. ${USE_FETCH}`,
+      `${host} does not ask for this payment ($${microsToUsd(chosen.amountMicros)} to ${chosen.payTo}): the requirements are not the ones its 402 offers. ${USE_FETCH}`,
       { domain_check: 'probed' },
     );
   }

@@ -2,10 +2,9 @@ import { subtractFromCounters } from '../spend/counters.ts';
 import { emitEvent } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { x402Moves } from '../wallet/ledger.ts';
-import { MICRO_PER_CENT } from './requirements.ts';
 import { announceApproved, type X402PaymentRow, x402CounterSpecs } from './service.ts';
 import { loadWallet } from './wallet.ts';
 
@@ -15,8 +14,8 @@ import { loadWallet } from './wallet.ts';
 //    a payment approved at once, when its seller's answer did not announce it already); unused and B's
 //    timestamp past its validBefore → lapsed (it can never be used: x402_authorized →
 //    x402_available, and the spend counters get the amount back);
-// 2. the balance at B against the ledger (available + held + authorized, in cents): more on chain
-//    by at least a cent → a deposit (whole cents; dust below a cent stays uncounted); less → an
+// 2. the balance at B against the ledger (available + held + authorized, in micros, which are
+//    micro-USDC): more on chain → a deposit of the difference, to the micro; less → an
 //    owner alert (x402.balance_mismatch and a mail), once per distinct deficit.
 // The wallet row is locked and B compared with the last block reconciled, so two instances doing
 // this at once credit a deposit once.
@@ -26,7 +25,7 @@ export interface ReconcileResult {
   balanceMicro: bigint;
   settled: number;
   lapsed: number;
-  depositedCents: number;
+  depositedMicros: number;
   deficitMicro: bigint;
 }
 
@@ -58,7 +57,7 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
       balanceMicro: balance,
       settled: 0,
       lapsed: 0,
-      depositedCents: 0,
+      depositedMicros: 0,
       deficitMicro: 0n,
     };
     // Lock order as elsewhere: payment rows, then counters (a lapse gives them back), then the
@@ -86,12 +85,12 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
       await subtractFromCounters(
         tx,
         x402CounterSpecs(botId, d.row.owner_id),
-        Number(d.row.amount_cents),
+        Number(d.row.amount_micros),
         new Date(d.row.created_at).getTime(),
       );
     }
     for (const { row, used, txHash } of due) {
-      const amount = Number(row.amount_cents);
+      const amount = Number(row.amount_micros);
       if (used) {
         await tx.query(
           `UPDATE x402_payments SET status = 'settled', tx_hash = $2, finished_at = $3 WHERE id = $1`,
@@ -105,7 +104,7 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
           type: 'x402.settled',
           data: {
             payment_id: row.id,
-            amount: centsToUsd(amount),
+            amount: microsToUsd(amount),
             pay_to: row.pay_to,
             tx_hash: txHash,
             description: 'x402 payment settled on chain',
@@ -124,7 +123,7 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
           type: 'x402.lapsed',
           data: {
             payment_id: row.id,
-            amount: centsToUsd(amount),
+            amount: microsToUsd(amount),
             pay_to: row.pay_to,
             description: 'x402 authorisation expired unused; the amount is back',
           },
@@ -136,22 +135,21 @@ export async function reconcileWallet(ctx: AppContext, botId: string): Promise<R
     const w = present(await loadWallet(tx, botId, true), 'the partner wallet row');
     if (w.address !== wallet.address || BigInt(String(w.reconciled_block)) >= block.number) return r;
     const after = present(await loadWallet(tx, botId), 'the partner wallet row');
-    const ledgerMicro =
-      BigInt(after.available_cents + after.held_cents + after.authorized_cents) * MICRO_PER_CENT;
-    if (balance >= ledgerMicro + MICRO_PER_CENT) {
-      const cents = Number((balance - ledgerMicro) / MICRO_PER_CENT);
-      await x402Moves.deposit(tx, botId, cents, now, `x402dep:${botId}:${block.number}`);
+    const ledgerMicro = BigInt(after.available_micros + after.held_micros + after.authorized_micros);
+    if (balance > ledgerMicro) {
+      const micros = Number(balance - ledgerMicro);
+      await x402Moves.deposit(tx, botId, micros, now, `x402dep:${botId}:${block.number}`);
       await emitEvent(tx, {
         botId,
         type: 'x402.funded',
         data: {
-          amount: centsToUsd(cents),
+          amount: microsToUsd(micros),
           address: w.address,
           description: 'USDC received in the partner wallet',
         },
         at: now,
       });
-      r.depositedCents = cents;
+      r.depositedMicros = micros;
     }
     const deficit = balance < ledgerMicro ? ledgerMicro - balance : 0n;
     r.deficitMicro = deficit;

@@ -4,7 +4,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { notFound } from '../platform/errors.ts';
 import { consumeRateLimit, tooMany } from '../platform/rateLimit.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { storedRequirement, type X402PaymentRow, x402CounterSpecs } from './service.ts';
 import type { PaymentPayloadV1 } from './sign.ts';
@@ -62,7 +62,7 @@ export async function checkRefusal(
       [paymentId],
     );
     if (!locked) return null;
-    const amount = Number(locked.amount_cents);
+    const amount = Number(locked.amount_micros);
     await subtractFromCounters(
       tx,
       x402CounterSpecs(botId, locked.owner_id),
@@ -79,7 +79,7 @@ export async function checkRefusal(
       type: 'x402.refused',
       data: {
         payment_id: locked.id,
-        amount: centsToUsd(amount),
+        amount: microsToUsd(amount),
         pay_to: locked.pay_to,
         paid: false,
         reason: verdict.reason,

@@ -6,15 +6,14 @@ import { type Evm, loadEvm } from './evm.ts';
 // What a bot hands over from a 402 response, checked before anything is signed. x402 v2 amounts
 // are strings of atomic units; USDC has 6 decimals, so 1 unit is one micro-USDC ($0.000001).
 //
-// Amounts and cents: the ledger, the limits and the owner's budgets count whole cents, so the
-// service pays only amounts that are whole cents (a multiple of 10 000 micro-USDC): $0.01 is
-// "10000". A smaller or in-between amount ($0.001, "1000", or "12345") is refused with a 400 that
-// says so, never rounded: rounding would make the ledger and the chain disagree. An amount with a
-// fraction of a micro-USDC ("1.5", "0.0000001") cannot exist on chain and is refused as well.
+// Amounts and micros: the ledger, the limits and the owner's budgets count micro-dollars (migration
+// 0050), and one micro-USDC is one micro-dollar, so every whole amount of atomic units is paid as it
+// is: $0.001 is "1000", $0.01 is "10000", "12345" is $0.012345. An amount with a fraction of a
+// micro-USDC ("1.5", "0.0000001") cannot exist on chain nor in the ledger and is refused with a 400
+// that says so, never rounded: rounding would make the ledger and the chain disagree.
 
-export const MICRO_PER_CENT = 10_000n;
 /** The largest single payment the service will sign: $100 000, like a checkout's amount_cents limit. */
-export const MAX_AMOUNT_CENTS = 10_000_000;
+export const MAX_AMOUNT_MICROS = 100_000_000_000;
 
 export interface CheckedRequirement {
   /** 1 for an x402 v1 requirement (a network name such as `base-sepolia`, `maxAmountRequired`), else 2. */
@@ -24,7 +23,7 @@ export interface CheckedRequirement {
   /** The entry normalised for signing: the service's CAIP-2 network, checksummed addresses, the amount. */
   requirements: PaymentRequirements;
   amountMicro: bigint;
-  amountCents: number;
+  amountMicros: number;
   payTo: string;
 }
 
@@ -61,8 +60,8 @@ function checkAddress(getAddress: Evm['getAddress'], value: unknown, field: stri
   return canonical;
 }
 
-/** An x402 amount string in micro-USDC → micro and cents, or a 400 that says why not. */
-export function parseAmount(amount: unknown, field = 'amount'): { micro: bigint; cents: number } {
+/** An x402 amount string in micro-USDC → the amount (bigint, and micros as a number), or a 400 that says why not. */
+export function parseAmount(amount: unknown, field = 'amount'): { micro: bigint; micros: number } {
   if (typeof amount !== 'string' || amount.length === 0 || amount.length > 40) {
     throw validationError(`${field} must be a string of atomic units (micro-USDC), e.g. "10000" for $0.01.`, {
       field,
@@ -79,17 +78,10 @@ export function parseAmount(amount: unknown, field = 'amount'): { micro: bigint;
   }
   const micro = BigInt(amount);
   if (micro <= 0n) throw validationError(`${field} must be greater than zero.`, { field });
-  if (micro % MICRO_PER_CENT !== 0n) {
-    throw validationError(
-      `${field} is not a whole number of cents: the service pays multiples of 10000 micro-USDC ($0.01) only.`,
-      { field, amount_micro: amount },
-    );
-  }
-  const cents = micro / MICRO_PER_CENT;
-  if (cents > BigInt(MAX_AMOUNT_CENTS)) {
+  if (micro > BigInt(MAX_AMOUNT_MICROS)) {
     throw validationError(`${field} is above the largest payment the service signs ($100000).`, { field });
   }
-  return { micro, cents: Number(cents) };
+  return { micro, micros: Number(micro) };
 }
 
 /**
@@ -158,7 +150,7 @@ function checkRequirement(
   // x402 v1 names the amount maxAmountRequired; v2 amount.
   const amountField = x402Version === 1 ? 'maxAmountRequired' : 'amount';
   const amount = r[amountField];
-  const { micro, cents } = parseAmount(amount, `${field}.${amountField}`);
+  const { micro, micros } = parseAmount(amount, `${field}.${amountField}`);
   const timeout = r.maxTimeoutSeconds;
   if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 10 || timeout > 86_400) {
     throw validationError(`${field}.maxTimeoutSeconds must be a whole number of seconds from 10 to 86400.`, {
@@ -195,7 +187,7 @@ function checkRequirement(
       extra: e,
     },
     amountMicro: micro,
-    amountCents: cents,
+    amountMicros: micros,
     payTo,
   };
 }

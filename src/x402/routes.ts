@@ -47,7 +47,7 @@ export async function registerX402Routes(app: App, ctx: AppContext): Promise<voi
           "The signed payment goes to the bot, which sends it to the seller itself: the service cannot see where, so the owner's domain lists are judged by requesting the named resource and paying only what its 402 asks for (see POST /api/v1/bot/x402/fetch, where the service makes the request). " +
           'Approved: the signed payment and `payment_header`, the value of the header named `payment_header_name` (PAYMENT-SIGNATURE, or X-PAYMENT for a v1 seller) for the retried request. ' +
           'Held: 202 with `expires_at`; poll GET /api/v1/bot/x402/payments/{payment_id}. ' +
-          'Amounts are atomic USDC units (6 decimals) and must be whole cents (multiples of 10000). ' +
+          'Amounts are atomic USDC units (6 decimals, 1 = $0.000001): any whole number of them, e.g. "1000" for $0.001. ' +
           'Send an Idempotency-Key header to make retries safe.',
         security: BOT_SECURITY,
         headers: PayHeaders,

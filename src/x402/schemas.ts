@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { IdParam } from '../platform/schemas.ts';
 
 // HTTP shapes of the x402 routes. Field-level rules that need a clear message of their own (network,
-// asset, checksums, amounts in whole cents) are checked in src/x402/requirements.ts.
+// asset, checksums, whole amounts of micro-USDC) are checked in src/x402/requirements.ts.
 
 /** One entry of an x402 v2 402 response's `accepts` list; checked field by field in requirements.ts. */
 const PaymentRequirementsSchema = Type.Object(
@@ -11,7 +11,7 @@ const PaymentRequirementsSchema = Type.Object(
     additionalProperties: true,
     description:
       'x402 v2 PaymentRequirements: scheme ("exact"), network (CAIP-2, e.g. eip155:8453), asset (USDC contract, EIP-55), ' +
-      'amount (atomic units, whole cents: a multiple of 10000), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
+      'amount (atomic units, a whole number of them: "1000" is $0.001), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
   },
 );
 

@@ -6,7 +6,7 @@ import { sha256Hex } from '../platform/crypto.ts';
 import { maybeOne, one, type Queryable } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { consumeRateLimit } from '../platform/rateLimit.ts';
 import { iso, windowStart } from '../platform/time.ts';
@@ -73,7 +73,7 @@ export interface X402PaymentRow {
   pay_from: string;
   pay_to: string;
   amount_micro: string;
-  amount_cents: number;
+  amount_micros: number;
   requirements: unknown;
   status: 'pending' | 'denied' | 'expired' | 'authorized' | 'settled' | 'lapsed' | 'refused';
   x402_version: number;
@@ -269,8 +269,8 @@ async function runChain(
     m_month: number;
   }>(
     tx,
-    `SELECT b.owner_id, w.status, r.status AS rail_status, o.master_per_transaction_cents AS m_tx,
-            o.master_daily_cents AS m_day, o.master_monthly_cents AS m_month
+    `SELECT b.owner_id, w.status, r.status AS rail_status, o.master_per_transaction_micros AS m_tx,
+            o.master_daily_micros AS m_day, o.master_monthly_micros AS m_month
        FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
        LEFT JOIN rails r ON r.bot_id = b.id AND r.rail_key = 'partner_wallet'
       WHERE b.id = $1`,
@@ -303,12 +303,12 @@ async function runChain(
   judgeDomain(wallet, domain);
 
   // 3. The rail's limits.
-  const amount = chosen.amountCents;
-  if (amount > wallet.per_transaction_cents) {
+  const amount = chosen.amountMicros;
+  if (amount > wallet.per_transaction_micros) {
     throw refusalError('partner_wallet', {
       error: 'per_transaction',
       name: 'x402_per_transaction',
-      limitCents: wallet.per_transaction_cents,
+      limitMicros: wallet.per_transaction_micros,
     });
   }
   const rail = await addCounter(
@@ -316,16 +316,16 @@ async function runChain(
     `x402:${botId}`,
     now,
     amount,
-    { limit: wallet.daily_cents },
-    { limit: wallet.monthly_cents },
+    { limit: wallet.daily_micros },
+    { limit: wallet.monthly_micros },
   );
   if (rail) {
     const day = rail.refused === 'day';
     throw refusalError('partner_wallet', {
       error: 'window_limit',
       name: day ? 'x402_daily' : 'x402_monthly',
-      limitCents: day ? wallet.daily_cents : wallet.monthly_cents,
-      spentCents: rail.spent,
+      limitMicros: day ? wallet.daily_micros : wallet.monthly_micros,
+      spentMicros: rail.spent,
     });
   }
 
@@ -337,7 +337,7 @@ async function runChain(
     throw refusalError('partner_wallet', {
       error: 'per_transaction',
       name: 'master_per_transaction',
-      limitCents: mTx,
+      limitMicros: mTx,
     });
   }
   const master = await addCounter(tx, `owner:${ownerId}`, now, amount, { limit: mDay }, { limit: mMonth });
@@ -346,24 +346,24 @@ async function runChain(
     throw refusalError('partner_wallet', {
       error: 'window_limit',
       name: day ? 'master_daily' : 'master_monthly',
-      limitCents: day ? mDay : mMonth,
-      spentCents: master.spent,
+      limitMicros: day ? mDay : mMonth,
+      spentMicros: master.spent,
     });
   }
   await addCounter(tx, `bot:${botId}`, now, amount, null, { limit: null });
 
   // 5. Funds, from the ledger's view of the wallet (row locked last).
   const locked = present(await loadWallet(tx, botId, true), 'the partner wallet row');
-  if (locked.available_cents < amount) {
+  if (locked.available_micros < amount) {
     throw refusalError('partner_wallet', {
       error: 'insufficient_funds',
-      balanceCents: locked.available_cents,
+      balanceMicros: locked.available_micros,
     });
   }
 
   // 6. Approval mode.
   const automatic =
-    locked.approval_mode === 'auto_approve_under_threshold' && amount < locked.approval_threshold_cents;
+    locked.approval_mode === 'auto_approve_under_threshold' && amount < locked.approval_threshold_micros;
   const id = newId('chk');
   const description = req.description ?? req.resource?.description ?? null;
   const resource: ResourceInfo = {
@@ -379,7 +379,7 @@ async function runChain(
   };
   await tx.query(
     `INSERT INTO x402_payments (id, bot_id, owner_id, resource_url, resource_domain, description, network, asset,
-       pay_from, pay_to, amount_micro, amount_cents, requirements, status, created_at, x402_version, domain_check)
+       pay_from, pay_to, amount_micro, amount_micros, requirements, status, created_at, x402_version, domain_check)
      VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14,$15,$16)`,
     [
       id,
@@ -403,7 +403,7 @@ async function runChain(
   const common = {
     payment_id: id,
     confirmation_id: id,
-    amount_usd: centsToUsd(amount),
+    amount_usd: microsToUsd(amount),
     amount_atomic: chosen.requirements.amount,
     network: chosen.requirements.network,
     asset: chosen.requirements.asset,
@@ -415,7 +415,7 @@ async function runChain(
     const expiresAt = now + ctx.config.approvalWindowSeconds * 1000;
     await tx.query(
       `INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-         merchant_name, merchant_url, item_name, category, task_id, amount_cents, status, created_at, expires_at, rail)
+         merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at, rail)
        VALUES ($1,$2,$3,NULL,0,true,'month',$4,$5,$6,'x402',NULL,$7,'pending',$8,$9,'partner_wallet')`,
       [
         id,
@@ -513,7 +513,7 @@ export async function announceApproved(tx: Queryable, row: X402PaymentRow, now: 
     {
       id: row.id,
       botId: row.bot_id,
-      amountCents: Number(row.amount_cents),
+      amountMicros: Number(row.amount_micros),
       merchantName: row.resource_domain,
       itemName: row.description ?? `x402 payment to ${row.pay_to}`,
     },
@@ -538,13 +538,13 @@ export async function settleX402Hold(
     if (!ctx) throw new Error('an x402 approval needs the context to sign');
     const wallet = present(await loadWallet(tx, c.bot_id, true), 'the partner wallet row');
     await authorise(ctx, tx, wallet, c.id, now);
-    await x402Moves.approve(tx, c.bot_id, c.amount_cents, now, c.id);
+    await x402Moves.approve(tx, c.bot_id, c.amount_micros, now, c.id);
     // src/spend/holds.ts sends purchase.approved for the owner's approval.
     await tx.query('UPDATE x402_payments SET announced_at = $2 WHERE id = $1', [c.id, new Date(now)]);
     return;
   }
-  await subtractFromCounters(tx, x402CounterSpecs(c.bot_id, c.owner_id), c.amount_cents, heldAt);
-  await x402Moves.release(tx, c.bot_id, c.amount_cents, now, c.id);
+  await subtractFromCounters(tx, x402CounterSpecs(c.bot_id, c.owner_id), c.amount_micros, heldAt);
+  await x402Moves.release(tx, c.bot_id, c.amount_micros, now, c.id);
   await tx.query(
     `UPDATE x402_payments SET status = $2, finished_at = $3 WHERE id = $1 AND status = 'pending'`,
     [c.id, outcome, new Date(now)],
@@ -588,7 +588,7 @@ export async function paymentStatus(
     confirmation_id: p.id,
     status,
     payment_status: p.status,
-    amount_usd: centsToUsd(Number(p.amount_cents)),
+    amount_usd: microsToUsd(Number(p.amount_micros)),
     amount_atomic: String(p.amount_micro),
     pay_to: p.pay_to,
     resource_url: p.resource_url,
@@ -624,7 +624,7 @@ export function presentPayment(p: X402PaymentRow) {
   return {
     payment_id: p.id,
     status: p.status,
-    amount_usd: centsToUsd(Number(p.amount_cents)),
+    amount_usd: microsToUsd(Number(p.amount_micros)),
     amount_atomic: String(p.amount_micro),
     pay_to: p.pay_to,
     resource_url: p.resource_url,

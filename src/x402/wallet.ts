@@ -5,7 +5,7 @@ import { lockOwnedBot } from '../owners/locks.ts';
 import type { AppContext } from '../platform/context.ts';
 import { maybeOne, type Queryable } from '../platform/db/port.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
-import { centsToUsd } from '../platform/money.ts';
+import { microsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { iso } from '../platform/time.ts';
 import { loadEvm } from './evm.ts';
@@ -22,17 +22,17 @@ export interface X402WalletRow {
   address: string;
   key_enc: string;
   key_source: 'generated' | 'imported';
-  available_cents: number;
-  held_cents: number;
-  authorized_cents: number;
+  available_micros: number;
+  held_micros: number;
+  authorized_micros: number;
   chain_balance_micro: string | null;
   balance_read_at: Date | null;
   alerted_deficit_micro: string;
-  per_transaction_cents: number;
-  daily_cents: number;
-  monthly_cents: number;
+  per_transaction_micros: number;
+  daily_micros: number;
+  monthly_micros: number;
   approval_mode: 'ask_for_everything' | 'auto_approve_under_threshold';
-  approval_threshold_cents: number;
+  approval_threshold_micros: number;
   allow_pay_to: string[];
   deny_pay_to: string[];
   allow_domains: string[];
@@ -100,7 +100,7 @@ export async function setPartnerRail(
       if (!wallet || imported) {
         const key = imported ?? generatePrivateKey();
         const address = privateKeyToAccount(key).address;
-        if (wallet && (wallet.held_cents > 0 || wallet.authorized_cents > 0)) {
+        if (wallet && (wallet.held_micros > 0 || wallet.authorized_micros > 0)) {
           throw new ApiError(
             'conflict',
             'The wallet has payments held or authorised; wait until they settle before importing another key.',
@@ -116,7 +116,7 @@ export async function setPartnerRail(
         const source = imported ? 'imported' : 'generated';
         if (wallet) {
           // A new key is a new address: the ledger's view of the old one no longer applies.
-          if (wallet.available_cents > 0) {
+          if (wallet.available_micros > 0) {
             throw new ApiError(
               'conflict',
               'The current wallet still has a balance; move it out before importing another key.',
@@ -184,15 +184,15 @@ export async function loadWallet(
 
 export function normaliseWallet(row: X402WalletRow): X402WalletRow {
   for (const k of [
-    'available_cents',
-    'held_cents',
-    'authorized_cents',
-    'per_transaction_cents',
-    'daily_cents',
+    'available_micros',
+    'held_micros',
+    'authorized_micros',
+    'per_transaction_micros',
+    'daily_micros',
   ] as const)
     row[k] = Number(row[k]);
-  row.monthly_cents = Number(row.monthly_cents);
-  row.approval_threshold_cents = Number(row.approval_threshold_cents);
+  row.monthly_micros = Number(row.monthly_micros);
+  row.approval_threshold_micros = Number(row.approval_threshold_micros);
   for (const k of ['allow_pay_to', 'deny_pay_to', 'allow_domains', 'deny_domains'] as const) {
     const v = row[k] as unknown;
     row[k] = typeof v === 'string' ? (JSON.parse(v) as string[]) : ((v as string[]) ?? []);
@@ -217,16 +217,16 @@ export function presentWallet(w: X402WalletRow, railStatus: string) {
     balance_usd: microToUsd(w.chain_balance_micro),
     balance_read_at: w.balance_read_at ? iso(w.balance_read_at) : null,
     ledger: {
-      available_usd: centsToUsd(w.available_cents),
-      held_usd: centsToUsd(w.held_cents),
-      authorized_usd: centsToUsd(w.authorized_cents),
+      available_usd: microsToUsd(w.available_micros),
+      held_usd: microsToUsd(w.held_micros),
+      authorized_usd: microsToUsd(w.authorized_micros),
     },
     limits: {
-      per_transaction_usd: centsToUsd(w.per_transaction_cents),
-      daily_usd: centsToUsd(w.daily_cents),
-      monthly_usd: centsToUsd(w.monthly_cents),
+      per_transaction_usd: microsToUsd(w.per_transaction_micros),
+      daily_usd: microsToUsd(w.daily_micros),
+      monthly_usd: microsToUsd(w.monthly_micros),
       approval_mode: w.approval_mode,
-      approval_threshold_usd: centsToUsd(w.approval_threshold_cents),
+      approval_threshold_usd: microsToUsd(w.approval_threshold_micros),
     },
     lists: {
       allow_pay_to: w.allow_pay_to,

@@ -95,10 +95,10 @@ describe.skipIf(!haveChromium)('top-up requests in a browser', () => {
     });
     expect(rows.find((r) => r.id === approveMe.topup_id)!.status).toBe('approved');
     const wallet = await svc.ctx.db.query<{ n: number }>(
-      'SELECT available_cents::int AS n FROM wallets WHERE bot_id = $1',
+      'SELECT available_micros::bigint AS n FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
-    expect(wallet[0]!.n).toBe(3000);
+    expect(wallet[0]!.n).toBe(3000 * 10_000);
     expect(cspViolations).toEqual([]);
   });
 });

@@ -100,8 +100,12 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
       decided_at: new Date(svc.clock.now()).toISOString(),
     });
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 600, held_cents: 0, merchant_settlement: 400 });
-    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(400);
+    expect(ledger).toMatchObject({
+      available_micros: 600 * 10_000,
+      held_micros: 0,
+      merchant_settlement: 400 * 10_000,
+    });
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(400 * 10_000);
 
     const approved = await poll(svc, bot, id);
     expect(approved.json()).toMatchObject({
@@ -137,11 +141,11 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     expect(res.statusCode).toBe(200);
     expect(res.json().status).toBe('denied');
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0, merchant_settlement: 0 });
+    expect(ledger).toMatchObject({ available_micros: 1000 * 10_000, held_micros: 0, merchant_settlement: 0 });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
     expect(await counter(svc, `profile:${card.card_id}:${card.real_profile_index}`, 'week')).toBe(0);
     expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(0);
-    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(monthBefore - 400);
+    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(monthBefore - 400 * 10_000);
     const p = await poll(svc, bot, id);
     expect(p.json()).toMatchObject({ status: 'denied' });
     expect(p.json().missing_digits).toBeUndefined();
@@ -164,7 +168,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const p = await poll(svc, bot, id);
     expect(p.json()).toMatchObject({ status: 'expired' });
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0 });
+    expect(ledger).toMatchObject({ available_micros: 1000 * 10_000, held_micros: 0 });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
     expect(await events(svc, bot.bot_id, 'purchase.expired')).toHaveLength(1);
     const late = await decide(id, 'approve');
@@ -180,7 +184,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     expect((await poll(svc, bot, id)).json().status).toBe('expired');
     expect(await events(svc, bot.bot_id, 'purchase.expired')).toHaveLength(1);
     await expectLedgerConsistent(svc, bot.bot_id);
-    expect((await wallet(svc, bot.bot_id)).held_cents).toBe(0);
+    expect((await wallet(svc, bot.bot_id)).held_micros).toBe(0);
   });
 
   it('a poll settles a due confirmation itself', async () => {
@@ -188,7 +192,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     svc.clock.advance(900_001);
     expect((await poll(svc, bot, id)).json().status).toBe('expired');
     expect(await processDueConfirmations(svc.ctx)).toBe(0);
-    expect((await wallet(svc, bot.bot_id)).held_cents).toBe(0);
+    expect((await wallet(svc, bot.bot_id)).held_micros).toBe(0);
   });
 
   it('poll: 400 without confirmation_id, 404 for unknown or another bot, 401 without a key', async () => {
@@ -253,10 +257,10 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     // No money moved: the wallet keeps its $10; the approved decoy keeps counting in the decoy's
     // allowance and lowers the visible balance, as a real purchase would.
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 1000, held_cents: 0, merchant_settlement: 0 });
+    expect(ledger).toMatchObject({ available_micros: 1000 * 10_000, held_micros: 0, merchant_settlement: 0 });
     const check = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json();
     expect(check.balance_usd).toBe(9);
-    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(100);
+    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(100 * 10_000);
     const decided = (await events(svc, bot.bot_id)).filter((e) => e.event.startsWith('purchase.'));
     expect(decided.map((e) => e.event).sort()).toEqual([
       'purchase.approved',
@@ -302,7 +306,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const [a, d] = await Promise.all([decide(id, 'approve'), decide(id, 'deny')]);
     expect([a.statusCode, d.statusCode].sort()).toEqual([200, 409]);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger.held_cents).toBe(0);
+    expect(ledger.held_micros).toBe(0);
     const ev = (await events(svc, bot.bot_id)).filter(
       (e) => e.event === 'purchase.approved' || e.event === 'purchase.denied',
     );

@@ -7,7 +7,7 @@ import {
   checkoutAttempt,
   parseAttempt,
 } from '../../src/checkout/attempt.ts';
-import { LOW_BALANCE_CENTS } from '../../src/owners/funding.ts';
+import { LOW_BALANCE_MICROS } from '../../src/owners/funding.ts';
 import { namedCall, namedInsert } from '../../src/platform/db/named.ts';
 import { newId } from '../../src/platform/ids.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
@@ -35,8 +35,10 @@ interface Row {
   expected: (f: Fixture) => AttemptResult | Record<string, unknown>;
 }
 
-const AMOUNT = 1000;
-const FUNDS = 50_000;
+// Amounts in micros (checkout_run counts micros since migration 0050): $10 against $500.
+const AMOUNT = 10_000_000;
+const FUNDS_CENTS = 50_000;
+const FUNDS = FUNDS_CENTS * 10_000;
 
 const sql = (f: Fixture, text: string, params: unknown[]) => f.svc.ctx.db.query(text, params);
 
@@ -90,69 +92,71 @@ const ROWS: Row[] = [
   },
   {
     rule: '3. card per-transaction limit',
-    setup: (f) => sql(f, 'UPDATE cards SET per_transaction_cents = 500 WHERE id = $1', [f.card.card_id]),
+    setup: (f) => sql(f, 'UPDATE cards SET per_transaction_micros = 5000000 WHERE id = $1', [f.card.card_id]),
     expected: () => ({
       ok: false,
-      refusal: { error: 'per_transaction', name: 'card_per_transaction', limitCents: 500 },
+      refusal: { error: 'per_transaction', name: 'card_per_transaction', limitMicros: 5_000_000 },
     }),
   },
   {
     rule: '3. card daily limit',
-    setup: (f) => sql(f, 'UPDATE cards SET daily_cents = 500 WHERE id = $1', [f.card.card_id]),
+    setup: (f) => sql(f, 'UPDATE cards SET daily_micros = 5000000 WHERE id = $1', [f.card.card_id]),
     expected: () => ({
       ok: false,
-      refusal: { error: 'window_limit', name: 'card_daily', limitCents: 500, spentCents: 0 },
+      refusal: { error: 'window_limit', name: 'card_daily', limitMicros: 5_000_000, spentMicros: 0 },
     }),
   },
   {
     rule: '3. card monthly limit',
-    setup: (f) => sql(f, 'UPDATE cards SET monthly_cents = 1500 WHERE id = $1', [f.card.card_id]),
-    params: () => ({ amountCents: 1600 }),
+    setup: (f) => sql(f, 'UPDATE cards SET monthly_micros = 15000000 WHERE id = $1', [f.card.card_id]),
+    params: () => ({ amountMicros: 16_000_000 }),
     expected: () => ({
       ok: false,
-      refusal: { error: 'window_limit', name: 'card_monthly', limitCents: 1500, spentCents: 0 },
+      refusal: { error: 'window_limit', name: 'card_monthly', limitMicros: 15_000_000, spentMicros: 0 },
     }),
   },
   {
     rule: '4. profile allowance',
     setup: (f) =>
-      sql(f, 'UPDATE card_profiles SET allowance_cents = 500 WHERE card_id = $1 AND profile_index = $2', [
-        f.card.card_id,
-        f.card.real_profile_index,
-      ]),
+      sql(
+        f,
+        'UPDATE card_profiles SET allowance_micros = 5000000 WHERE card_id = $1 AND profile_index = $2',
+        [f.card.card_id, f.card.real_profile_index],
+      ),
     expected: () => ({
       ok: false,
-      refusal: { error: 'allowance', limitCents: 500, spentCents: 0, window: 'month' },
+      refusal: { error: 'allowance', limitMicros: 5_000_000, spentMicros: 0, window: 'month' },
     }),
   },
   {
     rule: '5. master per-transaction limit',
-    setup: (f) => sql(f, 'UPDATE owners SET master_per_transaction_cents = 500 WHERE id = $1', [f.ownerId]),
+    setup: (f) =>
+      sql(f, 'UPDATE owners SET master_per_transaction_micros = 5000000 WHERE id = $1', [f.ownerId]),
     expected: () => ({
       ok: false,
-      refusal: { error: 'per_transaction', name: 'master_per_transaction', limitCents: 500 },
+      refusal: { error: 'per_transaction', name: 'master_per_transaction', limitMicros: 5_000_000 },
     }),
   },
   {
     rule: '5. master daily budget',
-    setup: (f) => sql(f, 'UPDATE owners SET master_daily_cents = 500 WHERE id = $1', [f.ownerId]),
+    setup: (f) => sql(f, 'UPDATE owners SET master_daily_micros = 5000000 WHERE id = $1', [f.ownerId]),
     expected: () => ({
       ok: false,
-      refusal: { error: 'window_limit', name: 'master_daily', limitCents: 500, spentCents: 0 },
+      refusal: { error: 'window_limit', name: 'master_daily', limitMicros: 5_000_000, spentMicros: 0 },
     }),
   },
   {
     rule: '5. master monthly budget',
-    setup: (f) => sql(f, 'UPDATE owners SET master_monthly_cents = 500 WHERE id = $1', [f.ownerId]),
+    setup: (f) => sql(f, 'UPDATE owners SET master_monthly_micros = 5000000 WHERE id = $1', [f.ownerId]),
     expected: () => ({
       ok: false,
-      refusal: { error: 'window_limit', name: 'master_monthly', limitCents: 500, spentCents: 0 },
+      refusal: { error: 'window_limit', name: 'master_monthly', limitMicros: 5_000_000, spentMicros: 0 },
     }),
   },
   {
     rule: '6. funds (the visible balance)',
-    params: () => ({ amountCents: FUNDS + 1 }),
-    expected: () => ({ ok: false, refusal: { error: 'insufficient_funds', balanceCents: FUNDS } }),
+    params: () => ({ amountMicros: FUNDS + 1 }),
+    expected: () => ({ ok: false, refusal: { error: 'insufficient_funds', balanceMicros: FUNDS } }),
   },
   {
     rule: '7. approval: the card asks for everything → held',
@@ -186,7 +190,7 @@ function passed(f: Fixture, fields: Partial<AttemptResult & { ok: true }>) {
     ok: true,
     cardId: f.card.card_id,
     ownerId: f.ownerId,
-    availableBeforeCents: FUNDS,
+    availableBeforeMicros: FUNDS,
     profileWindow: 'month',
     cardCreatedAt: expect.any(Date),
     profilesEnc: expect.any(String),
@@ -215,21 +219,21 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   async function fixture(): Promise<Fixture> {
     const owner = await createOwner(svc);
     ownerTokens.set(owner.id, owner);
-    const bot = await activeBot(svc, owner, { fundCents: FUNDS });
+    const bot = await activeBot(svc, owner, { fundCents: FUNDS_CENTS });
     const card = await setupCard(svc, owner, bot.bot_id);
     // Everything generous: each row tightens one rule.
     await svc.ctx.db.query(
-      `UPDATE owners SET master_per_transaction_cents = 1000000, master_daily_cents = 10000000,
-              master_monthly_cents = 100000000 WHERE id = $1`,
+      `UPDATE owners SET master_per_transaction_micros = 10000000000, master_daily_micros = 100000000000,
+              master_monthly_micros = 1000000000000 WHERE id = $1`,
       [owner.id],
     );
     await svc.ctx.db.query(
-      `UPDATE cards SET per_transaction_cents = 1000000, daily_cents = 10000000, monthly_cents = 100000000,
-              approval_mode = 'auto_approve_under_threshold', approval_threshold_cents = 1000000 WHERE id = $1`,
+      `UPDATE cards SET per_transaction_micros = 10000000000, daily_micros = 100000000000, monthly_micros = 1000000000000,
+              approval_mode = 'auto_approve_under_threshold', approval_threshold_micros = 10000000000 WHERE id = $1`,
       [card.card_id],
     );
     await svc.ctx.db.query(
-      `UPDATE card_profiles SET allowance_cents = 100000000, allowance_window = 'month'
+      `UPDATE card_profiles SET allowance_micros = 1000000000000, allowance_window = 'month'
         WHERE card_id = $1 AND profile_index = $2`,
       [card.card_id, card.real_profile_index],
     );
@@ -241,7 +245,7 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
       botId: f.botId,
       cardId: null,
       profileIndex: f.card.real_profile_index,
-      amountCents: AMOUNT,
+      amountMicros: AMOUNT,
       category: null,
       confirmationId: newId('chk'),
       merchantName: 'Table Store',
@@ -263,7 +267,7 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   /** What a refused call must not change: the counters of the fixture's scopes, its rate-limit row, its ledger. */
   async function footprint(f: Fixture): Promise<unknown[]> {
     return svc.ctx.db.query(
-      `SELECT 'w' AS t, scope AS k, day_cents::text || '/' || week_cents::text || '/' || month_cents::text AS v
+      `SELECT 'w' AS t, scope AS k, day_micros::text || '/' || week_micros::text || '/' || month_micros::text AS v
          FROM spend_windows WHERE scope LIKE ANY (ARRAY['card:' || $1 || '%', 'profile:' || $1 || '%', 'owner:' || $2 || '%', 'bot:' || $3])
        UNION ALL SELECT 'r', key, cardinality(hits)::text FROM rate_limits WHERE key = 'checkout:' || $3
        UNION ALL SELECT 'l', bot_id, count(*)::text FROM ledger_entries WHERE bot_id = $3 GROUP BY bot_id
@@ -282,7 +286,7 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
       const before = await footprint(f);
       const result =
         mode === 'alone'
-          ? await checkoutAlone(svc.ctx.db, p, LOW_BALANCE_CENTS)
+          ? await checkoutAlone(svc.ctx.db, p, LOW_BALANCE_MICROS)
           : await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, p));
       if (result === null) throw new Error('the balance stays far above the low mark: no transaction needed');
       const expected = row.expected(f);
@@ -308,49 +312,19 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   it('alone, a purchase that takes the visible balance below the low mark writes nothing and asks for a transaction', async () => {
     const f = await fixture();
     // Down to exactly the mark: not below it, so no event is due and the call commits on its own.
-    const toMark = { ...params(f), amountCents: FUNDS - LOW_BALANCE_CENTS };
-    expect(await checkoutAlone(svc.ctx.db, toMark, LOW_BALANCE_CENTS)).toMatchObject({ ok: true });
-    // One cent more crosses it.
-    const crossing = { ...params(f), amountCents: 1 };
+    const toMark = { ...params(f), amountMicros: FUNDS - LOW_BALANCE_MICROS };
+    expect(await checkoutAlone(svc.ctx.db, toMark, LOW_BALANCE_MICROS)).toMatchObject({ ok: true });
+    // One micro more crosses it.
+    const crossing = { ...params(f), amountMicros: 1 };
     const before = await footprint(f);
-    expect(await checkoutAlone(svc.ctx.db, crossing, LOW_BALANCE_CENTS)).toBeNull();
+    expect(await checkoutAlone(svc.ctx.db, crossing, LOW_BALANCE_MICROS)).toBeNull();
     expect(await footprint(f)).toEqual(before);
     expect(
       await svc.ctx.db.query('SELECT 1 FROM checkout_confirmations WHERE id = $1', [crossing.confirmationId]),
     ).toEqual([]);
     // In a transaction the same call passes (the caller writes the event beside it).
     const inTx = await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, crossing));
-    expect(inTx).toMatchObject({ ok: true, availableBeforeCents: LOW_BALANCE_CENTS });
-  });
-
-  it('checkout_attempt, kept for the previous version, still answers a refusal and leaves nothing', async () => {
-    // A rolling deploy: instances of the previous version call checkout_attempt in their
-    // transaction and read {"error": …} from its answer.
-    const old = namedCall<AttemptParams>(
-      'checkout_attempt',
-      Object.fromEntries(
-        [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)]
-          .filter((m) => m[1] !== 'p_low_balance_cents')
-          .map((m) => [
-            m[1],
-            (p: AttemptParams) =>
-              attemptCall.params({ ...p, lowBalanceCents: null } as never)[Number(m[2]) - 1],
-          ]),
-      ),
-    );
-    const f = await fixture();
-    await svc.ctx.db.query("UPDATE wallets SET status = 'frozen' WHERE bot_id = $1", [f.botId]);
-    const before = await footprint(f);
-    const refused = await svc.ctx.db.transaction((tx) =>
-      tx.query<{ r: unknown }>(`SELECT ${old.sql} AS r`, old.params(params(f))),
-    );
-    expect(refused).toEqual([{ r: { error: 'wallet_frozen' } }]);
-    expect(await footprint(f)).toEqual(before);
-    await svc.ctx.db.query("UPDATE wallets SET status = 'active' WHERE bot_id = $1", [f.botId]);
-    const passed = await svc.ctx.db.transaction((tx) =>
-      tx.query<{ r: Record<string, unknown> }>(`SELECT ${old.sql} AS r`, old.params(params(f))),
-    );
-    expect(passed[0]?.r).toMatchObject({ ok: true, held: false, is_real: true });
+    expect(inTx).toMatchObject({ ok: true, availableBeforeMicros: LOW_BALANCE_MICROS });
   });
 
   it('passes every parameter of the database function by name, once', async () => {
@@ -374,7 +348,9 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   });
 
   it('an answer of an unexpected shape is an error, not a guess', () => {
-    expect(() => parseAttempt({ error: 'limit', name: 'card_weekly', limit_cents: 1 })).toThrow(/unexpected/);
+    expect(() => parseAttempt({ error: 'limit', name: 'card_weekly', limit_micros: 1 })).toThrow(
+      /unexpected/,
+    );
     expect(() => parseAttempt({ error: 'insufficient_funds' })).toThrow(/unexpected/);
     expect(() => parseAttempt({ ok: true, held: 'no' })).toThrow(/unexpected/);
     expect(() => parseAttempt({})).toThrow(/unexpected/);

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLuhnValid } from '../../src/cards/decoys.ts';
-import { requestHash } from '../../src/checkout/service.ts';
 import {
   activeBot,
   createOwner,
@@ -84,11 +83,11 @@ describe('checkout: the guardrail chain', () => {
     });
     expect(body.confirmation_id).toMatch(/^chk_[a-z2-7]+$/);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger.available_cents).toBe(1750);
-    expect(ledger.merchant_settlement).toBe(250);
-    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(250);
-    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(250);
-    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(250);
+    expect(ledger.available_micros).toBe(1750 * 10_000);
+    expect(ledger.merchant_settlement).toBe(250 * 10_000);
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(250 * 10_000);
+    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(250 * 10_000);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(250 * 10_000);
     // Exactly the windows a limit or a figure reads: card day and month, the profile's allowance
     // window, the owner's day and month, the bot's month (its day was counted and read nowhere).
     const windows = await svc.ctx.db.query<{ w: string }>(
@@ -154,13 +153,13 @@ describe('checkout: the guardrail chain', () => {
     }
     // Money: only the real 100 left the wallet; the bot's balance and counter show all 500.
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger.available_cents).toBe(1900);
+    expect(ledger.available_micros).toBe(1900 * 10_000);
     const status = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json();
     expect(status.balance_usd).toBe(15);
     expect(status.spending_limits.monthly_spent_usd).toBe(5);
-    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(ownerBefore + 100);
-    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(500);
-    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(400);
+    expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(ownerBefore + 100 * 10_000);
+    expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(500 * 10_000);
+    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(400 * 10_000);
     expect(await events(svc, bot.bot_id, 'purchase.approved')).toHaveLength(3);
   });
 
@@ -197,7 +196,7 @@ describe('checkout: the guardrail chain', () => {
     });
     expect(notJson.statusCode).toBe(400);
     expect(await confirmations(bot.bot_id)).toBe(0);
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(1000);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(1000 * 10_000);
   });
 
   it('401 without a valid API key', async () => {
@@ -313,7 +312,7 @@ describe('checkout: the guardrail chain', () => {
       remaining_usd: 1,
     });
     // A refused request rolled back: the counters only hold the two approved purchases.
-    expect(await counter(svc, `card:${card.card_id}:p${p}`, 'day')).toBe(900);
+    expect(await counter(svc, `card:${card.card_id}:p${p}`, 'day')).toBe(900 * 10_000);
   });
 
   it('403 allowance_exceeded against the profile window', async () => {
@@ -426,8 +425,8 @@ describe('checkout: the guardrail chain', () => {
     svc.clock.set(day2 + 86_400_000);
     for (const r of await both()) expect(r.json()).toMatchObject({ approved: true });
     expect(await spending()).toEqual({ day: 2, month: 4, bot: 4 });
-    expect(await counter(svc, `card:${decoy.card_id}:p${decoy.decoyIndex}`, 'day')).toBe(200);
-    expect(await counter(svc, `card:${decoy.card_id}:p${decoy.decoyIndex}`, 'month')).toBe(400);
+    expect(await counter(svc, `card:${decoy.card_id}:p${decoy.decoyIndex}`, 'day')).toBe(200 * 10_000);
+    expect(await counter(svc, `card:${decoy.card_id}:p${decoy.decoyIndex}`, 'month')).toBe(400 * 10_000);
     svc.clock.set(day2 + 2 * 86_400_000);
     const [masterMonthly, cardMonthly] = await both();
     expect(masterMonthly!.json()).toMatchObject({
@@ -481,7 +480,7 @@ describe('checkout: the guardrail chain', () => {
       });
     }
     // The real budget was spent once (600), by the real profile only.
-    expect(await counter(svc, `owner:${o.id}`, 'day')).toBe(600);
+    expect(await counter(svc, `owner:${o.id}`, 'day')).toBe(600 * 10_000);
     await expectLedgerConsistent(svc, bot.bot_id);
   });
 
@@ -541,12 +540,12 @@ describe('checkout: the guardrail chain', () => {
     expect(body.expires_at).toBe(new Date(svc.clock.now() + 900_000).toISOString());
     expect(body.expires_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 600, held_cents: 400 });
+    expect(ledger).toMatchObject({ available_micros: 600 * 10_000, held_micros: 400 * 10_000 });
     const decoy = await checkout(svc, bot, purchase(card.decoyIndex, 400));
     expect(decoy.statusCode).toBe(202);
     expect(Object.keys(decoy.json()).sort()).toEqual(Object.keys(body).sort());
     expect(decoy.json().expires_at).toBe(body.expires_at);
-    expect((await wallet(svc, bot.bot_id)).held_cents).toBe(400);
+    expect((await wallet(svc, bot.bot_id)).held_micros).toBe(400 * 10_000);
   });
 
   it('approval modes: threshold, categories, and a stricter profile rule', async () => {
@@ -578,7 +577,7 @@ describe('checkout: the guardrail chain', () => {
     expect(first.statusCode).toBe(200);
     expect(again.statusCode).toBe(200);
     expect(again.json()).toEqual(first.json());
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(300);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(300 * 10_000);
     const conflict = await checkout(svc, bot, purchase(card.real_profile_index, 300), key);
     expect(conflict.statusCode).toBe(409);
     expect(conflict.json().error).toBe('idempotency_conflict');
@@ -651,50 +650,10 @@ describe('checkout: the guardrail chain', () => {
       const other = await checkout(limited, bot, purchase(card.real_profile_index, 300), key);
       expect(other.statusCode).toBe(409);
       expect(other.json().error).toBe('idempotency_conflict');
-      expect((await wallet(limited, bot.bot_id)).available_cents).toBe(300);
+      expect((await wallet(limited, bot.bot_id)).available_micros).toBe(300 * 10_000);
     } finally {
       await limited.close();
     }
-  });
-
-  it('a key stored by the previous version (checkout_idempotency) is still replayed for its 24 hours', async () => {
-    const bot = await activeBot(svc, owner, { fundCents: 500 });
-    const card = await setupCard(svc, owner, bot.bot_id, AUTO);
-    const body = purchase(card.real_profile_index, 200);
-    const answer = {
-      approved: true,
-      missing_digits: '123',
-      expiry_month: '12',
-      expiry_year: '2031',
-      confirmation_id: 'chk_earlier',
-      profile_index: card.real_profile_index,
-      merchant_name: body.merchant_name,
-      amount_usd: 2,
-      message: 'stored before 0023',
-    };
-    await svc.ctx.db.query(
-      `INSERT INTO checkout_idempotency (bot_id, key, request_hash, status_code, response_enc, created_at)
-       VALUES ($1, 'legacy-1', $2, 200, $3, $4)`,
-      [
-        bot.bot_id,
-        requestHash(body),
-        svc.ctx.secrets.encrypt(JSON.stringify(answer)),
-        new Date(svc.clock.now()),
-      ],
-    );
-    const replay = await checkout(svc, bot, body, { 'idempotency-key': 'legacy-1' });
-    expect(replay.statusCode).toBe(200);
-    expect(replay.json()).toEqual(answer);
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(500);
-    const other = await checkout(svc, bot, purchase(card.real_profile_index, 100), {
-      'idempotency-key': 'legacy-1',
-    });
-    expect(other.statusCode).toBe(409);
-    svc.clock.advance(24 * 3600_000 + 1000);
-    const fresh = await checkout(svc, bot, body, { 'idempotency-key': 'legacy-1' });
-    expect(fresh.statusCode).toBe(200);
-    expect(fresh.json().confirmation_id).not.toBe('chk_earlier');
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(300);
   });
 });
 

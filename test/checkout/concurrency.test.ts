@@ -80,8 +80,8 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       results.filter((r) => r.statusCode === 402).every((r) => r.json().error === 'insufficient_funds'),
     ).toBe(true);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 0, held_cents: 0, merchant_settlement: 5000 });
-    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(5000);
+    expect(ledger).toMatchObject({ available_micros: 0, held_micros: 0, merchant_settlement: 5000 * 10_000 });
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(5000 * 10_000);
   });
 
   it('the same with holds: 150 parallel checkouts needing approval hold exactly $50', async () => {
@@ -97,7 +97,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(codes.get(202)).toBe(50);
     expect(codes.get(402)).toBe(100);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ available_cents: 0, held_cents: 5000 });
+    expect(ledger).toMatchObject({ available_micros: 0, held_micros: 5000 * 10_000 });
   });
 
   it('150 parallel checkouts against a $30 daily card budget approve exactly 30', async () => {
@@ -117,9 +117,9 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       limit: 'daily',
       remaining_usd: 0,
     });
-    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(3000);
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(3000 * 10_000);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger.available_cents).toBe(47_000);
+    expect(ledger.available_micros).toBe(47_000 * 10_000);
   });
 
   it('150 parallel checkouts against a $20 profile allowance approve exactly 20 (a decoy profile too)', async () => {
@@ -145,7 +145,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       results.filter((r) => r.statusCode === 403).every((r) => r.json().error === 'allowance_exceeded'),
     ).toBe(true);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger.available_cents).toBe(48_000);
+    expect(ledger.available_micros).toBe(48_000 * 10_000);
   });
 
   it("150 parallel checkouts from two bots share the owner's $40 master daily budget: exactly 40", async () => {
@@ -180,10 +180,10 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(
       results.filter((r) => r.statusCode === 403).every((r) => r.json().error === 'master_budget_exceeded'),
     ).toBe(true);
-    expect(await counter(svc, `owner:${owner.id}`, 'day')).toBe(4000);
+    expect(await counter(svc, `owner:${owner.id}`, 'day')).toBe(4000 * 10_000);
     const la = await expectLedgerConsistent(svc, a.bot_id);
     const lb = await expectLedgerConsistent(svc, b.bot_id);
-    expect(la.merchant_settlement + lb.merchant_settlement).toBe(4000);
+    expect(la.merchant_settlement + lb.merchant_settlement).toBe(4000 * 10_000);
   });
 
   it('parallel approve and deny of the same confirmations decide each exactly once', async () => {
@@ -209,9 +209,9 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     const approved = results.filter((r) => r.statusCode === 200 && r.json().status === 'approved').length;
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({
-      held_cents: 0,
-      merchant_settlement: approved * 100,
-      available_cents: 5000 - approved * 100,
+      held_micros: 0,
+      merchant_settlement: approved * 100 * 10_000,
+      available_micros: (5000 - approved * 100) * 10_000,
     });
     const ev = await svc.ctx.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM events WHERE bot_id = $1 AND type IN ('purchase.approved', 'purchase.denied')`,
@@ -232,7 +232,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(results.every((r) => r.statusCode === 200)).toBe(true);
     expect(new Set(results.map((r) => r.json().confirmation_id)).size).toBe(1);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger.available_cents).toBe(4900);
+    expect(ledger.available_micros).toBe(4900 * 10_000);
   });
   it('expiry jobs running at once (as on several instances) expire each confirmation once', async () => {
     const owner = await generousOwner();
@@ -259,7 +259,10 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
     expect(ids).toHaveLength(40);
     expect(new Set(ids).size).toBe(40);
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(ledger).toMatchObject({ held_cents: 0, available_cents: 10_000 - ledger.merchant_settlement });
+    expect(ledger).toMatchObject({
+      held_micros: 0,
+      available_micros: 10_000 * 10_000 - ledger.merchant_settlement,
+    });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
   });
   it.each([
@@ -286,7 +289,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
               botId: bot.bot_id,
               cardId: null,
               profileIndex: card.real_profile_index,
-              amountCents: 100,
+              amountMicros: 100 * 10_000,
               category: null,
               confirmationId: newId('chk'),
               merchantName: 'm',
@@ -313,9 +316,9 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
       const results = await Promise.all(Array.from({ length: 150 }, attempt));
       expect(results.filter((r) => r === 'ok')).toHaveLength(approved);
       expect(results.filter((r) => r === refusal)).toHaveLength(150 - approved);
-      expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(approved * 100);
+      expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(approved * 100 * 10_000);
       const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-      expect(ledger.available_cents).toBe(fund - approved * 100);
+      expect(ledger.available_micros).toBe((fund - approved * 100) * 10_000);
     },
   );
 });

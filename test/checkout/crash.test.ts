@@ -144,10 +144,10 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
         id: string;
         status: string;
         is_real: boolean;
-        amount_cents: number;
+        amount_micros: number;
         kinds: string[] | null;
       }>(
-        `SELECT c.id, c.status, c.is_real, c.amount_cents,
+        `SELECT c.id, c.status, c.is_real, c.amount_micros,
                 (SELECT array_agg(t.kind ORDER BY t.kind) FROM ledger_transactions t WHERE t.reference = c.id) AS kinds
            FROM checkout_confirmations c WHERE c.bot_id = $1`,
         [bot.bot_id],
@@ -162,7 +162,7 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
         }
         if (r.status === 'approved') expect(r.kinds).toEqual(['purchase']);
         else expect(r.kinds).toEqual(['hold']);
-        spent += r.amount_cents;
+        spent += r.amount_micros;
       }
       // No money moved without a confirmation.
       const orphans = await db.query<{ n: number }>(
@@ -172,9 +172,9 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
       );
       expect(orphans[0]!.n).toBe(0);
       const ledger = await expectLedgerConsistent(svc, bot.bot_id);
-      expect(100_000 - ledger.available_cents).toBe(spent);
+      expect(100_000 * 10_000 - ledger.available_micros).toBe(spent);
       const counter = await db.query<{ s: number }>(
-        `SELECT coalesce(sum(day_cents), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
+        `SELECT coalesce(sum(day_micros), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
         [`card:${card.card_id}`],
       );
       expect(Number(counter[0]!.s)).toBe(spent);

@@ -51,7 +51,7 @@ describe('decoy reserve returned with a funding', () => {
     let f = await fund(1000);
     expect(f.botSees).toBe(1300);
     expect(f.owner).toMatchObject({ amount_usd: 10, decoy_reserve_returned_usd: 3 });
-    expect((await wallet(svc, bot.bot_id)).decoy_spent_cents).toBe(100);
+    expect((await wallet(svc, bot.bot_id)).decoy_spent_micros).toBe(100 * 10_000);
     // Nothing more is undisputed until the real profile spends as much as the busiest one.
     f = await fund(1000);
     expect(f.botSees).toBe(1000);
@@ -59,7 +59,7 @@ describe('decoy reserve returned with a funding', () => {
     // The real profile has now spent as much as the busiest one: all of the reserve comes back.
     f = await fund(1000);
     expect(f.botSees).toBe(1100);
-    expect((await wallet(svc, bot.bot_id)).decoy_spent_cents).toBe(0);
+    expect((await wallet(svc, bot.bot_id)).decoy_spent_micros).toBe(0);
     await expectLedgerConsistent(svc, bot.bot_id);
   });
 

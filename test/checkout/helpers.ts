@@ -130,13 +130,13 @@ export function poll(svc: TestService, bot: { auth: Record<string, string> }, co
 
 export async function wallet(svc: TestService, botId: string) {
   const rows = await svc.ctx.db.query<{
-    available_cents: number;
-    held_cents: number;
-    decoy_spent_cents: number;
-    decoy_held_cents: number;
+    available_micros: number;
+    held_micros: number;
+    decoy_spent_micros: number;
+    decoy_held_micros: number;
     status: string;
   }>(
-    'SELECT available_cents, held_cents, decoy_spent_cents, decoy_held_cents, status FROM wallets WHERE bot_id = $1',
+    'SELECT available_micros, held_micros, decoy_spent_micros, decoy_held_micros, status FROM wallets WHERE bot_id = $1',
     [botId],
   );
   return rows[0]!;
@@ -146,24 +146,26 @@ export async function wallet(svc: TestService, botId: string) {
 export async function expectLedgerConsistent(svc: TestService, botId: string) {
   const sums = await ledgerBalances(svc.ctx.db, botId);
   const w = await wallet(svc, botId);
-  expect(sums.wallet_available).toBe(w.available_cents);
-  expect(sums.wallet_held).toBe(w.held_cents);
+  expect(sums.wallet_available).toBe(w.available_micros);
+  expect(sums.wallet_held).toBe(w.held_micros);
   expect(sums.wallet_available + sums.wallet_held + sums.owner_funding + sums.merchant_settlement).toBe(0);
   // The decoy reserve: memo accounts that balance among themselves and never exceed the money.
-  expect(sums.decoy_spent).toBe(Number(w.decoy_spent_cents));
-  expect(sums.decoy_held).toBe(Number(w.decoy_held_cents));
+  expect(sums.decoy_spent).toBe(Number(w.decoy_spent_micros));
+  expect(sums.decoy_held).toBe(Number(w.decoy_held_micros));
   expect(sums.decoy_cover + sums.decoy_spent + sums.decoy_held).toBe(0);
-  expect(w.available_cents).toBeGreaterThanOrEqual(Number(w.decoy_spent_cents) + Number(w.decoy_held_cents));
+  expect(w.available_micros).toBeGreaterThanOrEqual(
+    Number(w.decoy_spent_micros) + Number(w.decoy_held_micros),
+  );
   return { ...sums, ...w };
 }
 
 /** What the scope's newest window of this kind holds (spend_windows, one row per scope). */
 export async function counter(svc: TestService, scope: string, kind: 'day' | 'week' | 'month') {
-  const rows = await svc.ctx.db.query<{ spent_cents: number }>(
-    `SELECT coalesce(sum(${kind}_cents), 0)::bigint AS spent_cents FROM spend_windows WHERE scope = $1`,
+  const rows = await svc.ctx.db.query<{ spent_micros: number }>(
+    `SELECT coalesce(sum(${kind}_micros), 0)::bigint AS spent_micros FROM spend_windows WHERE scope = $1`,
     [scope],
   );
-  return Number(rows[0]?.spent_cents ?? 0);
+  return Number(rows[0]?.spent_micros ?? 0);
 }
 
 export async function events(svc: TestService, botId: string, type?: string) {

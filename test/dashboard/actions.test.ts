@@ -31,8 +31,8 @@ afterAll(async () => {
 });
 
 async function state() {
-  const rows = await svc.ctx.db.query<{ available_cents: number; status: string }>(
-    'SELECT available_cents::int AS available_cents, status FROM wallets WHERE bot_id = $1',
+  const rows = await svc.ctx.db.query<{ available_micros: number; status: string }>(
+    'SELECT available_micros::bigint AS available_micros, status FROM wallets WHERE bot_id = $1',
     [bot.bot_id],
   );
   return rows[0]!;
@@ -72,8 +72,11 @@ describe('bot page actions', () => {
     const res = await client.submit(botUrl, `${botUrl}/fund`, { amount_usd: '$1,025.50' });
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe(`${botUrl}?notice=funded`);
-    expect((await state()).available_cents).toBe(102_550);
-    expect(await lastAudit()).toMatchObject({ action: 'wallet.funded', details: { amount_cents: 102_550 } });
+    expect((await state()).available_micros).toBe(102_550 * 10_000);
+    expect(await lastAudit()).toMatchObject({
+      action: 'wallet.funded',
+      details: { amount_micros: 102_550 * 10_000 },
+    });
     const page = await client.get(String(res.headers.location));
     expect(page.body).toContain('Funds added.');
     expect(page.body).toContain('$1,025.50');
@@ -85,7 +88,7 @@ describe('bot page actions', () => {
       expect(res.statusCode, amount).toBe(400);
       expect(res.body).toContain('Enter an amount between');
     }
-    expect((await state()).available_cents).toBe(102_550);
+    expect((await state()).available_micros).toBe(102_550 * 10_000);
   });
 
   it('freezes and unfreezes the wallet', async () => {
@@ -222,7 +225,7 @@ describe('master guardrails', () => {
     });
     expect(fromBot.headers.location).toBe(`${botUrl}?notice=guardrails`);
     const row = await svc.ctx.db.query<Record<string, number>>(
-      'SELECT master_per_transaction_cents::int AS p, master_daily_cents::int AS d, master_monthly_cents::int AS m FROM owners WHERE id = $1',
+      'SELECT (master_per_transaction_micros / 10000.0)::float8 AS p, (master_daily_micros / 10000.0)::float8 AS d, (master_monthly_micros / 10000.0)::float8 AS m FROM owners WHERE id = $1',
       [owner.id],
     );
     expect(row[0]).toEqual({ p: 1250, d: 2000, m: 30000 });
@@ -239,7 +242,7 @@ describe('master guardrails', () => {
       expect(res.statusCode).toBe(400);
     }
     const row = await svc.ctx.db.query<{ p: number }>(
-      'SELECT master_per_transaction_cents::int AS p FROM owners WHERE id = $1',
+      'SELECT (master_per_transaction_micros / 10000.0)::float8 AS p FROM owners WHERE id = $1',
       [owner.id],
     );
     expect(row[0]!.p).toBe(1250);
@@ -249,7 +252,7 @@ describe('master guardrails', () => {
 describe('the guardrails form shows the current amounts', () => {
   async function amounts() {
     const rows = await svc.ctx.db.query<{ p: number; d: number; m: number }>(
-      'SELECT master_per_transaction_cents::int AS p, master_daily_cents::int AS d, master_monthly_cents::int AS m FROM owners WHERE id = $1',
+      'SELECT (master_per_transaction_micros / 10000.0)::float8 AS p, (master_daily_micros / 10000.0)::float8 AS d, (master_monthly_micros / 10000.0)::float8 AS m FROM owners WHERE id = $1',
       [owner.id],
     );
     return rows[0]!;

@@ -47,8 +47,8 @@ interface CardRow {
 
 async function cardRow(cardId: string): Promise<CardRow> {
   const rows = await svc.ctx.db.query<CardRow>(
-    `SELECT status, profiles_enc, per_transaction_cents::int AS per_transaction_cents, daily_cents::int AS daily_cents,
-            approval_mode, approval_threshold_cents::int AS approval_threshold_cents, approved_categories,
+    `SELECT status, profiles_enc, (per_transaction_micros / 10000.0)::float8 AS per_transaction_cents, (daily_micros / 10000.0)::float8 AS daily_cents,
+            approval_mode, (approval_threshold_micros / 10000.0)::float8 AS approval_threshold_cents, approved_categories,
             missing_position, real_profile_index
        FROM cards WHERE id = $1`,
     [cardId],
@@ -296,7 +296,7 @@ describe('card wizard and settings', () => {
       allowance_window: string;
       approval_rule: string;
     }>(
-      'SELECT allowance_cents::int AS allowance_cents, allowance_window, approval_rule FROM card_profiles WHERE card_id = $1 AND profile_index = $2',
+      'SELECT (allowance_micros / 10000.0)::float8 AS allowance_cents, allowance_window, approval_rule FROM card_profiles WHERE card_id = $1 AND profile_index = $2',
       [cardId, realIndex],
     );
     expect(p[0]).toEqual({
@@ -383,7 +383,7 @@ describe('card profiles in one form', () => {
   }
   async function profiles(): Promise<ProfileRow[]> {
     return svc.ctx.db.query<ProfileRow>(
-      `SELECT profile_index, allowance_cents::int AS allowance_cents, allowance_window, approval_rule, enabled
+      `SELECT profile_index, (allowance_micros / 10000.0)::float8 AS allowance_cents, allowance_window, approval_rule, enabled
          FROM card_profiles WHERE card_id = $1 ORDER BY profile_index`,
       [cardId],
     );
@@ -563,19 +563,19 @@ describe('approvals inbox and e-mail', () => {
 
   it('denies from the inbox and releases the hold', async () => {
     const id = await heldPurchase(bot, realIndex, 'To deny');
-    const held = await svc.ctx.db.query<{ held_cents: number }>(
-      'SELECT held_cents::int AS held_cents FROM wallets WHERE bot_id = $1',
+    const held = await svc.ctx.db.query<{ held_micros: number }>(
+      'SELECT held_micros::bigint AS held_micros FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
-    expect(held[0]!.held_cents).toBe(250);
+    expect(held[0]!.held_micros).toBe(250 * 10_000);
     const res = await alice.submit('/approvals', `/approvals/${id}/deny`);
     expect(res.statusCode).toBe(303);
     expect(await confirmationStatus(id)).toBe('denied');
-    const after = await svc.ctx.db.query<{ held_cents: number }>(
-      'SELECT held_cents::int AS held_cents FROM wallets WHERE bot_id = $1',
+    const after = await svc.ctx.db.query<{ held_micros: number }>(
+      'SELECT held_micros::bigint AS held_micros FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
-    expect(after[0]!.held_cents).toBe(0);
+    expect(after[0]!.held_micros).toBe(0);
   });
 
   it('one-click link: GET only confirms, POST decides once, reuse shows the used page', async () => {

@@ -33,8 +33,8 @@ afterAll(async () => {
 });
 
 async function wallet() {
-  const rows = await svc.ctx.db.query<{ available_cents: number; status: string }>(
-    'SELECT available_cents::int AS available_cents, status FROM wallets WHERE bot_id = $1',
+  const rows = await svc.ctx.db.query<{ available_micros: number; status: string }>(
+    'SELECT available_micros::bigint AS available_micros, status FROM wallets WHERE bot_id = $1',
     [bot.bot_id],
   );
   return rows[0]!;
@@ -86,7 +86,7 @@ describe('CSRF', () => {
       { origin: 'https://evil.example' },
     );
     expect(res.statusCode).toBe(403);
-    expect((await wallet()).available_cents).toBe(1000);
+    expect((await wallet()).available_micros).toBe(1000 * 10_000);
   });
 
   it('refuses owner-level forms without the token', async () => {
@@ -145,7 +145,7 @@ describe('CSRF', () => {
       payload: { amount_cents: 100 },
     });
     expect(wrong.statusCode).toBe(403);
-    expect((await wallet()).available_cents).toBe(1000);
+    expect((await wallet()).available_micros).toBe(1000 * 10_000);
 
     const token = csrfIn((await alice.get('/')).body, '/signout');
     const ok = await svc.app.inject({
@@ -155,7 +155,7 @@ describe('CSRF', () => {
       payload: { amount_cents: 100 },
     });
     expect(ok.statusCode).toBe(200);
-    expect((await wallet()).available_cents).toBe(1100);
+    expect((await wallet()).available_micros).toBe(1100 * 10_000);
 
     // A bearer token needs no CSRF token, even with a cookie present.
     const bearer = await svc.app.inject({
@@ -174,7 +174,7 @@ describe('CSRF', () => {
       payload: 'amount_cents=100',
     });
     expect(form.statusCode).toBe(415);
-    expect((await wallet()).available_cents).toBe(1200);
+    expect((await wallet()).available_micros).toBe(1200 * 10_000);
 
     // Another owner's session sees none of it.
     const other = await svc.app.inject({

@@ -35,9 +35,10 @@ async function wallet() {
       daily_cents: string;
       allow_domains: unknown;
       deny_pay_to: unknown;
-    }>('SELECT address, daily_cents, allow_domains, deny_pay_to FROM x402_wallets WHERE bot_id = $1', [
-      bot.bot_id,
-    ])
+    }>(
+      'SELECT address, (daily_micros / 10000.0)::float8 AS daily_cents, allow_domains, deny_pay_to FROM x402_wallets WHERE bot_id = $1',
+      [bot.bot_id],
+    )
   )[0];
 }
 

@@ -216,7 +216,7 @@ describe('authentication on every protected route', () => {
   it("another owner's bot is 404 on every owner route with a bot id, and nothing changes", async () => {
     const snapshot = async () =>
       svc.ctx.db.query(
-        'SELECT w.status, w.available_cents, b.api_key_hash, b.webhook_secret_enc FROM wallets w JOIN bots b ON b.id = w.bot_id WHERE b.id = $1',
+        'SELECT w.status, w.available_micros, b.api_key_hash, b.webhook_secret_enc FROM wallets w JOIN bots b ON b.id = w.bot_id WHERE b.id = $1',
         [foreignBot.bot_id],
       );
     const before = await snapshot();

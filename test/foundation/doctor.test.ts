@@ -71,7 +71,7 @@ describe('botpay doctor', () => {
       expect(wrongKey.find((c) => c.name === 'secret key')?.ok).toBe(false);
 
       const db2 = await openDatabase(parseConfig(env));
-      await db2.query(`UPDATE wallets SET available_cents = 5 WHERE bot_id = 'bot_doctor'`);
+      await db2.query(`UPDATE wallets SET available_micros = 5 WHERE bot_id = 'bot_doctor'`);
       await db2.close();
       const drifted = await runDoctor(env);
       expect(drifted.find((c) => c.name === 'ledger')).toMatchObject({

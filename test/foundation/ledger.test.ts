@@ -23,8 +23,8 @@ describe('double-entry ledger', () => {
 
   const wallet = async () =>
     (
-      await svc.ctx.db.query<{ available_cents: number; held_cents: number }>(
-        'SELECT available_cents, held_cents FROM wallets WHERE bot_id = $1',
+      await svc.ctx.db.query<{ available_micros: number; held_micros: number }>(
+        'SELECT available_micros, held_micros FROM wallets WHERE bot_id = $1',
         [botId],
       )
     )[0]!;
@@ -38,7 +38,7 @@ describe('double-entry ledger', () => {
     });
     const w = await wallet();
     const l = await ledgerBalances(svc.ctx.db, botId);
-    expect(w).toEqual({ available_cents: 800, held_cents: 0 });
+    expect(w).toEqual({ available_micros: 800, held_micros: 0 });
     expect(l.wallet_available).toBe(800);
     expect(l.wallet_held).toBe(0);
     expect(l.wallet_available + l.wallet_held + l.owner_funding + l.merchant_settlement).toBe(0);
@@ -47,7 +47,7 @@ describe('double-entry ledger', () => {
   it('the database refuses a negative available balance and rolls the whole transaction back', async () => {
     const before = await wallet();
     const error = await svc.ctx.db
-      .transaction((tx) => debitPurchase(tx, botId, before.available_cents + 1, svc.clock.now(), 'too-much'))
+      .transaction((tx) => debitPurchase(tx, botId, before.available_micros + 1, svc.clock.now(), 'too-much'))
       .catch((e) => e);
     expect(pgErrorCode(error)).toBe('23514');
     expect(await wallet()).toEqual(before);
@@ -62,7 +62,7 @@ describe('double-entry ledger', () => {
           [botId],
         );
         await tx.query(
-          `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at) VALUES ('ltx_bad', $1, 'wallet_available', 500, now())`,
+          `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at) VALUES ('ltx_bad', $1, 'wallet_available', 5000000, now())`,
           [botId],
         );
       })
@@ -73,7 +73,7 @@ describe('double-entry ledger', () => {
 
   it('ledger rows are append-only', async () => {
     const error = await svc.ctx.db
-      .query('UPDATE ledger_entries SET amount_cents = amount_cents * 2')
+      .query('UPDATE ledger_entries SET amount_micros = amount_micros * 2')
       .catch((e) => e);
     expect(String(error)).toMatch(/append-only/);
     const del = await svc.ctx.db.query('DELETE FROM ledger_entries').catch((e) => e);
@@ -87,8 +87,8 @@ describe('double-entry ledger', () => {
           botId,
           kind: 'funding',
           postings: [
-            { account: 'wallet_available', amountCents: 1.5 },
-            { account: 'owner_funding', amountCents: -1.5 },
+            { account: 'wallet_available', amountMicros: 1.5 },
+            { account: 'owner_funding', amountMicros: -1.5 },
           ],
           at: 0,
         }),

@@ -29,7 +29,7 @@ describe.skipIf(!isPostgres)(
         [id],
       );
       await c.query(
-        `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at)
+        `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
        VALUES ($1, 'bot_plan', 'owner_funding', -100, now()), ($1, 'bot_plan', 'wallet_available', 100, now())`,
         [id],
       );
@@ -65,7 +65,7 @@ describe.skipIf(!isPostgres)(
          SELECT 'ltx_bulk' || g, 'bot_plan', 'funding', 'bulk' || g, 'bulk', now() FROM generate_series(1, 600) g`,
         );
         await tx.query(
-          `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at)
+          `INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
          SELECT 'ltx_bulk' || g, 'bot_plan', a.account, a.amount, now()
            FROM generate_series(1, 600) g,
                 (VALUES ('owner_funding', -100), ('wallet_available', 100)) AS a(account, amount)`,

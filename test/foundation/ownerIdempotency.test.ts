@@ -34,7 +34,7 @@ const fund = (owner: TestOwner, botId: string, cents: number, key?: string) =>
 
 async function fundings(botId: string): Promise<{ n: number; cents: number }> {
   const [row] = await svc.ctx.db.query<{ n: number; cents: number }>(
-    `SELECT count(DISTINCT t.id)::int AS n, coalesce(sum(e.amount_cents), 0)::int AS cents
+    `SELECT count(DISTINCT t.id)::int AS n, (coalesce(sum(e.amount_micros), 0) / 10000.0)::float8 AS cents
        FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id AND e.account = 'wallet_available'
       WHERE t.bot_id = $1 AND t.kind = 'funding'`,
     [botId],
@@ -190,14 +190,14 @@ describe('Idempotency-Key on owner calls', () => {
       const expected = 250 + Array.from({ length: 40 }, (_, i) => 10 + i).reduce((a, b) => a + b, 0);
       expect(await fundings(bot.bot_id)).toEqual({ n: 41, cents: expected });
       // The ledger balances and the wallet holds what the fundings put in.
-      const [wallet] = await svc.ctx.db.query<{ available_cents: number }>(
-        'SELECT available_cents FROM wallets WHERE bot_id = $1',
+      const [wallet] = await svc.ctx.db.query<{ available_micros: number }>(
+        'SELECT available_micros FROM wallets WHERE bot_id = $1',
         [bot.bot_id],
       );
-      expect(Number(wallet!.available_cents)).toBe(expected);
+      expect(Number(wallet!.available_micros)).toBe(expected * 10_000);
       const [unbalanced] = await svc.ctx.db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM (SELECT transaction_id FROM ledger_entries GROUP BY transaction_id
-           HAVING sum(amount_cents) <> 0) x`,
+           HAVING sum(amount_micros) <> 0) x`,
       );
       expect(unbalanced!.n).toBe(0);
     },

@@ -150,7 +150,7 @@ describe('bot status cache', () => {
 
   /** Changes a bot's balance without announcing it (as if the notification were lost). */
   async function silentFund(botId: string, cents: number): Promise<void> {
-    const sql = 'UPDATE wallets SET available_cents = available_cents + $2 WHERE bot_id = $1';
+    const sql = 'UPDATE wallets SET available_micros = available_micros + $2 WHERE bot_id = $1';
     if (isPostgres) {
       // A plain client: with botpay.defer_notify on, the trigger only raises a NOTICE nobody sends.
       const client = new pg.Client({
@@ -158,12 +158,12 @@ describe('bot status cache', () => {
         options: `-c search_path=${database.schema} -c botpay.defer_notify=on`,
       });
       await client.connect();
-      await client.query(sql, [botId, cents]);
+      await client.query(sql, [botId, cents * 10_000]);
       await client.end();
     } else {
       await a.ctx.db.transaction(async (tx) => {
         await tx.exec('SET LOCAL botpay.defer_notify = on');
-        await tx.query(sql, [botId, cents]);
+        await tx.query(sql, [botId, cents * 10_000]);
       });
     }
   }
@@ -208,7 +208,9 @@ describe('bot status cache', () => {
       expect(heard).toEqual([`bot:${bot.bot_id}`]);
       heard.length = 0;
       // The money projections are not part of the status: silent.
-      await a.ctx.db.query('UPDATE x402_wallets SET held_cents = held_cents WHERE bot_id = $1', [bot.bot_id]);
+      await a.ctx.db.query('UPDATE x402_wallets SET held_micros = held_micros WHERE bot_id = $1', [
+        bot.bot_id,
+      ]);
       expect(heard).toEqual([]);
       await a.ctx.db.query(
         'UPDATE x402_wallets SET chain_balance_micro = 5, balance_read_at = now() WHERE bot_id = $1',

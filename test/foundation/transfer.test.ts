@@ -152,7 +152,10 @@ describe.runIf(isPostgres)('botpay export / import: the embedded database moved 
     await enableWallet(source, owner, bot.bot_id);
     await creditDeposit(source, bot.bot_id, 3_000);
     const before = await expectLedgerConsistent(source, bot.bot_id);
-    expect(before).toMatchObject({ available_cents: 20_000 - 250 - 450, held_cents: 450 });
+    expect(before).toMatchObject({
+      available_micros: (20_000 - 250 - 450) * 10_000,
+      held_micros: 450 * 10_000,
+    });
     await source.close();
     const rowsBefore = await everyRow(embedded);
     // The flows left rows in the tables this is about (a trigger applied twice would show there).
@@ -227,9 +230,9 @@ describe.runIf(isPostgres)('botpay export / import: the embedded database moved 
       edited,
       (lines) => {
         // One ledger amount changed, the checksum left as it was: what a hand edit does.
-        const i = lines.findIndex((l, k) => k > 0 && l.startsWith('[') && /"-?450"/.test(l));
+        const i = lines.findIndex((l, k) => k > 0 && l.startsWith('[') && /"-?4500000"/.test(l));
         expect(i).toBeGreaterThan(0);
-        lines[i] = (lines[i] as string).replace(/"(-?)450"/, '"$1451"');
+        lines[i] = (lines[i] as string).replace(/"(-?)4500000"/, '"$14500001"');
       },
       { rehash: false },
     );
@@ -316,7 +319,7 @@ describe.runIf(isPostgres)('botpay export / import: the embedded database moved 
     const next = await checkout(moved, bot, purchase(card.real_profile_index, 300));
     expect(next.statusCode, next.body).toBe(200);
     const after = await expectLedgerConsistent(moved, bot.bot_id);
-    expect(after).toMatchObject({ available_cents: before.available_cents - 300, held_cents: 0 });
+    expect(after).toMatchObject({ available_micros: before.available_micros - 300 * 10_000, held_micros: 0 });
 
     const doctor = await runDoctor(target);
     expect(

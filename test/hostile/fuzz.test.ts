@@ -189,7 +189,7 @@ describe('hostile input on every route', () => {
       parts.push(`${table_name}=${rows[0]?.n}`);
     }
     const money = await svc.ctx.db.query(
-      'SELECT bot_id, status, available_cents, held_cents FROM wallets ORDER BY bot_id',
+      'SELECT bot_id, status, available_micros, held_micros FROM wallets ORDER BY bot_id',
     );
     return `${parts.join(',')}|${JSON.stringify(money)}`;
   }

@@ -130,7 +130,7 @@ describe.runIf(!isPostgres)('owner fundings when the service is SIGKILLed (embed
     const db = await openDatabase(parseConfig({ DATA_DIR: dataDir, SECRET_KEY: TEST_SECRET_KEY }));
     try {
       const rows = await db.query<{ reference: string; cents: number }>(
-        `SELECT t.reference, sum(e.amount_cents)::int AS cents
+        `SELECT t.reference, (sum(e.amount_micros) / 10000.0)::float8 AS cents
              FROM ledger_transactions t JOIN ledger_entries e ON e.transaction_id = t.id AND e.account = 'wallet_available'
             WHERE t.bot_id = $1 AND t.kind = 'funding' GROUP BY t.id, t.reference`,
         [bot.bot_id],
@@ -139,12 +139,12 @@ describe.runIf(!isPostgres)('owner fundings when the service is SIGKILLed (embed
       expect(rows).toHaveLength(FUNDINGS);
       const byReference = new Map(rows.map((r) => [r.reference, r.cents]));
       for (const [i, id] of final) expect(byReference.get(id), `funding-${i}`).toBe(cents(i));
-      const [wallet] = await db.query<{ available_cents: number }>(
-        'SELECT available_cents FROM wallets WHERE bot_id = $1',
+      const [wallet] = await db.query<{ available_micros: number }>(
+        'SELECT available_micros FROM wallets WHERE bot_id = $1',
         [bot.bot_id],
       );
       const total = Array.from({ length: FUNDINGS }, (_, i) => cents(i)).reduce((a, b) => a + b, 0);
-      expect(Number(wallet!.available_cents)).toBe(total);
+      expect(Number(wallet!.available_micros)).toBe(total * 10_000);
     } finally {
       await db.close();
     }

@@ -155,8 +155,8 @@ export async function putGuardrails(url: string, token: string): Promise<void> {
  */
 export async function expectLedgerBalanced(db: Queryable): Promise<void> {
   const unbalanced = await db.query<{ transaction_id: string; s: number }>(
-    `SELECT transaction_id, sum(amount_cents)::bigint AS s FROM ledger_entries
-      GROUP BY transaction_id HAVING sum(amount_cents) <> 0`,
+    `SELECT transaction_id, sum(amount_micros)::bigint AS s FROM ledger_entries
+      GROUP BY transaction_id HAVING sum(amount_micros) <> 0`,
   );
   expect(unbalanced).toEqual([]);
   const empty = await db.query<{ id: string }>(
@@ -165,24 +165,24 @@ export async function expectLedgerBalanced(db: Queryable): Promise<void> {
   expect(empty).toEqual([]);
   const projections = await db.query<{
     bot_id: string;
-    available_cents: number;
-    held_cents: number;
+    available_micros: number;
+    held_micros: number;
     available_sum: number;
     held_sum: number;
   }>(
-    `SELECT w.bot_id, w.available_cents, w.held_cents,
-            coalesce((SELECT sum(amount_cents) FROM ledger_entries e WHERE e.bot_id = w.bot_id AND e.account = 'wallet_available'), 0)::bigint AS available_sum,
-            coalesce((SELECT sum(amount_cents) FROM ledger_entries e WHERE e.bot_id = w.bot_id AND e.account = 'wallet_held'), 0)::bigint AS held_sum
+    `SELECT w.bot_id, w.available_micros, w.held_micros,
+            coalesce((SELECT sum(amount_micros) FROM ledger_entries e WHERE e.bot_id = w.bot_id AND e.account = 'wallet_available'), 0)::bigint AS available_sum,
+            coalesce((SELECT sum(amount_micros) FROM ledger_entries e WHERE e.bot_id = w.bot_id AND e.account = 'wallet_held'), 0)::bigint AS held_sum
        FROM wallets w`,
   );
   for (const p of projections) {
-    expect({ bot: p.bot_id, available: p.available_cents, held: p.held_cents }).toEqual({
+    expect({ bot: p.bot_id, available: p.available_micros, held: p.held_micros }).toEqual({
       bot: p.bot_id,
       available: Number(p.available_sum),
       held: Number(p.held_sum),
     });
-    expect(p.available_cents).toBeGreaterThanOrEqual(0);
-    expect(p.held_cents).toBeGreaterThanOrEqual(0);
+    expect(p.available_micros).toBeGreaterThanOrEqual(0);
+    expect(p.held_micros).toBeGreaterThanOrEqual(0);
   }
 }
 
@@ -260,8 +260,8 @@ export function sleep(ms: number): Promise<void> {
 export async function expectCountersMatchConfirmations(db: Queryable): Promise<void> {
   const rows = await db.query<{ card_id: string; counted: number; committed: number }>(
     `SELECT k.id AS card_id,
-            coalesce((SELECT s.day_cents FROM spend_windows s WHERE s.scope = 'card:' || k.id), 0)::bigint AS counted,
-            coalesce((SELECT sum(c.amount_cents) FROM checkout_confirmations c
+            coalesce((SELECT s.day_micros FROM spend_windows s WHERE s.scope = 'card:' || k.id), 0)::bigint AS counted,
+            coalesce((SELECT sum(c.amount_micros) FROM checkout_confirmations c
                        WHERE c.card_id = k.id AND c.is_real AND c.status IN ('approved', 'pending')), 0)::bigint AS committed
        FROM cards k`,
   );

@@ -161,11 +161,11 @@ describe.runIf(isPostgres)('three instances on one PostgreSQL', () => {
     ]);
     for (const f of fundings) expect(f.status, JSON.stringify(f.body)).toBe(200);
     for (const b of walletBots) {
-      const [w] = await database.db.query<{ available_cents: number }>(
-        'SELECT available_cents FROM wallets WHERE bot_id = $1',
+      const [w] = await database.db.query<{ available_micros: number }>(
+        'SELECT available_micros FROM wallets WHERE bot_id = $1',
         [b.bot_id],
       );
-      expect(w!.available_cents).toBe(1000);
+      expect(w!.available_micros).toBe(1000 * 10_000);
     }
 
     const checkoutVia = (i: number, bot: ScaleBot, cents: number) =>
@@ -211,18 +211,18 @@ describe.runIf(isPostgres)('three instances on one PostgreSQL', () => {
     for (const b of walletBots) expect(approvedOf(b)).toHaveLength(10); // 1000 cents / 100
     for (const b of budgetBots) expect(approvedOf(b)).toHaveLength(7); // daily 700 / 100
     for (const b of walletBots) {
-      const [w] = await database.db.query<{ available_cents: number; held_cents: number }>(
-        'SELECT available_cents, held_cents FROM wallets WHERE bot_id = $1',
+      const [w] = await database.db.query<{ available_micros: number; held_micros: number }>(
+        'SELECT available_micros, held_micros FROM wallets WHERE bot_id = $1',
         [b.bot_id],
       );
-      expect(w).toEqual({ available_cents: 0, held_cents: 0 });
+      expect(w).toEqual({ available_micros: 0, held_micros: 0 });
     }
     for (const b of budgetBots) {
       const [c] = await database.db.query<{ s: number }>(
-        `SELECT coalesce(sum(day_cents), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
+        `SELECT coalesce(sum(day_micros), 0)::bigint AS s FROM spend_windows WHERE scope = $1`,
         [`card:${b.card_id}`],
       );
-      expect(Number(c!.s)).toBe(700);
+      expect(Number(c!.s)).toBe(700 * 10_000);
     }
 
     // Each decision answered as the database says; a race has exactly one winner.

@@ -163,11 +163,11 @@ async function expectMoneyExact(db: Queryable, bots: ScaleBot[], approved: Map<s
   for (const bot of bots) {
     // Exactly what the wallet pays for, whatever was refused and retried.
     expect(approved.get(bot.bot_id)?.size ?? 0).toBe(WALLET_CENTS / PRICE_CENTS);
-    const [wallet] = await db.query<{ available_cents: number; held_cents: number }>(
-      'SELECT available_cents, held_cents FROM wallets WHERE bot_id = $1',
+    const [wallet] = await db.query<{ available_micros: number; held_micros: number }>(
+      'SELECT available_micros, held_micros FROM wallets WHERE bot_id = $1',
       [bot.bot_id],
     );
-    expect(wallet).toEqual({ available_cents: 0, held_cents: 0 });
+    expect(wallet).toEqual({ available_micros: 0, held_micros: 0 });
     const [{ n }] = (await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM checkout_confirmations WHERE bot_id = $1 AND is_real AND status = 'approved'`,
       [bot.bot_id],

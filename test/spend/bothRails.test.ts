@@ -17,7 +17,9 @@ import { creditDeposit, enableWallet, payRequest, requirement, X402_ENV } from '
 // (card_guardrail_violation for a card, rail_guardrail_violation for the partner wallet, as the
 // spec names them). Boundaries: exactly at a limit passes, one unit over refuses, approval is asked
 // when the amount meets the threshold. A refusal leaves money, counters, holds and events as they
-// were. Amounts are in cents (the x402 amount is the same figure in micro-USDC).
+// were. The table's amounts are in cents (a card's unit at the API; the x402 amount is the same
+// figure ×10,000 in micro-USDC); the counters hold micros (migration 0050). The last case shares one
+// master budget between a card and x402 payments of sub-cent amounts, exact to the micro.
 
 type Rail = 'card' | 'x402';
 
@@ -337,13 +339,13 @@ describe('the guardrail chain: the same cases through both rails', () => {
     const q = async (sql: string, params: unknown[]) => JSON.stringify(await svc.ctx.db.query(sql, params));
     return [
       await q(
-        `SELECT scope, day_start, day_cents, week_start, week_cents, month_start, month_cents FROM spend_windows
+        `SELECT scope, day_start, day_micros, week_start, week_micros, month_start, month_micros FROM spend_windows
           WHERE scope LIKE '%' || $1 || '%' OR scope LIKE '%' || $2 || '%' OR scope LIKE 'card:%'
              OR scope LIKE 'profile:%' ORDER BY 1`,
         [botId, ownerId],
       ),
-      await q('SELECT available_cents, held_cents FROM wallets WHERE bot_id = $1', [botId]),
-      await q('SELECT available_cents, held_cents, authorized_cents FROM x402_wallets WHERE bot_id = $1', [
+      await q('SELECT available_micros, held_micros FROM wallets WHERE bot_id = $1', [botId]),
+      await q('SELECT available_micros, held_micros, authorized_micros FROM x402_wallets WHERE bot_id = $1', [
         botId,
       ]),
       await q('SELECT count(*)::int AS n FROM ledger_entries WHERE bot_id = $1', [botId]),
@@ -368,7 +370,7 @@ describe('the guardrail chain: the same cases through both rails', () => {
 
   async function counted(scope: string): Promise<number> {
     const rows = await svc.ctx.db.query<{ n: string }>(
-      'SELECT coalesce(sum(month_cents), 0)::bigint AS n FROM spend_windows WHERE scope = $1',
+      'SELECT coalesce(sum(month_micros), 0)::bigint AS n FROM spend_windows WHERE scope = $1',
       [scope],
     );
     return Number(rows[0]?.n ?? 0);
@@ -429,8 +431,8 @@ describe('the guardrail chain: the same cases through both rails', () => {
         // All steps compared at once: a divergence shows the whole sequence of decisions.
         expect(seen).toEqual(expected);
         // The owner's master budget and the bot's own figure hold what was approved or is held.
-        expect(await counted(`owner:${owner.id}`)).toBe(inCounters);
-        expect(await counted(`bot:${bot.bot_id}`)).toBe(inCounters);
+        expect(await counted(`owner:${owner.id}`)).toBe(inCounters * 10_000);
+        expect(await counted(`bot:${bot.bot_id}`)).toBe(inCounters * 10_000);
       });
     }
   }
@@ -451,6 +453,34 @@ describe('the guardrail chain: the same cases through both rails', () => {
       seen.push(outcomeOf(b === card ? 'card' : 'x402', await b.pay(cents)));
     }
     expect(seen).toEqual(steps.map((s) => s[2]));
-    expect(await counted(`owner:${owner.id}`)).toBe(1000);
+    expect(await counted(`owner:${owner.id}`)).toBe(1000 * 10_000);
+  });
+
+  it('one master budget across both rails is exact to the micro: at the limit passes, one micro over refuses', async () => {
+    // $1.00 a day for the owner; a card purchase of $0.99 and x402 payments in micro-USDC share it.
+    const owner = await ownerWith({ daily: 100 });
+    const card = await botOn('card', owner, {});
+    const x402 = await botOn('x402', owner, {});
+    const payMicros = (micros: number) =>
+      payRequest(svc, x402.bot, {
+        resource_url: URL_A,
+        payment_requirements: [requirement({ amount: String(micros) })],
+      });
+    const seen: Outcome[] = [];
+    seen.push(outcomeOf('card', await card.pay(99)));
+    seen.push(outcomeOf('x402', await payMicros(9_001)));
+    seen.push(outcomeOf('x402', await payMicros(1_000)));
+    // $0.99 + $0.009001 + $0.001 = $1.000001: one micro over.
+    expect(seen).toEqual(['approved', 'approved', master('daily', 1, 0.000999)]);
+    expect(await counted(`owner:${owner.id}`)).toBe(999_001);
+    // Exactly what is left ($0.000999) passes; then one micro is over on either rail.
+    expect(outcomeOf('x402', await payMicros(999))).toBe('approved');
+    expect(await counted(`owner:${owner.id}`)).toBe(1_000_000);
+    expect(outcomeOf('x402', await payMicros(1))).toEqual(master('daily', 1, 0));
+    expect(outcomeOf('card', await card.pay(1))).toEqual(master('daily', 1, 0));
+    expect(await counted(`owner:${owner.id}`)).toBe(1_000_000);
+    // The figures the owner reads agree to the micro.
+    const budget = await svc.app.inject({ url: '/api/v1/owner/guardrails', headers: owner.auth });
+    expect(budget.json()).toMatchObject({ daily_budget_usd: 1, daily_spent_usd: 1 });
   });
 });

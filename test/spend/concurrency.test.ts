@@ -90,7 +90,7 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
 
   async function monthCounter(scope: string): Promise<number> {
     const rows = await svc.ctx.db.query<{ n: string }>(
-      'SELECT coalesce(sum(month_cents), 0)::bigint AS n FROM spend_windows WHERE scope = $1',
+      'SELECT coalesce(sum(month_micros), 0)::bigint AS n FROM spend_windows WHERE scope = $1',
       [scope],
     );
     return Number(rows[0]?.n ?? 0);
@@ -105,9 +105,9 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
     const l = await ledgerBalances(svc.ctx.db, p.botId);
     const w = await walletRow(svc, p.botId);
     expect([l.x402_available, l.x402_held, l.x402_authorized]).toEqual([
-      Number(w.available_cents),
-      Number(w.held_cents),
-      Number(w.authorized_cents),
+      Number(w.available_micros),
+      Number(w.held_micros),
+      Number(w.authorized_micros),
     ]);
     expect(l.x402_deposits + l.x402_available + l.x402_held + l.x402_authorized + l.x402_paid).toBe(0);
     return l.x402_authorized + l.x402_held + l.x402_paid;
@@ -139,8 +139,8 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
       expect(await monthCounter(`bot:${p.botId}`)).toBe(own);
       spent += own;
     }
-    expect(spent).toBe(5000);
-    expect(await monthCounter(`owner:${owner.id}`)).toBe(5000);
+    expect(spent).toBe(5000 * 10_000);
+    expect(await monthCounter(`owner:${owner.id}`)).toBe(5000 * 10_000);
   });
 
   it('a held purchase of either rail is decided once: approve, deny and expiry race', async () => {
@@ -222,7 +222,7 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
       expect(await monthCounter(`bot:${p.botId}`)).toBe(own);
       spent += own;
     }
-    expect(spent).toBe(approved);
-    expect(await monthCounter(`owner:${owner.id}`)).toBe(approved);
+    expect(spent).toBe(approved * 10_000);
+    expect(await monthCounter(`owner:${owner.id}`)).toBe(approved * 10_000);
   });
 });

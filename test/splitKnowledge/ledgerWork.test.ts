@@ -40,8 +40,8 @@ describe('ledger work does not tell the real profile from a decoy', () => {
         reference: `ref_${k}`,
         description: k,
         postings: [
-          { account: a as never, amountCents: -100 },
-          { account: b as never, amountCents: 100 },
+          { account: a as never, amountMicros: -100 },
+          { account: b as never, amountMicros: 100 },
         ],
         at: svc.clock.now(),
       });

@@ -99,10 +99,10 @@ async function simulate(
     profile_index: number;
     merchant_url: string;
     item_name: string;
-    amount_cents: number;
+    amount_micros: number;
     category: string;
   }>(
-    'SELECT bot_id, available_at, profile_index, merchant_url, item_name, amount_cents, category FROM tasks WHERE available_at >= $1',
+    'SELECT bot_id, available_at, profile_index, merchant_url, item_name, amount_micros, category FROM tasks WHERE available_at >= $1',
     [new Date(start)],
   );
   const byBot = new Map<string, Task[]>(bots.map((b) => [b.bot.bot_id, []]));
@@ -112,7 +112,7 @@ async function simulate(
       profile: r.profile_index,
       url: r.merchant_url,
       item: r.item_name,
-      amount: Number(r.amount_cents),
+      amount: Number(r.amount_micros) / 10_000,
       category: r.category,
     });
   }

@@ -270,7 +270,10 @@ describe('checkout with task_id', () => {
       status: 'fulfilled',
       confirmation_id: res.json().confirmation_id,
     });
-    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_cents: 10_000 - 350, held_cents: 0 });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({
+      available_micros: (10_000 - 350) * 10_000,
+      held_micros: 0,
+    });
     await ownerMailSettled(svc.ctx);
     expect(svc.mailer.sent.length).toBe(mailsBefore);
     const twice = await checkout(svc, w.bot, fromTask(task));
@@ -312,7 +315,7 @@ describe('checkout with task_id', () => {
     });
     expect(approve.statusCode, approve.body).toBe(200);
     expect((await taskRow(svc, task.task_id)).status).toBe('fulfilled');
-    expect((await wallet(svc, w.bot.bot_id)).available_cents).toBe(10_000 - 350);
+    expect((await wallet(svc, w.bot.bot_id)).available_micros).toBe((10_000 - 350) * 10_000);
   });
 
   it("a parked task fails on the owner's denial, which releases the hold", async () => {
@@ -324,7 +327,10 @@ describe('checkout with task_id', () => {
     });
     expect(deny.statusCode).toBe(200);
     expect((await taskRow(svc, task.task_id)).status).toBe('failed');
-    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_cents: 10_000, held_cents: 0 });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({
+      available_micros: 10_000 * 10_000,
+      held_micros: 0,
+    });
     expect((await nextTask(svc, w.bot)).has_task).toBe(false);
   });
 
@@ -336,7 +342,10 @@ describe('checkout with task_id', () => {
     svc.clock.advance(15 * MINUTE + 1000);
     await processDueConfirmations(svc.ctx);
     expect((await taskRow(svc, task.task_id)).status).toBe('failed');
-    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({ available_cents: 10_000, held_cents: 0 });
+    expect(await wallet(svc, w.bot.bot_id)).toMatchObject({
+      available_micros: 10_000 * 10_000,
+      held_micros: 0,
+    });
   });
 
   it('a refused checkout (guardrail) leaves the task open for another try', async () => {
@@ -355,7 +364,7 @@ describe('checkout with task_id', () => {
       checkout(svc, w.bot, fromTask(task)),
     ]);
     expect([a.statusCode, b.statusCode].sort()).toEqual([200, 400]);
-    expect((await wallet(svc, w.bot.bot_id)).available_cents).toBe(10_000 - 350);
+    expect((await wallet(svc, w.bot.bot_id)).available_micros).toBe((10_000 - 350) * 10_000);
     await expectLedgerConsistent(svc, w.bot.bot_id);
   });
 });

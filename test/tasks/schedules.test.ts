@@ -257,8 +257,8 @@ describe('producing scheduled tasks', () => {
     // As if another instance had produced it and crashed before moving the schedule on.
     await svc.ctx.db.query(
       `INSERT INTO tasks (id, bot_id, card_id, is_decoy, schedule_id, due_at, available_at, expires_at, profile_index,
-         merchant_name, merchant_url, item_name, amount_cents, category, status, created_at)
-       VALUES ('task_preexistingzzzzz', $1, $2, false, $3, $4, $4, $5, 1, 'm', 'https://m.example/', 'i', 1, 'c', 'available', $4)`,
+         merchant_name, merchant_url, item_name, amount_micros, category, status, created_at)
+       VALUES ('task_preexistingzzzzz', $1, $2, false, $3, $4, $4, $5, 1, 'm', 'https://m.example/', 'i', 10000, 'c', 'available', $4)`,
       [w.bot.bot_id, w.card.card_id, s.schedule_id, new Date(due), new Date(due + 86_400_000)],
     );
     svc.clock.set(due + MINUTE);

@@ -73,7 +73,7 @@ describe('decided once', () => {
     const bot = await activeBot(svc, owner);
     for (let round = 0; round < 4; round++) {
       const asked = (await ask(svc, bot, { amount_cents: 1000, reason: `round ${round}` })).json();
-      const before = (await wallet(svc, bot.bot_id)).available_cents;
+      const before = (await wallet(svc, bot.bot_id)).available_micros;
       const [approve, decline, approveAgain] = await Promise.all([
         decide(svc, owner, asked.topup_id, 'approve'),
         decide(svc, owner, asked.topup_id, 'decline'),
@@ -83,8 +83,8 @@ describe('decided once', () => {
       expect(codes.filter((c) => c === 200)).toHaveLength(1);
       expect(codes.filter((c) => c === 409)).toHaveLength(2);
       const won = [approve, decline, approveAgain].find((r) => r.statusCode === 200)!.json().status;
-      const after = (await wallet(svc, bot.bot_id)).available_cents;
-      expect(after - before).toBe(won === 'approved' ? 1000 : 0);
+      const after = (await wallet(svc, bot.bot_id)).available_micros;
+      expect(after - before).toBe(won === 'approved' ? 1000 * 10_000 : 0);
       const row = (
         await svc.ctx.db.query<{ status: string }>('SELECT status FROM topup_requests WHERE id = $1', [
           asked.topup_id,

@@ -24,7 +24,7 @@ afterAll(async () => {
 
 async function available() {
   const rows = await svc.ctx.db.query<{ n: number }>(
-    'SELECT available_cents::int AS n FROM wallets WHERE bot_id = $1',
+    'SELECT available_micros::bigint AS n FROM wallets WHERE bot_id = $1',
     [bot.bot_id],
   );
   return rows[0]!.n;
@@ -64,11 +64,11 @@ describe('approvals inbox: top-up requests', () => {
     const res = await client.post(action, { _csrf: csrf });
     expect(res.statusCode, res.body).toBe(303);
     expect(res.headers.location).toBe('/approvals?notice=topup_approved');
-    expect(await available()).toBe(before + 500);
+    expect(await available()).toBe(before + 500 * 10_000);
     const again = await client.post(action, { _csrf: csrf });
     expect(again.statusCode).toBe(409);
     expect(again.body).toContain('already approved');
-    expect(await available()).toBe(before + 500);
+    expect(await available()).toBe(before + 500 * 10_000);
     const after = await client.get('/approvals?notice=topup_approved');
     // No longer open: it has moved to "Recently decided", as approved.
     expect(after.body).not.toContain(`data-testid="topup" data-topup="${asked.topup_id}"`);

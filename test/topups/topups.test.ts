@@ -180,8 +180,8 @@ describe('deciding', () => {
       balance_usd: 17.34,
     });
     const w = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(w.available_cents).toBe(1734);
-    expect(w.owner_funding).toBe(-1734);
+    expect(w.available_micros).toBe(1734 * 10_000);
+    expect(w.owner_funding).toBe(-1734 * 10_000);
 
     const seen = await messages(bot);
     const funded = seen.filter(
@@ -209,7 +209,7 @@ describe('deciding', () => {
       expect(twice.statusCode).toBe(409);
       expect(twice.json()).toMatchObject({ error: 'not_pending', status: 'approved' });
     }
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(1734);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(1734 * 10_000);
   });
 
   it('the owner may approve a different amount', async () => {
@@ -219,7 +219,7 @@ describe('deciding', () => {
     const res = await decide(svc, owner, asked.topup_id, 'approve', { amount_cents: 2000 });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ amount_usd: 50, approved_amount_usd: 20 });
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(2000);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(2000 * 10_000);
     for (const bad of [{ amount_cents: 0 }, { amount_cents: 1.5 }, { amount_cents: '10' }, { extra: 1 }]) {
       const other = (await ask(svc, bot, { amount_cents: 100, reason: `r${JSON.stringify(bad)}` })).json();
       const refused = await decide(svc, owner, other.topup_id, 'approve', bad);
@@ -234,7 +234,7 @@ describe('deciding', () => {
     const res = await decide(svc, owner, asked.topup_id, 'decline', { note: 'Not this\nweek\u0007' });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ status: 'declined', note: 'Not this week' });
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(300);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(300 * 10_000);
     const declined = (await messages(bot)).filter((m) => m.event === 'wallet.topup_declined');
     expect(declined).toHaveLength(1);
     expect(declined[0]!.data).toMatchObject({ topup_id: asked.topup_id, note: 'Not this week' });
@@ -246,7 +246,7 @@ describe('deciding', () => {
     const twice = await decide(svc, owner, asked.topup_id, 'approve');
     expect(twice.statusCode).toBe(409);
     expect(twice.json()).toMatchObject({ error: 'not_pending', status: 'declined' });
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(300);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(300 * 10_000);
     // No note at all is fine too.
     const other = (await ask(svc, bot, { amount_cents: 800, reason: 'snacks' })).json();
     expect((await decide(svc, owner, other.topup_id, 'decline')).statusCode).toBe(200);
@@ -275,7 +275,7 @@ describe('deciding', () => {
       expect(await expireDueTopups(svc.ctx)).toBe(0);
       const expired = (await messages(bot)).filter((m) => m.event === 'wallet.topup_expired');
       expect(expired.map((m) => m.data.topup_id)).toEqual([asked.topup_id, another.topup_id]);
-      expect((await wallet(svc, bot.bot_id)).available_cents).toBe(0);
+      expect((await wallet(svc, bot.bot_id)).available_micros).toBe(0);
     } finally {
       // The shared clock moved two weeks: later tests are unaffected (they use fresh bots).
     }
@@ -291,14 +291,14 @@ describe('deciding', () => {
     const decoy = await checkout(svc, bot, purchase(card.decoyIndex, 300));
     expect(decoy.statusCode, decoy.body).toBe(200);
     const before = await wallet(svc, bot.bot_id);
-    expect(Number(before.decoy_spent_cents)).toBe(300);
+    expect(Number(before.decoy_spent_micros)).toBe(300 * 10_000);
     const seenBefore = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json()
       .balance_usd as number;
     const asked = (await ask(svc, bot, { amount_cents: 1000, reason: 'top me up' })).json();
     const approved = await decide(svc, owner, asked.topup_id, 'approve');
     expect(approved.statusCode).toBe(200);
     const after = await expectLedgerConsistent(svc, bot.bot_id);
-    expect(Number(after.decoy_spent_cents)).toBe(300);
+    expect(Number(after.decoy_spent_micros)).toBe(300 * 10_000);
     const seenAfter = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json()
       .balance_usd as number;
     expect(Math.round((seenAfter - seenBefore) * 100)).toBe(1000);
@@ -327,14 +327,14 @@ describe('atomicity', () => {
       await svc.ctx.db.query('DROP TRIGGER fail_topup_event ON events');
       await svc.ctx.db.query('DROP FUNCTION fail_topup_event()');
     }
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(100);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(100 * 10_000);
     await expectLedgerConsistent(svc, bot.bot_id);
     expect(await events(svc, bot.bot_id, 'wallet.funded')).toHaveLength(1); // the initial funding only
     expect((await auditActions(bot.bot_id)).filter((a) => a.action.startsWith('topup.'))).toEqual([]);
     expect((await listForBot(svc, bot)).json().topup_requests[0].status).toBe('pending');
     // Nothing half-done is left behind: the approval goes through once the fault is gone.
     expect((await decide(svc, owner, asked.topup_id, 'approve')).statusCode).toBe(200);
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(2100);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(2100 * 10_000);
   });
 });
 
@@ -360,7 +360,7 @@ describe('isolation', () => {
     });
     expect(attackerList.json().topup_requests).toEqual([]);
     expect((await listForBot(svc, attackerBot)).json().topup_requests).toEqual([]);
-    expect((await wallet(svc, bot.bot_id)).available_cents).toBe(0);
+    expect((await wallet(svc, bot.bot_id)).available_micros).toBe(0);
     expect(await pendingTopups(svc, bot)).toEqual({ check: 1, status: 1 });
     // A bot cannot decide its own request: owner routes do not take bot keys.
     const self = await decide(svc, bot, asked.topup_id, 'approve');

@@ -185,12 +185,14 @@ describe.runIf('path' in binary)('the reference x402 clients with the service as
       refusal_reason: 'invalid_exact_evm_token_version_mismatch',
     });
     const wallet = (
-      await svc.ctx.db.query<{ available_cents: string; authorized_cents: string }>(
-        'SELECT available_cents, authorized_cents FROM x402_wallets WHERE bot_id = $1',
+      await svc.ctx.db.query<{ available_micros: string; authorized_micros: string }>(
+        'SELECT available_micros, authorized_micros FROM x402_wallets WHERE bot_id = $1',
         [bot.bot_id],
       )
     )[0]!;
-    expect([Number(wallet.available_cents), Number(wallet.authorized_cents)]).toEqual([100, 0]);
+    expect([Number(wallet.available_micros), Number(wallet.authorized_micros)]).toEqual(
+      [100, 0].map((c) => c * 10_000),
+    );
     const types = await eventTypes(svc, bot.bot_id);
     expect(types).toContain('x402.refused');
     expect(types).not.toContain('purchase.approved');
@@ -204,11 +206,11 @@ describe.runIf('path' in binary)('the reference x402 clients with the service as
       amount: 0.02,
     });
     // The spend counters got it back: the rail's daily budget is whole again.
-    const counters = await svc.ctx.db.query<{ day_cents: string }>(
-      'SELECT day_cents FROM spend_windows WHERE scope = $1',
+    const counters = await svc.ctx.db.query<{ day_micros: string }>(
+      'SELECT day_micros FROM spend_windows WHERE scope = $1',
       [`x402:${bot.bot_id}`],
     );
-    expect(Number(counters[0]!.day_cents)).toBe(0);
+    expect(Number(counters[0]!.day_micros)).toBe(0);
     expect(await client.x402Payment(payment.id)).toMatchObject({ payment_status: 'refused' });
     await reconcileWallet(svc.ctx, bot.bot_id);
     await expectChainMatchesLedger(world, svc, bot.bot_id, address);

@@ -57,14 +57,20 @@ describe.runIf(isPostgres)('x402 payments under concurrency (PostgreSQL)', () =>
     );
     expect(nonces.size).toBe(10);
     const w = await walletRow(svc, bot.bot_id);
-    expect([Number(w.available_cents), Number(w.authorized_cents)]).toEqual([10_000 - 50, 50]);
+    expect([Number(w.available_micros), Number(w.authorized_micros)]).toEqual(
+      [10_000 - 50, 50].map((c) => c * 10_000),
+    );
     const ledger = await ledgerBalances(svc.ctx.db, bot.bot_id);
-    expect(ledger).toMatchObject({ x402_available: 9950, x402_authorized: 50, x402_deposits: -10_000 });
-    const day = await svc.ctx.db.query<{ spent_cents: string }>(
-      `SELECT day_cents AS spent_cents FROM spend_windows WHERE scope = $1 AND day_start = $2`,
+    expect(ledger).toMatchObject({
+      x402_available: 9950 * 10_000,
+      x402_authorized: 50 * 10_000,
+      x402_deposits: -10_000 * 10_000,
+    });
+    const day = await svc.ctx.db.query<{ spent_micros: string }>(
+      `SELECT day_micros AS spent_micros FROM spend_windows WHERE scope = $1 AND day_start = $2`,
       [`x402:${bot.bot_id}`, windowStart('day', svc.clock.now())],
     );
-    expect(Number(day[0]!.spent_cents)).toBe(50);
+    expect(Number(day[0]!.spent_micros)).toBe(50 * 10_000);
     const n = await svc.ctx.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM x402_payments WHERE bot_id = $1 AND status = 'authorized'`,
       [bot.bot_id],

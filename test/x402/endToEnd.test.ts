@@ -40,6 +40,8 @@ if ('reason' in binary) console.warn(`x402 end-to-end tests skipped: ${binary.re
 
 const NETWORK = 'eip155:31337' as const;
 const PRICE = '20000'; // $0.02
+const TINY_PRICE = '1000'; // $0.001
+const TINY_PAYMENTS = 1_000;
 
 describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
   let chain: LocalChain;
@@ -50,7 +52,9 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
   let facilitator: Awaited<ReturnType<typeof startFacilitator>>;
   let resourceServer: Server;
   let resourceUrl: string;
+  let tinyUrl: string;
   const payTo = privateKeyToAccount(ANVIL_KEYS[2]).address;
+  const tinyPayTo = '0x90F79bf6EB2c4f870365E785982E1f101E93b906'; // a seller's address of its own
 
   beforeAll(async () => {
     const compiled = await compileToken();
@@ -64,7 +68,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
         X402_USDC_ADDRESS: token.address,
         X402_MAX_VALIDITY_SECONDS: '60',
         X402_RECONCILE_SECONDS: '1',
-        CHECKOUT_RATE_LIMIT_PER_HOUR: '1000',
+        CHECKOUT_RATE_LIMIT_PER_HOUR: '5000',
       },
     });
     serviceUrl = await svc.app.listen({ port: 0, host: '127.0.0.1' });
@@ -95,6 +99,17 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
             description: 'Weather report',
             mimeType: 'application/json',
           },
+          'GET /tiny': {
+            accepts: {
+              scheme: 'exact',
+              network: NETWORK,
+              payTo: tinyPayTo,
+              price: { asset: token.address, amount: TINY_PRICE, extra: { name: 'USD Coin', version: '2' } },
+              maxTimeoutSeconds: 300,
+            },
+            description: 'One tenth of a cent',
+            mimeType: 'application/json',
+          },
         },
         server,
       ),
@@ -102,8 +117,12 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     rApp.get('/weather', (_req, res) => {
       res.json({ forecast: 'sunny', temperature_c: 21 });
     });
+    rApp.get('/tiny', (_req, res) => {
+      res.json({ ok: true });
+    });
     resourceServer = await listen(rApp);
     resourceUrl = `http://127.0.0.1:${port(resourceServer)}/weather`;
+    tinyUrl = `http://127.0.0.1:${port(resourceServer)}/tiny`;
   }, 120_000);
 
   afterAll(async () => {
@@ -134,15 +153,16 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     // The owner funds the address on chain; the service notices on its next read.
     await token.mint(address, BigInt(cents) * 10_000n);
     const r = await reconcileWallet(svc.ctx, bot.bot_id);
-    expect(r?.depositedCents).toBe(cents);
+    expect(r?.depositedMicros).toBe(cents * 10_000);
     const client = new BotPayClient({ baseUrl: serviceUrl, apiKey: bot.api_key });
     return { bot, address, client };
   }
 
+  /** The chain and the ledger agree to the micro-USDC (one ledger micro is one atomic unit). */
   async function expectChainMatchesLedger(botId: string, address: string) {
     const onChain = await token.balanceOf(address);
     const l = await ledgerBalances(svc.ctx.db, botId);
-    expect(BigInt(l.x402_available + l.x402_held + l.x402_authorized) * 10_000n).toBe(onChain);
+    expect(BigInt(l.x402_available + l.x402_held + l.x402_authorized)).toBe(onChain);
     expect(-l.x402_deposits - l.x402_paid).toBe(l.x402_available + l.x402_held + l.x402_authorized);
   }
 
@@ -169,7 +189,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     expect(await token.balanceOf(payTo)).toBe(20_000n);
     // The reconciliation job sees the authorisation used and records the transaction.
     const r = await reconcileWallet(svc.ctx, bot.bot_id);
-    expect(r).toMatchObject({ settled: 1, lapsed: 0, depositedCents: 0, deficitMicro: 0n });
+    expect(r).toMatchObject({ settled: 1, lapsed: 0, depositedMicros: 0, deficitMicro: 0n });
     const poll = await client.x402Payment(paymentId);
     expect(poll).toMatchObject({
       status: 'approved',
@@ -182,11 +202,11 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     expect(receipt.status).toBe('success');
     const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
     expect(l).toMatchObject({
-      x402_deposits: -100,
-      x402_available: 98,
+      x402_deposits: -1_000_000,
+      x402_available: 980_000,
       x402_held: 0,
       x402_authorized: 0,
-      x402_paid: 2,
+      x402_paid: 20_000,
     });
     await expectChainMatchesLedger(bot.bot_id, address);
     const listed = await svc.app.inject({
@@ -207,6 +227,88 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
       expect.arrayContaining(['x402.funded', 'purchase.approved', 'x402.settled']),
     );
   });
+
+  it(`a $0.001 resource paid ${TINY_PAYMENTS} times: chain, ledger, partner wallet, counters and the master budget agree to the micro`, async () => {
+    const { bot, address, client } = await fundedBot(200, { per_transaction_cents: 1 });
+    const ownerBudget = async () => {
+      const rows = await svc.ctx.db.query<{ day: string; month: string }>(
+        'SELECT day_micros::text AS day, month_micros::text AS month FROM spend_windows WHERE scope = $1',
+        [`owner:${owner.id}`],
+      );
+      return { day: Number(rows[0]?.day ?? 0), month: Number(rows[0]?.month ?? 0) };
+    };
+    const before = await ownerBudget();
+    const sellerBefore = await token.balanceOf(tinyPayTo);
+    // The bot pays through the SDK (402 → the service signs → the seller's facilitator settles on
+    // chain), 25 at a time. (Before the test that moves the chain's clock ahead of the service's.)
+    let next = 0;
+    const worker = async () => {
+      while (next < TINY_PAYMENTS) {
+        next++;
+        const res = await client.fetchWithX402(tinyUrl);
+        const why = res.headers.get('payment-required');
+        expect(res.status, why ? Buffer.from(why, 'base64').toString() : await res.text()).toBe(200);
+      }
+    };
+    await Promise.all(Array.from({ length: 25 }, worker));
+    // The chain: $1 moved, to the micro-USDC.
+    expect(await token.balanceOf(address)).toBe(2_000_000n - 1_000_000n);
+    expect((await token.balanceOf(tinyPayTo)) - sellerBefore).toBe(1_000_000n);
+    // The reconciliation records every settlement.
+    let settled = 0;
+    for (let i = 0; i < 20 && settled < TINY_PAYMENTS; i++) {
+      settled += (await reconcileWallet(svc.ctx, bot.bot_id))?.settled ?? 0;
+      await chain.rpc('evm_mine');
+    }
+    expect(settled).toBe(TINY_PAYMENTS);
+    // The ledger and the partner wallet's figures.
+    const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
+    expect(l).toMatchObject({
+      x402_deposits: -2_000_000,
+      x402_available: 1_000_000,
+      x402_held: 0,
+      x402_authorized: 0,
+      x402_paid: 1_000_000,
+    });
+    await expectChainMatchesLedger(bot.bot_id, address);
+    const [wallet] = await svc.ctx.db.query<Record<string, string>>(
+      `SELECT available_micros::text AS available, held_micros::text AS held, authorized_micros::text AS authorized
+         FROM x402_wallets WHERE bot_id = $1`,
+      [bot.bot_id],
+    );
+    expect(wallet).toEqual({ available: '1000000', held: '0', authorized: '0' });
+    const [payments] = await svc.ctx.db.query<{ n: number; micros: string; settled: number }>(
+      `SELECT count(*)::int AS n, sum(amount_micros)::text AS micros,
+              count(*) FILTER (WHERE status = 'settled')::int AS settled
+         FROM x402_payments WHERE bot_id = $1`,
+      [bot.bot_id],
+    );
+    expect(payments).toEqual({ n: TINY_PAYMENTS, micros: '1000000', settled: TINY_PAYMENTS });
+    // The rail's counters, the bot's and the owner's master budget: each exactly $1 more.
+    const windows = await svc.ctx.db.query<{ scope: string; day: string; month: string }>(
+      `SELECT scope, day_micros::text AS day, month_micros::text AS month FROM spend_windows
+        WHERE scope IN ($1, $2) ORDER BY scope`,
+      [`x402:${bot.bot_id}`, `bot:${bot.bot_id}`],
+    );
+    expect(windows).toEqual([
+      { scope: `bot:${bot.bot_id}`, day: '0', month: '1000000' },
+      { scope: `x402:${bot.bot_id}`, day: '1000000', month: '1000000' },
+    ]);
+    const after = await ownerBudget();
+    expect({ day: after.day - before.day, month: after.month - before.month }).toEqual({
+      day: 1_000_000,
+      month: 1_000_000,
+    });
+    // What the owner and the bot read: $0.001 a payment, $1 left in the partner wallet.
+    const listed = await svc.app.inject({
+      method: 'GET',
+      url: `/api/v1/owner/bots/${bot.bot_id}/x402/payments?limit=1`,
+      headers: owner.auth,
+    });
+    expect(listed.json().payments[0]).toMatchObject({ amount_usd: 0.001, status: 'settled' });
+    const status = await client.status();
+    expect(status.rails.partner_wallet).toMatchObject({ balance_usd: 1 });
+  }, 240_000);
 
   it('a held payment waits for the owner; after approval the bot gets the resource', async () => {
     const { bot, address, client } = await fundedBot(50, { approval_mode: 'ask_for_everything' });
@@ -258,7 +360,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     expect(poll).toMatchObject({ payment_status: 'lapsed' });
     expect(poll.payment_header).toBeUndefined();
     const l = await ledgerBalances(svc.ctx.db, bot.bot_id);
-    expect(l).toMatchObject({ x402_available: 100, x402_authorized: 0, x402_paid: 0 });
+    expect(l).toMatchObject({ x402_available: 1_000_000, x402_authorized: 0, x402_paid: 0 });
     await expectChainMatchesLedger(bot.bot_id, address);
     // The budget is free again. (Not used here: the chain's clock now runs 120 s ahead of ours.)
     const again = await client.payX402({ resource_url: resourceUrl, payment_requirements: required.accepts });
@@ -281,7 +383,7 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
         await new Promise((r) => setTimeout(r, 100));
         available = (await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available;
       }
-      expect(available).toBe(25);
+      expect(available).toBe(250_000);
     } finally {
       await job.stop();
     }
@@ -297,8 +399,8 @@ describe.runIf('path' in binary)('x402 end to end on a local chain', () => {
     });
     await token.mint(on.json().address, 70_000n);
     const results = await Promise.all([0, 1, 2].map(() => reconcileWallet(svc.ctx, bot.bot_id)));
-    expect(results.reduce((sum, r) => sum + (r?.depositedCents ?? 0), 0)).toBe(7);
-    expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available).toBe(7);
+    expect(results.reduce((sum, r) => sum + (r?.depositedMicros ?? 0), 0)).toBe(70_000);
+    expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).x402_available).toBe(70_000);
   });
 
   it('money that leaves the wallet outside the service raises an owner alert', async () => {

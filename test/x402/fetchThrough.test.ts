@@ -211,12 +211,14 @@ describe.runIf('path' in binary)('requesting x402 resources through the service'
     });
     expect(result.message).toMatch(/not paid/);
     const w = (
-      await svc.ctx.db.query<{ available_cents: string; authorized_cents: string }>(
-        'SELECT available_cents, authorized_cents FROM x402_wallets WHERE bot_id = $1',
+      await svc.ctx.db.query<{ available_micros: string; authorized_micros: string }>(
+        'SELECT available_micros, authorized_micros FROM x402_wallets WHERE bot_id = $1',
         [bot.bot_id],
       )
     )[0]!;
-    expect([Number(w.available_cents), Number(w.authorized_cents)]).toEqual([100, 0]);
+    expect([Number(w.available_micros), Number(w.authorized_micros)]).toEqual(
+      [100, 0].map((c) => c * 10_000),
+    );
     const types = await eventTypes(svc, bot.bot_id);
     expect(types).toContain('x402.refused');
     expect(types).not.toContain('purchase.approved');

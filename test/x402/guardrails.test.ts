@@ -209,12 +209,12 @@ describe('x402 partner wallet', () => {
     });
     expect(valid).toBe(true);
     expect(await walletRow(svc, bot.bot_id)).toMatchObject({
-      available_cents: expect.anything(),
+      available_micros: expect.anything(),
     });
     const w = await walletRow(svc, bot.bot_id);
-    expect([Number(w.available_cents), Number(w.held_cents), Number(w.authorized_cents)]).toEqual([
-      995, 0, 5,
-    ]);
+    expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual(
+      [995, 0, 5].map((c) => c * 10_000),
+    );
     // purchase.approved waits until the seller is known to have taken the payment (the chain, here:
     // reconcile.ts; a refused one never announces it); the announcement carries no signed payload.
     const events = await svc.ctx.db.query<{ type: string; body: string }>(
@@ -293,7 +293,7 @@ describe('x402 partner wallet', () => {
       ['wrong asset', requirement({ asset: OTHER_PAY_TO }), /asset.*USDC/],
       ['fraction of a micro-USDC', requirement({ amount: '10000.5' }), /fraction of a micro-USDC/],
       ['fraction written small', requirement({ amount: '0.0000001' }), /fraction of a micro-USDC/],
-      ['fraction of a cent', requirement({ amount: '12345' }), /whole number of cents/],
+      ['not a whole number of micros', requirement({ amount: '1.5' }), /fraction of a micro-USDC/],
       ['zero amount', requirement({ amount: '0' }), /greater than zero/],
       ['negative amount', requirement({ amount: '-10000' }), /only digits/],
       ['amount as a number', requirement({ amount: 10000 }), /amount/],
@@ -472,8 +472,8 @@ describe('x402 partner wallet', () => {
       const held = res.json();
       expect(held).toMatchObject({ approved: false, status: 'pending_confirmation', amount_usd: 0.03 });
       expect(Date.parse(held.expires_at)).toBe(svc.clock.now() + 900_000);
-      expect(await walletRow(svc, bot.bot_id)).toMatchObject({ held_cents: expect.anything() });
-      expect(Number((await walletRow(svc, bot.bot_id)).held_cents)).toBe(3);
+      expect(await walletRow(svc, bot.bot_id)).toMatchObject({ held_micros: expect.anything() });
+      expect(Number((await walletRow(svc, bot.bot_id)).held_micros)).toBe(3 * 10_000);
       const poll = await svc.app.inject({
         method: 'GET',
         url: `/api/v1/bot/x402/payments/${held.payment_id}`,
@@ -522,9 +522,9 @@ describe('x402 partner wallet', () => {
       const payload = decodePaymentSignatureHeader(after.json().payment_header);
       expect((payload.payload as { authorization: { value: string } }).authorization.value).toBe('30000');
       const w = await walletRow(svc, bot.bot_id);
-      expect([Number(w.available_cents), Number(w.held_cents), Number(w.authorized_cents)]).toEqual([
-        997, 0, 3,
-      ]);
+      expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual(
+        [997, 0, 3].map((c) => c * 10_000),
+      );
       const types = await svc.ctx.db.query<{ type: string }>(
         'SELECT type FROM events WHERE bot_id = $1 ORDER BY created_at',
         [bot.bot_id],
@@ -562,7 +562,7 @@ describe('x402 partner wallet', () => {
       });
       expect(poll.json()).toMatchObject({ status: 'denied', payment_status: 'denied' });
       const w = await walletRow(svc, bot.bot_id);
-      expect([Number(w.available_cents), Number(w.held_cents)]).toEqual([1000, 0]);
+      expect([Number(w.available_micros), Number(w.held_micros)]).toEqual([1000, 0].map((c) => c * 10_000));
       // The daily limit is free again.
       const again = await payRequest(svc, bot, {
         resource_url: URL_A,
@@ -591,9 +591,9 @@ describe('x402 partner wallet', () => {
       });
       expect(poll.json()).toMatchObject({ status: 'expired', payment_status: 'expired' });
       const w = await walletRow(svc, bot.bot_id);
-      expect([Number(w.available_cents), Number(w.held_cents), Number(w.authorized_cents)]).toEqual([
-        1000, 0, 0,
-      ]);
+      expect([Number(w.available_micros), Number(w.held_micros), Number(w.authorized_micros)]).toEqual(
+        [1000, 0, 0].map((c) => c * 10_000),
+      );
       const late = await svc.app.inject({
         method: 'POST',
         url: `/api/v1/owner/approvals/${res.json().payment_id}/approve`,

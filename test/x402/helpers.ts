@@ -66,7 +66,7 @@ export async function enableWallet(
 /** Credits the ledger as the reconciliation job does when USDC arrives on chain. */
 export async function creditDeposit(svc: TestService, botId: string, cents: number): Promise<void> {
   await svc.ctx.db.transaction((tx) =>
-    x402Moves.deposit(tx, botId, cents, svc.clock.now(), `test-deposit:${Math.random()}`),
+    x402Moves.deposit(tx, botId, cents * 10_000, svc.clock.now(), `test-deposit:${Math.random()}`),
   );
 }
 
@@ -86,8 +86,8 @@ export async function payRequest(
 
 export async function walletRow(svc: TestService, botId: string) {
   return (
-    await svc.ctx.db.query<{ available_cents: string; held_cents: string; authorized_cents: string }>(
-      'SELECT available_cents, held_cents, authorized_cents FROM x402_wallets WHERE bot_id = $1',
+    await svc.ctx.db.query<{ available_micros: string; held_micros: string; authorized_micros: string }>(
+      'SELECT available_micros, held_micros, authorized_micros FROM x402_wallets WHERE bot_id = $1',
       [botId],
     )
   )[0]!;
@@ -97,12 +97,12 @@ export async function walletRow(svc: TestService, botId: string) {
 export async function snapshot(svc: TestService, botId: string) {
   const q = async (sql: string) => JSON.stringify(await svc.ctx.db.query(sql, [botId]));
   return [
-    await q('SELECT available_cents, held_cents, authorized_cents FROM x402_wallets WHERE bot_id = $1'),
+    await q('SELECT available_micros, held_micros, authorized_micros FROM x402_wallets WHERE bot_id = $1'),
     await q('SELECT count(*)::int AS n FROM x402_payments WHERE bot_id = $1'),
     await q('SELECT count(*)::int AS n FROM ledger_entries WHERE bot_id = $1'),
     await q('SELECT count(*)::int AS n FROM events WHERE bot_id = $1'),
     await q(
-      `SELECT scope, day_start, day_cents, month_start, month_cents FROM spend_windows WHERE scope LIKE '%' || $1 || '%' OR scope LIKE 'owner:%' ORDER BY 1`,
+      `SELECT scope, day_start, day_micros, month_start, month_micros FROM spend_windows WHERE scope LIKE '%' || $1 || '%' OR scope LIKE 'owner:%' ORDER BY 1`,
     ),
   ].join('\n');
 }

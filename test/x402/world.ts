@@ -8,7 +8,7 @@ import { ExactEvmScheme as ServerScheme } from '@x402/evm/exact/server';
 import { ExactEvmSchemeV1 as FacilitatorSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import { paymentMiddleware, x402ResourceServer } from '@x402/express';
 import express from 'express';
-import { createWalletClient, http, publicActions } from 'viem';
+import { createWalletClient, http, nonceManager, publicActions } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { paymentMiddleware as paymentMiddlewareV1 } from 'x402-express';
 import { expect } from 'vitest';
@@ -83,7 +83,8 @@ export async function startFacilitator(
   chain: LocalChain,
   register: (f: x402Facilitator, signer: ReturnType<typeof toFacilitatorEvmSigner>) => x402Facilitator,
 ): Promise<{ url: string; close(): Promise<void> }> {
-  const account = privateKeyToAccount(ANVIL_KEYS[1]);
+  // A nonce manager: settlements sent at once take consecutive nonces.
+  const account = privateKeyToAccount(ANVIL_KEYS[1], { nonceManager });
   const wallet = createWalletClient({ account, chain: chain.chain, transport: http(chain.rpcUrl) }).extend(
     publicActions,
   );
@@ -214,7 +215,7 @@ export async function fundedBot(
   const { address } = await enableWallet(svc, owner, bot.bot_id, settings);
   await world.token.mint(address, BigInt(cents) * 10_000n);
   const r = await reconcileWallet(svc.ctx, bot.bot_id);
-  expect(r?.depositedCents).toBe(cents);
+  expect(r?.depositedMicros).toBe(cents * 10_000);
   const client = new BotPayClient({ baseUrl: serviceUrl, apiKey: bot.api_key });
   return { bot, address, client };
 }
@@ -228,7 +229,7 @@ export async function expectChainMatchesLedger(
 ) {
   const onChain = await world.token.balanceOf(address);
   const l = await ledgerBalances(svc.ctx.db, botId);
-  expect(BigInt(l.x402_available + l.x402_held + l.x402_authorized) * 10_000n).toBe(onChain);
+  expect(BigInt(l.x402_available + l.x402_held + l.x402_authorized)).toBe(onChain);
   expect(-l.x402_deposits - l.x402_paid).toBe(l.x402_available + l.x402_held + l.x402_authorized);
 }
 

@@ -1296,7 +1296,7 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
               items: {
                 additionalProperties: true,
                 description:
-                  'x402 v2 PaymentRequirements: scheme ("exact"), network (CAIP-2, e.g. eip155:8453), asset (USDC contract, EIP-55), amount (atomic units, whole cents: a multiple of 10000), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
+                  'x402 v2 PaymentRequirements: scheme ("exact"), network (CAIP-2, e.g. eip155:8453), asset (USDC contract, EIP-55), amount (atomic units, a whole number of them: "1000" is $0.001), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
                 type: 'object',
                 properties: {},
               },
@@ -1304,7 +1304,7 @@ export const OPERATIONS: Record<OperationKey, { input: JsonSchema; output: JsonS
             {
               additionalProperties: true,
               description:
-                'x402 v2 PaymentRequirements: scheme ("exact"), network (CAIP-2, e.g. eip155:8453), asset (USDC contract, EIP-55), amount (atomic units, whole cents: a multiple of 10000), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
+                'x402 v2 PaymentRequirements: scheme ("exact"), network (CAIP-2, e.g. eip155:8453), asset (USDC contract, EIP-55), amount (atomic units, a whole number of them: "1000" is $0.001), payTo (EIP-55), maxTimeoutSeconds, extra {name, version}.',
               type: 'object',
               properties: {},
             },

@@ -118,13 +118,16 @@ export function auditReferences(entries: ReadonlyArray<{ details: unknown }>): s
   return [...ids];
 }
 
-function usdText(cents: number): string {
-  return `$${(cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+// Amounts in audit details: `…_cents` (whole cents, as the owner typed them, and entries written
+// before migration 0050) or `…_micros` (amounts the service moved).
+function usdText(usd: number): string {
+  return `$${usd.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
 }
 
 function valueWords(key: string, value: unknown): string | undefined {
   if (value === null || value === undefined) return undefined;
-  if (key.endsWith('_cents') && typeof value === 'number') return usdText(value);
+  if (key.endsWith('_cents') && typeof value === 'number') return usdText(value / 100);
+  if (key.endsWith('_micros') && typeof value === 'number') return usdText(value / 1_000_000);
   if (typeof value === 'boolean') return value ? 'yes' : 'no';
   if (Array.isArray(value)) return value.length ? value.map(String).join(', ') : 'none';
   if (typeof value === 'string') return VALUE_WORDS[value] ?? value;
@@ -146,10 +149,11 @@ export function auditDetails(details: unknown, names: Map<string, string> = new 
       if (typeof value === 'string') subject.push(names.get(value) ?? 'a removed record');
       continue;
     }
-    if (key === 'decoy_reserve_returned_cents' && value === 0) continue;
+    if ((key === 'decoy_reserve_returned_cents' || key === 'decoy_reserve_returned_micros') && value === 0)
+      continue;
     const words = valueWords(key, value);
     if (words === undefined) continue;
-    const field = key.replace(/_cents$/, '');
+    const field = key.replace(/_(cents|micros)$/, '');
     parts.push(`${FIELD_WORDS[field] ?? field.replace(/_/g, ' ')}: ${words}`);
   }
   return html`${subject.length ? html`<span class="subject">${subject.join(', ')}</span>` : ''}${

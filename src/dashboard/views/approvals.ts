@@ -1,6 +1,6 @@
 import type { listApprovals } from '../../checkout/decisions.ts';
 import type { listRecentDecisions, OneClickTarget } from '../../checkout/inbox.ts';
-import { centsToUsd } from '../../platform/money.ts';
+import { microsToUsd } from '../../platform/money.ts';
 import { present } from '../../platform/present.ts';
 import type { listOwnerTopups } from '../../topups/service.ts';
 import { html, type SafeHtml } from '../html.ts';
@@ -94,7 +94,7 @@ export function inboxView(data: {
             [d.kind === 'topup' ? 'data-topup' : 'data-confirmation']: d.id,
           } as Record<string, string>,
           cells: [
-            usd(centsToUsd(d.amount_cents)),
+            usd(microsToUsd(d.amount_micros)),
             pill(d.status === 'declined' ? 'denied' : d.status, OUTCOME_WORDS[d.status] ?? d.status),
             d.kind === 'topup'
               ? html`Top-up <span class="muted small">“${d.item_name}”</span>`
@@ -153,7 +153,7 @@ export function oneClickView(data: {
   const left = secondsLeft(present(t.expires_at, 'the expiry of a pending purchase'), data.now);
   const body = messageBody(
     approve ? 'Approve this purchase?' : 'Deny this purchase?',
-    html`<div class="stack approval"><div class="big">${usd(centsToUsd(t.amount_cents))}</div>
+    html`<div class="stack approval"><div class="big">${usd(microsToUsd(t.amount_micros))}</div>
   <div><strong>${t.item_name}</strong> at ${t.merchant_name} <span class="muted small">${t.merchant_url}</span></div>
   <div class="muted small">Bot ${t.bot_name}${t.category ? ` · category ${t.category}` : ''}</div>
   <div class="small" data-left="${left}">Expires ${when(t.expires_at)} <span class="countdown pill warn"></span></div></div>`,

@@ -2,7 +2,7 @@ import type { listAudit } from '../../owners/audit.ts';
 import type { getBot, listBots } from '../../owners/bots.ts';
 import type { listMoneyMovements } from '../../owners/funding.ts';
 import type { getMasterGuardrails } from '../../owners/guardrails.ts';
-import { centsToUsd } from '../../platform/money.ts';
+import { microsToUsd } from '../../platform/money.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { guardrailsForm } from './account.ts';
 import { APPROVAL_WORDS, auditTable } from './activity.ts';
@@ -43,12 +43,12 @@ const TX_WORDS: Record<string, string> = {
 
 /** The Amount column: the change of the available balance, or what happened to held money. */
 function txAmount(t: MoneyMovement): SafeHtml | string {
-  const available = t.available_cents;
+  const available = t.available_micros;
   if (t.kind === 'hold') {
-    return html`${usd(centsToUsd(available))} <span class="small muted" data-testid="tx-state">held</span>`;
+    return html`${usd(microsToUsd(available))} <span class="small muted" data-testid="tx-state">held</span>`;
   }
-  if (available !== 0) return `${available > 0 ? '+' : ''}${usd(centsToUsd(available))}`;
-  const amount = usd(centsToUsd(Math.abs(t.held_cents)));
+  if (available !== 0) return `${available > 0 ? '+' : ''}${usd(microsToUsd(available))}`;
+  const amount = usd(microsToUsd(Math.abs(t.held_micros)));
   return t.kind === 'capture'
     ? html`<span class="small muted" data-testid="tx-state">${amount} paid from the hold</span>`
     : html`<span class="small muted">${amount} from the hold</span>`;
@@ -265,14 +265,14 @@ ${
             { label: 'When' },
           ],
           transactions.map((t) => {
-            const held = t.held_cents;
+            const held = t.held_micros;
             return {
               attrs: { 'data-testid': 'transaction', 'data-kind': t.kind },
               cells: [
                 txWhat(t),
                 txAmount(t),
-                html`<span data-testid="balance-after">${usd(centsToUsd(t.balance_after_cents))}</span>`,
-                held ? `${held > 0 ? '+' : ''}${usd(centsToUsd(held))}` : '',
+                html`<span data-testid="balance-after">${usd(microsToUsd(t.balance_after_micros))}</span>`,
+                held ? `${held > 0 ? '+' : ''}${usd(microsToUsd(held))}` : '',
                 when(t.created_at),
               ],
             };

@@ -120,7 +120,7 @@ export function flash(kind: 'ok' | 'bad' | 'info' | 'warn', message: HtmlValue):
 
 export function usd(amount: number): string {
   const sign = amount < 0 ? '−' : '';
-  return `${sign}$${Math.abs(amount).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  return `${sign}$${Math.abs(amount).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];

@@ -4,7 +4,7 @@
 -- mode; then the confirmation (with its key), its ledger rows and the purchase.approved event.
 -- Called with named parameters from src/checkout/attempt.ts (the one caller), which turns the
 -- answer into a typed union. The one definition (it replaced migrations 0002's and 0010's, and
--- checkout_attempt, which now wraps it for instances of the previous version).
+-- checkout_attempt, dropped by 0050).
 --
 -- Refusals raise: SQLSTATE BP001 with the refusal ({"error": …}) as the message. The statement
 -- fails, so whatever the call wrote before the rule that refused (the rate-limit hit, counters)
@@ -12,7 +12,7 @@
 -- when it passes, nothing left when it refuses) or inside the caller's transaction (which the
 -- caller then rolls back).
 --
--- p_low_balance_cents: given (the call runs on its own), a purchase that would take the visible
+-- p_low_balance_micros: given (the call runs on its own), a purchase that would take the visible
 -- balance from at or above it to below it raises BP002 instead of being written: the caller
 -- writes the low-balance event (src/checkout/service.ts) and so runs the checkout again inside a
 -- transaction, with NULL here.
@@ -21,9 +21,11 @@
 -- concurrent request with the same key wait until the first commits or rolls back; the lookup
 -- after it then sees the committed confirmation, which is answered ({"replay": …}) before the rate
 -- limit, so a replay is never counted or refused. Keys are honoured for 24 hours: an older
--- confirmation gives its key up. Keyed checkouts from before migration 0023 are still answered
--- from checkout_idempotency ({"legacy": …}) for their 24 hours; that lookup goes with migration
--- 0050 (docs/deploy.md, "Compatibility pieces").
+-- confirmation gives its key up.
+--
+-- Amounts are micro-dollars (migration 0050): p_amount, the limits, the counters and the refusal's
+-- limit_micros / spent_micros / balance_micros. A card purchase is whole cents at the API; the
+-- caller converts (src/platform/money.ts).
 --
 -- Locks, in the one global order: the key's advisory lock, the bot's rate-limit row, then counter
 -- rows card → profile → owner → bot, then the wallet row.
@@ -49,7 +51,7 @@ CREATE OR REPLACE FUNCTION checkout_run(
   p_now timestamptz, p_day timestamptz, p_week timestamptz, p_month timestamptz,
   p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text,
   p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text,
-  p_low_balance_cents bigint
+  p_low_balance_micros bigint
 ) RETURNS jsonb LANGUAGE plpgsql
 -- Planned once per connection, not at every call, and always through indexes, whatever the
 -- statistics said when the plans were made (why: "Generic plans" and "Index plans" in
@@ -74,7 +76,7 @@ BEGIN
   -- 0. Idempotency key, then the rate limit.
   IF p_idempotency_key IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
-    SELECT k.id, k.request_hash, k.created_at, k.profile_index, k.is_real, k.merchant_name, k.amount_cents,
+    SELECT k.id, k.request_hash, k.created_at, k.profile_index, k.is_real, k.merchant_name, k.amount_micros,
            k.expires_at, c.id AS card_id, c.secret_enc, c.profiles_enc, c.missing_position, c.created_at AS card_created_at
       INTO prior
       FROM checkout_confirmations k JOIN cards c ON c.id = k.card_id
@@ -83,7 +85,7 @@ BEGIN
       IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'idempotency_conflict'); END IF;
       RETURN jsonb_build_object('replay', jsonb_build_object('held', prior.expires_at IS NOT NULL, 'is_real', prior.is_real,
         'confirmation_id', prior.id, 'profile_index', prior.profile_index, 'merchant_name', prior.merchant_name,
-        'amount_cents', prior.amount_cents, 'expires_at', prior.expires_at, 'card_id', prior.card_id,
+        'amount_micros', prior.amount_micros, 'expires_at', prior.expires_at, 'card_id', prior.card_id,
         'secret_enc', prior.secret_enc, 'profiles_enc', prior.profiles_enc, 'missing_position', prior.missing_position,
         'card_created_at', prior.card_created_at));
     END IF;
@@ -91,20 +93,13 @@ BEGIN
       -- Older than 24 hours: the key is free again (the rare write of this step).
       UPDATE checkout_confirmations SET idempotency_key = NULL WHERE id = prior.id;
     END IF;
-    SELECT request_hash, status_code, response_enc INTO prior FROM checkout_idempotency
-     WHERE bot_id = p_bot_id AND key = p_idempotency_key AND created_at > p_now - interval '24 hours'
-       AND status_code IS NOT NULL;
-    IF FOUND THEN
-      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'idempotency_conflict'); END IF;
-      RETURN jsonb_build_object('legacy', jsonb_build_object('status_code', prior.status_code, 'response_enc', prior.response_enc));
-    END IF;
   END IF;
   retry := rate_limit_consume(p_rate_key, p_rate_limit, 3600, p_now);
   IF retry <> 0 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rate_limited', 'retry_after_seconds', retry); END IF;
 
   -- 1. Wallet status.
-  SELECT b.owner_id, w.status, o.master_per_transaction_cents AS m_tx, o.master_daily_cents AS m_day,
-         o.master_monthly_cents AS m_month
+  SELECT b.owner_id, w.status, o.master_per_transaction_micros AS m_tx, o.master_daily_micros AS m_day,
+         o.master_monthly_micros AS m_month
     INTO st FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
    WHERE b.id = p_bot_id;
   IF st.owner_id IS NULL OR st.status = 'pending' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_not_active'); END IF;
@@ -128,28 +123,28 @@ BEGIN
 
   -- 3. Card guardrails, in windows of the profile's own world ('card:<id>' for the real profile,
   -- 'card:<id>:p<index>' for a decoy).
-  IF p_amount > card.per_transaction_cents THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_cents', card.per_transaction_cents);
+  IF p_amount > card.per_transaction_micros THEN
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_micros', card.per_transaction_micros);
   END IF;
   card_scope := CASE WHEN is_real THEN 'card:' || card.id ELSE 'card:' || card.id || ':p' || p_profile_index END;
-  added := spend_add(card_scope, p_amount, p_day, card.daily_cents, NULL, NULL, p_month, card.monthly_cents);
+  added := spend_add(card_scope, p_amount, p_day, card.daily_micros, NULL, NULL, p_month, card.monthly_micros);
   IF added.refused = 'day' THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_cents', card.daily_cents, 'spent_cents', added.spent);
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', added.spent);
   END IF;
   IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_cents', card.monthly_cents, 'spent_cents', added.spent);
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', added.spent);
   END IF;
 
   -- 4. Profile allowance.
   -- Only the profile's allowance window is given (start and limit); the others stay NULL.
   added := spend_add('profile:' || card.id || ':' || p_profile_index, p_amount,
-    CASE WHEN prof.allowance_window = 'day' THEN p_day END, CASE WHEN prof.allowance_window = 'day' THEN prof.allowance_cents END,
-    CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_cents END,
+    CASE WHEN prof.allowance_window = 'day' THEN p_day END, CASE WHEN prof.allowance_window = 'day' THEN prof.allowance_micros END,
+    CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_micros END,
     CASE WHEN prof.allowance_window = 'month' THEN p_month END,
-    CASE WHEN prof.allowance_window = 'month' THEN prof.allowance_cents END);
+    CASE WHEN prof.allowance_window = 'month' THEN prof.allowance_micros END);
   IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_cents', prof.allowance_cents,
-                              'spent_cents', added.spent, 'window', prof.allowance_window);
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_micros', prof.allowance_micros,
+                              'spent_micros', added.spent, 'window', prof.allowance_window);
   END IF;
 
   -- 5. Master guardrails, checked for every profile in its own world: the owner's spending with
@@ -158,12 +153,12 @@ BEGIN
   -- the authoritative check under concurrency) and a decoy counts in a memo counter of the owner's
   -- ('owner:<id>:decoy', never read): the same statements either way, so the same time.
   IF p_amount > st.m_tx THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_cents', st.m_tx);
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_micros', st.m_tx);
   END IF;
-  SELECT coalesce(sum(w.sign * CASE WHEN w.day_start >= p_day THEN w.day_cents ELSE 0 END), 0),
-         coalesce(sum(w.sign * CASE WHEN w.month_start >= p_month THEN w.month_cents ELSE 0 END), 0)
+  SELECT coalesce(sum(w.sign * CASE WHEN w.day_start >= p_day THEN w.day_micros ELSE 0 END), 0),
+         coalesce(sum(w.sign * CASE WHEN w.month_start >= p_month THEN w.month_micros ELSE 0 END), 0)
     INTO world_day, world_month
-    FROM (SELECT c.day_start, c.day_cents, c.month_start, c.month_cents,
+    FROM (SELECT c.day_start, c.day_micros, c.month_start, c.month_micros,
                  CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -1 END ELSE 1 END AS sign
             FROM spend_windows c
            WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)) w;
@@ -172,33 +167,33 @@ BEGIN
     world_day := world_day - p_amount;
     world_month := world_month - p_amount;
   END IF;
-  IF world_day + p_amount > st.m_day THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', world_day); END IF;
-  IF world_month + p_amount > st.m_month THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', world_month); END IF;
+  IF world_day + p_amount > st.m_day THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', world_day); END IF;
+  IF world_month + p_amount > st.m_month THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', world_month); END IF;
   added := spend_add('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, p_amount,
                      p_day, CASE WHEN is_real THEN st.m_day END, NULL, NULL, p_month, CASE WHEN is_real THEN st.m_month END);
   IF added.refused = 'day' THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_cents', st.m_day, 'spent_cents', added.spent);
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', added.spent);
   END IF;
   IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_cents', st.m_month, 'spent_cents', added.spent);
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', added.spent);
   END IF;
   added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
 
   -- 6. Funds: the balance the bot sees (the wallet row is locked last).
-  SELECT available_cents - decoy_spent_cents - decoy_held_cents INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
-  IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_cents', available); END IF;
-  IF available >= p_low_balance_cents AND available - p_amount < p_low_balance_cents THEN
+  SELECT available_micros - decoy_spent_micros - decoy_held_micros INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
+  IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
+  IF available >= p_low_balance_micros AND available - p_amount < p_low_balance_micros THEN
     RAISE EXCEPTION USING ERRCODE = 'BP002', MESSAGE = 'checkout_run: the balance crosses the low mark; run it in a transaction';
   END IF;
 
   -- 7. Approval mode: the card decides; the profile rule can only make it stricter.
   automatic := CASE card.approval_mode
-    WHEN 'auto_approve_under_threshold' THEN p_amount < card.approval_threshold_cents
+    WHEN 'auto_approve_under_threshold' THEN p_amount < card.approval_threshold_micros
     WHEN 'auto_approve_by_category' THEN p_category IS NOT NULL AND card.approved_categories ? lower(p_category)
     ELSE false END;
   IF prof.approval_rule = 'ask_for_everything' THEN automatic := false; END IF;
   IF prof.approval_rule = 'auto_approve_under_threshold' THEN
-    automatic := automatic AND p_amount < prof.approval_threshold_cents;
+    automatic := automatic AND p_amount < prof.approval_threshold_micros;
   END IF;
   -- A purchase for a task is approved by its schedule (the owner's or a shadow's alike): the owner
   -- approved the schedule. The caller checks the task in the same transaction (src/checkout/taskLink.ts).
@@ -206,7 +201,7 @@ BEGIN
   held := NOT automatic;
 
   INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-      merchant_name, merchant_url, item_name, category, task_id, amount_cents, status, created_at, expires_at,
+      merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at,
       decided_at, decided_by, idempotency_key, request_hash)
     VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, prof.allowance_window,
       p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
@@ -221,7 +216,7 @@ BEGIN
     VALUES (p_ledger_id, p_bot_id,
             CASE WHEN is_real THEN '' ELSE 'decoy_' END || CASE WHEN held THEN 'hold' ELSE 'purchase' END, p_id,
             CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now);
-  INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_cents, created_at)
+  INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
     VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
            (p_ledger_id, p_bot_id,
             CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END

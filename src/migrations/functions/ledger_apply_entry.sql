@@ -20,24 +20,24 @@ BEGIN
     SELECT bot_id, max(created_at) AS at,
            bool_or(account IN ('wallet_available', 'wallet_held', 'decoy_spent', 'decoy_held', 'merchant_settlement', 'decoy_cover')) AS wallet,
            bool_or(account IN ('x402_available', 'x402_held', 'x402_authorized')) AS x402,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'wallet_available'), 0) AS available,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'wallet_held'), 0) AS held,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'decoy_spent'), 0) AS decoy_spent,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'decoy_held'), 0) AS decoy_held,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'x402_available'), 0) AS x402_available,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'x402_held'), 0) AS x402_held,
-           coalesce(sum(amount_cents) FILTER (WHERE account = 'x402_authorized'), 0) AS x402_authorized
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'wallet_available'), 0) AS available,
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'wallet_held'), 0) AS held,
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'decoy_spent'), 0) AS decoy_spent,
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'decoy_held'), 0) AS decoy_held,
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'x402_available'), 0) AS x402_available,
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'x402_held'), 0) AS x402_held,
+           coalesce(sum(amount_micros) FILTER (WHERE account = 'x402_authorized'), 0) AS x402_authorized
       FROM new_entries GROUP BY bot_id
   LOOP
     IF e.wallet THEN
-      UPDATE wallets SET available_cents = available_cents + e.available, held_cents = held_cents + e.held,
-                         decoy_spent_cents = decoy_spent_cents + e.decoy_spent,
-                         decoy_held_cents = decoy_held_cents + e.decoy_held, updated_at = e.at
+      UPDATE wallets SET available_micros = available_micros + e.available, held_micros = held_micros + e.held,
+                         decoy_spent_micros = decoy_spent_micros + e.decoy_spent,
+                         decoy_held_micros = decoy_held_micros + e.decoy_held, updated_at = e.at
        WHERE bot_id = e.bot_id;
     END IF;
     IF e.x402 THEN
-      UPDATE x402_wallets SET available_cents = available_cents + e.x402_available, held_cents = held_cents + e.x402_held,
-                              authorized_cents = authorized_cents + e.x402_authorized, updated_at = e.at
+      UPDATE x402_wallets SET available_micros = available_micros + e.x402_available, held_micros = held_micros + e.x402_held,
+                              authorized_micros = authorized_micros + e.x402_authorized, updated_at = e.at
        WHERE bot_id = e.bot_id;
     END IF;
   END LOOP;

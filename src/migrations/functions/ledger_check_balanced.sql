@@ -13,7 +13,7 @@ CREATE OR REPLACE FUNCTION ledger_check_balanced() RETURNS trigger LANGUAGE plpg
 SET enable_seqscan = off AS $$
 DECLARE total bigint;
 BEGIN
-  SELECT coalesce(sum(amount_cents), 0) INTO total FROM ledger_entries WHERE transaction_id = NEW.transaction_id;
+  SELECT coalesce(sum(amount_micros), 0) INTO total FROM ledger_entries WHERE transaction_id = NEW.transaction_id;
   IF total <> 0 THEN
     RAISE EXCEPTION 'ledger transaction % is not balanced (sum %)', NEW.transaction_id, total
       USING ERRCODE = '23514';

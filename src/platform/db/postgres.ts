@@ -10,7 +10,7 @@ import {
   type TransactionOptions,
 } from './port.ts';
 
-// int8 (bigint) columns hold cents: parse them as numbers. Cents stay far below 2^53.
+// int8 (bigint) columns hold micro-dollars: parse them as numbers. They stay far below 2^53 ($9 billion).
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === 20) return (value: string) => Number(value);
