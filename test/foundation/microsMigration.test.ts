@@ -157,7 +157,8 @@ describe('migration 0050: money in micro-dollars', () => {
         'ledger/bot_a/merchant_settlement': 250,
       });
 
-      expect(await migrate(db)).toEqual([50]);
+      // This version's migrations after 0045: 0046 (the webhook queue) and 0050.
+      expect(await migrate(db)).toEqual(all.filter((m) => m.version > 45).map((m) => m.version));
 
       const after = await amounts(db, 'micros');
       expect(Object.keys(after).sort()).toEqual(Object.keys(before).sort());
