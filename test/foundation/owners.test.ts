@@ -140,10 +140,11 @@ describe('owner API basics', () => {
       const funded = (await events(bot.bot_id)).find((e) => e.type === 'wallet.funded');
       expect(funded?.body.data).toMatchObject({ amount: 12.34, balance: 12.34 });
       const balances = await ledgerBalances(svc.ctx.db, bot.bot_id);
+      // The ledger counts micro-dollars: $12.34 is 12,340,000.
       expect(balances).toEqual({
-        wallet_available: 1234,
+        wallet_available: 12_340_000,
         wallet_held: 0,
-        owner_funding: -1234,
+        owner_funding: -12_340_000,
         merchant_settlement: 0,
         decoy_cover: 0,
         decoy_spent: 0,
@@ -168,7 +169,7 @@ describe('owner API basics', () => {
         });
         expect(res.statusCode).toBe(400);
         expect(res.json().error).toBe('validation_error');
-        expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).wallet_available).toBe(100);
+        expect((await ledgerBalances(svc.ctx.db, bot.bot_id)).wallet_available).toBe(1_000_000); // $1
       },
     );
 

@@ -171,7 +171,7 @@ describe('webhooks delivered through the managed tunnel', () => {
             url: `/api/v1/owner/bots/${bot.bot_id}/webhook-deliveries`,
             headers: owner.auth,
           })
-        ).json().deliveries as Array<{ waiting_for_tunnel: boolean; attempts: number }>;
+        ).json().deliveries as Array<{ waiting_for_tunnel: boolean; attempts: number; status: string }>;
       await until(async () => (await waiting()).some((d) => d.waiting_for_tunnel));
       expect((await waiting()).every((d) => d.waiting_for_tunnel && d.attempts === 0)).toBe(true);
 
@@ -188,7 +188,11 @@ describe('webhooks delivered through the managed tunnel', () => {
             (r) => r.url === '/later' && JSON.parse(r.body.toString()).bot_id === bot.bot_id,
           ),
         );
-        await until(async () => (await waiting()).every((d) => !d.waiting_for_tunnel));
+        // Recorded, not only sent: the receiver has the request before the worker writes its result
+        // (and the bot's health) in the same call that leaves the queue.
+        await until(async () =>
+          (await waiting()).every((d) => !d.waiting_for_tunnel && d.status === 'delivered'),
+        );
         const [health] = await svc.ctx.db.query<{ webhook_status: string; webhook_fail_count: number }>(
           'SELECT webhook_status, webhook_fail_count FROM bots WHERE id = $1',
           [bot.bot_id],
