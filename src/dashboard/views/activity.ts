@@ -1,4 +1,5 @@
 import type { AuditAction } from '../../owners/audit.ts';
+import { centsToMicros, microsToUsd } from '../../platform/money.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { type Column, dataTable, type PageView, when } from './layout.ts';
 
@@ -120,14 +121,15 @@ export function auditReferences(entries: ReadonlyArray<{ details: unknown }>): s
 
 // Amounts in audit details: `…_cents` (whole cents, as the owner typed them, and entries written
 // before migration 0050) or `…_micros` (amounts the service moved).
-function usdText(usd: number): string {
-  return `$${usd.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
+// With thousands separators ("$1,025.50"), unlike money.ts usdText: these are read, not parsed.
+function auditUsd(micros: number): string {
+  return `$${microsToUsd(micros).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
 }
 
 function valueWords(key: string, value: unknown): string | undefined {
   if (value === null || value === undefined) return undefined;
-  if (key.endsWith('_cents') && typeof value === 'number') return usdText(value / 100);
-  if (key.endsWith('_micros') && typeof value === 'number') return usdText(value / 1_000_000);
+  if (key.endsWith('_cents') && typeof value === 'number') return auditUsd(centsToMicros(value));
+  if (key.endsWith('_micros') && typeof value === 'number') return auditUsd(value);
   if (typeof value === 'boolean') return value ? 'yes' : 'no';
   if (Array.isArray(value)) return value.length ? value.map(String).join(', ') : 'none';
   if (typeof value === 'string') return VALUE_WORDS[value] ?? value;
