@@ -33,10 +33,14 @@ export interface EmittedEvent {
   body: string;
 }
 
-export async function emitEvent(
-  tx: Queryable,
-  event: { botId: string; type: EventType; data: Record<string, unknown>; at: number },
-): Promise<EmittedEvent> {
+export interface NewEvent {
+  botId: string;
+  type: EventType;
+  data: Record<string, unknown>;
+  at: number;
+}
+
+function eventBody(event: NewEvent): EmittedEvent {
   const id = newTimeOrderedId('evt', event.at);
   const body = JSON.stringify({
     id,
@@ -45,6 +49,11 @@ export async function emitEvent(
     bot_id: event.botId,
     data: event.data,
   });
+  return { id, body };
+}
+
+export async function emitEvent(tx: Queryable, event: NewEvent): Promise<EmittedEvent> {
+  const { id, body } = eventBody(event);
   await tx.query('INSERT INTO events (id, bot_id, type, body, created_at) VALUES ($1, $2, $3, $4, $5)', [
     id,
     event.botId,
@@ -54,4 +63,26 @@ export async function emitEvent(
   ]);
   // The insert trigger events_wake (0001) notifies EVENTS_CHANNEL after commit: wakes the workers.
   return { id, body };
+}
+
+/**
+ * Several events in one statement, inserted in the order given (a bot's events are delivered in
+ * insertion order: the queue's sequence is taken row by row by the insert trigger).
+ */
+export async function emitEvents(tx: Queryable, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
+  if (events.length === 0) return [];
+  const emitted = events.map(eventBody);
+  await tx.query(
+    `INSERT INTO events (id, bot_id, type, body, created_at)
+     SELECT e.id, e.bot_id, e.type, e.body, e.created_at FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) WITH ORDINALITY
+       AS e(id, bot_id, type, body, created_at, n) ORDER BY n`,
+    [
+      emitted.map((e) => e.id),
+      events.map((e) => e.botId),
+      events.map((e) => e.type),
+      emitted.map((e) => e.body),
+      events.map((e) => new Date(e.at)),
+    ],
+  );
+  return emitted;
 }

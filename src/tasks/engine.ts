@@ -4,7 +4,7 @@ import { newId } from '../platform/ids.ts';
 import { latestOccurrence, nextOccurrence, parseCron } from './cron.ts';
 import type { ScheduleRow } from './schedules.ts';
 import { nextShiftedOccurrence } from './shadows.ts';
-import { emitTaskAvailable, TASK_LIFETIME_MS } from './service.ts';
+import { emitTasksAvailable, TASK_LIFETIME_MS } from './service.ts';
 import { present } from '../platform/present.ts';
 import { centsToMicros } from '../platform/money.ts';
 
@@ -51,9 +51,12 @@ async function produceScheduledTasks(
       FOR UPDATE`,
     [new Date(now)],
   );
-  let scheduled = 0;
-  let shadows = 0;
-  for (const s of due) {
+  if (due.length === 0) return { scheduled: 0, shadows: 0 };
+  // A tick's work is three statements however many schedules are due (a busy minute — every owner's
+  // 09:00 and its shadows — was three statements per schedule): the tasks, their task.available
+  // events (in the order of `due`, so a bot's events keep the order one-by-one inserts gave them)
+  // and the schedules' next due times.
+  const tasks = due.map((s) => {
     const cron = parseCron(s.cron, s.timezone);
     // A shadow runs the owner's cron moved by its offset: computed on the unshifted clock.
     const offset = Number(s.shadow_offset_ms);
@@ -63,45 +66,60 @@ async function produceScheduledTasks(
         new Date(present(s.next_due_at, `next_due_at of due schedule ${s.id}`)).getTime() - offset,
         now - offset,
       ) + offset;
-    const isDecoy = s.shadow_of !== null;
-    const ins = s.instructions;
-    const inserted = await tx.query<{ id: string }>(
-      `INSERT INTO tasks (id, bot_id, card_id, is_decoy, schedule_id, due_at, available_at, expires_at, profile_index,
-         merchant_name, merchant_url, item_name, amount_micros, category, status, created_at)
-       VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,'available',$7)
-       ON CONFLICT (schedule_id, due_at) DO NOTHING RETURNING id`,
-      [
-        newId('task'),
-        s.bot_id,
-        s.card_id,
-        isDecoy,
-        s.id,
-        new Date(dueAt),
-        new Date(now),
-        new Date(now + TASK_LIFETIME_MS),
-        ins.profile_index,
-        ins.merchant_name,
-        ins.merchant_url,
-        ins.item_name,
-        centsToMicros(ins.amount_cents),
-        ins.category,
-      ],
-    );
-    if (inserted[0]) {
-      await emitTaskAvailable(tx, s.bot_id, inserted[0].id, now);
-      if (isDecoy) shadows++;
-      else scheduled++;
-    }
     const next =
       offset === 0
         ? nextOccurrence(cron, Math.max(now, dueAt))
         : nextShiftedOccurrence(cron, Math.max(now, dueAt), offset);
-    await tx.query(
-      'UPDATE task_schedules SET next_due_at = $2, last_due_at = $3, updated_at = $4 WHERE id = $1',
-      [s.id, next === null ? null : new Date(next), new Date(dueAt), new Date(now)],
-    );
-  }
-  return { scheduled, shadows };
+    return { s, id: newId('task'), dueAt, next };
+  });
+  const column = <T>(f: (t: (typeof tasks)[number]) => T) => tasks.map(f);
+  const inserted = await tx.query<{ id: string }>(
+    `INSERT INTO tasks (id, bot_id, card_id, is_decoy, schedule_id, due_at, available_at, expires_at, profile_index,
+       merchant_name, merchant_url, item_name, amount_micros, category, status, created_at)
+     SELECT t.id, t.bot_id, t.card_id, t.is_decoy, t.schedule_id, t.due_at, $13, $14, t.profile_index,
+            t.merchant_name, t.merchant_url, t.item_name, t.amount_micros, t.category, 'available', $13
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::timestamptz[], $7::int[],
+                   $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[])
+            AS t(id, bot_id, card_id, is_decoy, schedule_id, due_at, profile_index, merchant_name, merchant_url,
+                 item_name, amount_micros, category)
+     ON CONFLICT (schedule_id, due_at) DO NOTHING RETURNING id`,
+    [
+      column((t) => t.id),
+      column((t) => t.s.bot_id),
+      column((t) => t.s.card_id),
+      column((t) => t.s.shadow_of !== null),
+      column((t) => t.s.id),
+      column((t) => new Date(t.dueAt)),
+      column((t) => t.s.instructions.profile_index),
+      column((t) => t.s.instructions.merchant_name),
+      column((t) => t.s.instructions.merchant_url),
+      column((t) => t.s.instructions.item_name),
+      column((t) => centsToMicros(t.s.instructions.amount_cents)),
+      column((t) => t.s.instructions.category),
+      new Date(now),
+      new Date(now + TASK_LIFETIME_MS),
+    ],
+  );
+  const made = new Set(inserted.map((r) => r.id));
+  const produced = tasks.filter((t) => made.has(t.id));
+  await emitTasksAvailable(
+    tx,
+    produced.map((t) => ({ botId: t.s.bot_id, taskId: t.id })),
+    now,
+  );
+  await tx.query(
+    `UPDATE task_schedules s SET next_due_at = v.next_due_at, last_due_at = v.last_due_at, updated_at = $4
+       FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS v(id, next_due_at, last_due_at)
+      WHERE s.id = v.id`,
+    [
+      column((t) => t.s.id),
+      column((t) => (t.next === null ? null : new Date(t.next))),
+      column((t) => new Date(t.dueAt)),
+      new Date(now),
+    ],
+  );
+  const shadows = produced.filter((t) => t.s.shadow_of !== null).length;
+  return { scheduled: produced.length - shadows, shadows };
 }
 
 /** Available tasks past their lifetime and not under a live lease expire. */

@@ -1,4 +1,4 @@
-import { emitEvent } from '../events/outbox.ts';
+import { emitEvents } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
 import { microsToCentsFloor, usdText } from '../platform/money.ts';
@@ -99,15 +99,23 @@ export async function nextTask(ctx: AppContext, botId: string) {
 }
 
 /** task.available, for real and decoy tasks alike (a bot must not tell them apart by events either). */
-export async function emitTaskAvailable(tx: Queryable, botId: string, taskId: string, at: number) {
-  await emitEvent(tx, {
-    botId,
-    type: 'task.available',
-    data: {
-      task_id: taskId,
-      task_type: 'purchase',
-      description: 'A purchase task is available: fetch it with POST /api/v1/bot/tasks/next.',
-    },
-    at,
-  });
+/** task.available for each task produced by one tick, in the order given (one statement). */
+export async function emitTasksAvailable(
+  tx: Queryable,
+  tasks: ReadonlyArray<{ botId: string; taskId: string }>,
+  at: number,
+) {
+  await emitEvents(
+    tx,
+    tasks.map((t) => ({
+      botId: t.botId,
+      type: 'task.available' as const,
+      data: {
+        task_id: t.taskId,
+        task_type: 'purchase',
+        description: 'A purchase task is available: fetch it with POST /api/v1/bot/tasks/next.',
+      },
+      at,
+    })),
+  );
 }

@@ -122,6 +122,7 @@ export async function taskRows(svc: TestService, botId: string) {
     category: string;
     merchant_name: string;
     merchant_url: string;
+    item_name: string;
     schedule_id: string | null;
   }>('SELECT * FROM tasks WHERE bot_id = $1 ORDER BY due_at, id', [botId]);
 }

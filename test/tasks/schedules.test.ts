@@ -295,6 +295,69 @@ describe('producing scheduled tasks', () => {
     expect(tasks.map((t) => new Date(t.due_at).toISOString())).toEqual(['2026-03-16T10:00:00.000Z']);
   });
 
+  it('a busy minute: every due schedule in three statements, and each bot gets its events in schedule order', async () => {
+    /** Statements a tick runs inside its transaction. */
+    const statementsOfTick = async () => {
+      const db = svc.ctx.db;
+      const transaction = db.transaction.bind(db);
+      let n = 0;
+      db.transaction = ((fn, options) =>
+        transaction((tx) => {
+          const query = tx.query.bind(tx);
+          return fn({
+            ...tx,
+            exec: tx.exec.bind(tx),
+            query: ((sql, params) => {
+              n++;
+              return query(sql, params);
+            }) as typeof tx.query,
+          });
+        }, options)) as typeof db.transaction;
+      try {
+        await tick(svc);
+      } finally {
+        db.transaction = transaction;
+      }
+      return n;
+    };
+    svc.clock.set(Date.UTC(2026, 4, 4, 8, 0, 0));
+    const one = await world(svc, { decoys: false });
+    await createSchedule(svc, one, scheduleBody(one.card, { cron: '0 9 * * *' }));
+    svc.clock.set(Date.UTC(2026, 4, 4, 9, 0, 30));
+    const alone = await statementsOfTick();
+    expect((await realTasks(one.bot.bot_id)).length).toBe(1);
+
+    svc.clock.set(Date.UTC(2026, 4, 5, 8, 0, 0));
+    const worlds = [];
+    for (let i = 0; i < 8; i++) {
+      const w = await world(svc, { decoys: false });
+      for (const item of ['Beans', 'Filters', 'Mugs']) {
+        const res = await createSchedule(
+          svc,
+          w,
+          scheduleBody(w.card, { cron: '0 9 * * *' }, { item_name: item }),
+        );
+        expect(res.statusCode, res.body).toBe(201);
+      }
+      worlds.push(w);
+    }
+    svc.clock.set(Date.UTC(2026, 4, 5, 9, 0, 30));
+    // 8 × 3 new schedules and the first world's second day: the same statements as one schedule.
+    expect(await statementsOfTick()).toBe(alone);
+    for (const w of worlds) {
+      const tasks = (await realTasks(w.bot.bot_id)).sort((a, b) =>
+        String(a.schedule_id) < String(b.schedule_id) ? -1 : 1,
+      );
+      expect(tasks.map((t) => t.item_name).sort()).toEqual(['Beans', 'Filters', 'Mugs']);
+      const delivered = await svc.ctx.db.query<{ task_id: string }>(
+        `SELECT body::jsonb -> 'data' ->> 'task_id' AS task_id FROM events
+          WHERE bot_id = $1 AND type = 'task.available' ORDER BY seq`,
+        [w.bot.bot_id],
+      );
+      expect(delivered.map((e) => e.task_id)).toEqual(tasks.map((t) => t.id));
+    }
+  });
+
   it('pause stops production, resume starts from the next occurrence (no catch-up), delete ends it', async () => {
     const w = await world(svc, { decoys: false });
     const s = (await createSchedule(svc, w, scheduleBody(w.card))).json();
