@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AttemptParams,
   type AttemptResult,
-  attemptCall,
   checkoutAlone,
   checkoutAttempt,
   parseAttempt,
@@ -10,10 +9,11 @@ import {
 import { LOW_BALANCE_MICROS } from '../../src/owners/funding.ts';
 import { namedCall, namedInsert } from '../../src/platform/db/named.ts';
 import { newId } from '../../src/platform/ids.ts';
+import { spendCall } from '../../src/spend/run.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { setupCard, type TestCard } from './helpers.ts';
 
-// checkout_run called directly through its typed interface (src/checkout/attempt.ts): one row per
+// spend_run's card method called directly through its typed interface (src/checkout/attempt.ts): one row per
 // rule of the guardrail chain, each on a fresh owner, bot and card whose limits are all generous
 // except the one the row tightens; each row both ways the service calls it, as a statement on its
 // own (checkoutAlone) and inside a transaction (checkoutAttempt). A refusal must leave nothing
@@ -35,7 +35,7 @@ interface Row {
   expected: (f: Fixture) => AttemptResult | Record<string, unknown>;
 }
 
-// Amounts in micros (checkout_run counts micros since migration 0050): $10 against $500.
+// Amounts in micros (spend_run counts micros since migration 0050): $10 against $500.
 const AMOUNT = 10_000_000;
 const FUNDS_CENTS = 50_000;
 const FUNDS = FUNDS_CENTS * 10_000;
@@ -330,10 +330,10 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   it('passes every parameter of the database function by name, once', async () => {
     const rows = await svc.ctx.db.query<{ names: string[]; nargs: number }>(
       `SELECT proargnames AS names, pronargs AS nargs FROM pg_proc
-        WHERE proname = 'checkout_run' AND pronamespace = current_schema()::regnamespace`,
+        WHERE proname = 'spend_run' AND pronamespace = current_schema()::regnamespace`,
     );
     expect(rows).toHaveLength(1);
-    const named = [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);
+    const named = [...spendCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);
     expect([...named].sort()).toEqual([...(rows[0]?.names ?? [])].sort());
     expect(named).toHaveLength(rows[0]?.nargs ?? -1);
   });
