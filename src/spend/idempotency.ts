@@ -5,7 +5,7 @@ import { refusalError } from './refusals.ts';
 import type { SpendResult } from './result.ts';
 
 // Idempotency-Key of an x402 payment (src/x402/service.ts; keys 'x402:<key>'). A card checkout
-// keeps its key on its confirmation row instead (checkout_run; migration 0023), and reads this
+// keeps its key on its confirmation row instead (spend_run; migration 0023), and reads this
 // table only for keys used before that migration (that read goes with migration 0040,
 // docs/deploy.md). The key row is inserted first in the payment's own transaction: a concurrent
 // request with the same key waits on the unique index until the first commits (then replays its
@@ -13,7 +13,7 @@ import type { SpendResult } from './result.ts';
 // Only successful responses (200/202) are kept; a refused request can be retried with the same key.
 // Responses are stored encrypted.
 
-/** Keys are honoured for 24 hours (also written as an interval in checkout_run). */
+/** Keys are honoured for 24 hours (also written as an interval in spend_run). */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
 
 export async function claimIdempotencyKey(

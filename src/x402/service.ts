@@ -30,14 +30,18 @@ import type { PaymentPoll } from './schemas.ts';
 import type { PaymentPayloadV1, StoredRequirement } from './sign.ts';
 import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 
-// POST /api/v1/bot/x402/pay: the guardrail chain of a card checkout, for the partner wallet, in one
-// transaction: rate limit → idempotency → wallet status → rail status → pay-to and domain lists →
-// the rail's per-transaction / daily / monthly limits → the owner's master guardrails (the same
-// 'owner:<id>' counters card purchases count in, so one budget covers both rails) → the bot's
-// figures → funds (the x402 wallet row, locked last) → approval mode. Approved: the authorisation
-// is signed and the amount moves to x402_authorized; held: a checkout confirmation with rail
-// partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.* events as a
-// card purchase: the one hold life in src/spend/holds.ts calls settleX402Hold).
+// POST /api/v1/bot/x402/pay: the one guardrail chain of both rails, spend_run
+// (src/migrations/functions/spend_run.sql, called through src/spend/run.ts) with the payment method
+// 'partner_wallet', in one transaction: idempotency → rate limit → wallet status → rail status,
+// network and asset → pay-to and domain lists → the rail's per-transaction / daily / monthly limits
+// → the owner's master guardrails (the same 'owner:<id>' counters card purchases count in, so one
+// budget covers both rails) → the bot's figures → funds (the x402 wallet row, locked last) →
+// approval mode → the x402_payments row, the ledger move, and when held a checkout confirmation
+// with rail partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.*
+// events as a card purchase: the one hold life in src/spend/holds.ts calls settleX402Hold).
+// What needs TypeScript stays here: choosing the requirement, judging the domain against the
+// owner's domain lists (passed to the call as its verdict) and, approved at once, signing the
+// authorisation after the call in the same transaction.
 //
 // Counter locks in one order: 'x402:<bot>' → 'owner:<id>' → 'bot:<id>', then the x402 wallet row.
 //

@@ -10,8 +10,9 @@ import {
 import { checkout, purchase, putProfile, setupCard } from '../checkout/helpers.ts';
 import { creditDeposit, enableWallet, payRequest, requirement, X402_ENV } from '../x402/helpers.ts';
 
-// One table of guardrail cases, run through both rails: a card checkout (checkout_run,
-// src/migrations/functions/checkout_run.sql) and an x402 payment (src/x402/service.ts). The same
+// One table of guardrail cases, run through both rails: a card checkout and an x402 payment, both
+// through the one chain spend_run (src/migrations/functions/spend_run.sql) with their own payment
+// method (src/checkout/attempt.ts, src/x402/service.ts). The same
 // limits, funds and approval settings must give the same decisions with the same codes and the same
 // figures in the refusal; the only difference allowed is the name of the rail's own limit code
 // (card_guardrail_violation for a card, rail_guardrail_violation for the partner wallet, as the
