@@ -66,7 +66,7 @@ export interface SpendParams {
   /** The rail's hourly limit (rate_limits key and its limit; the window is an hour). */
   rateKey: string;
   rateLimit: number;
-  /** The Idempotency-Key header (card purchases), or null. */
+  /** The Idempotency-Key (kept on the purchase's own row: a card's confirmation, an x402 payment's row), or null. */
   idempotencyKey: string | null;
   /** sha256 of the request; null without a key. */
   requestHash: string | null;

@@ -13,7 +13,7 @@ import { iso } from '../platform/time.ts';
 import { subtractFromCounters } from '../spend/counters.ts';
 import { emitPurchaseEvent } from '../spend/events.ts';
 import type { ConfirmationRow } from '../spend/holds.ts';
-import { claimIdempotencyKey, saveIdempotentResponse } from '../spend/idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, legacyReplay } from '../spend/idempotency.ts';
 import { refusalError } from '../spend/refusals.ts';
 import type { SpendResult } from '../spend/result.ts';
 import { reader, sharedRefusal, spendInTransaction } from '../spend/run.ts';
@@ -153,12 +153,11 @@ export async function pay(
     }
     result = await ctx.db.transaction(async (tx) => {
       if (key !== undefined) {
-        const replay = await claimIdempotencyKey(ctx, tx, botId, key, hash, now);
+        // A key used before migration 0052 is answered from its stored response.
+        const replay = await legacyReplay(ctx, tx, botId, key, hash, now);
         if (replay) return { ...replay, replayed: true };
       }
-      const fresh = await runChain(ctx, tx, botId, req, chosen, domain, domainCheck, now);
-      if (key !== undefined) await saveIdempotentResponse(ctx, tx, botId, key, fresh);
-      return { ...fresh, replayed: false };
+      return runChain(ctx, tx, botId, req, chosen, domain, domainCheck, now, key ?? null, hash);
     });
   } catch (error) {
     // As for checkouts: a refused payment still counts toward the hourly limit.
@@ -185,10 +184,14 @@ async function needsProbe(ctx: AppContext, botId: string, domain: string, key: s
   if (!wallet || (wallet.allow_domains.length === 0 && wallet.deny_domains.length === 0)) return false;
   judgeDomain(wallet, domain);
   if (key !== undefined) {
+    // A payment of this key under 24 hours old (or its stored answer from before migration 0052).
     const stored = await maybeOne(
       ctx.db,
-      'SELECT 1 FROM checkout_idempotency WHERE bot_id = $1 AND key = $2 AND response_enc IS NOT NULL',
-      [botId, key],
+      `SELECT 1 FROM x402_payments WHERE bot_id = $1 AND idempotency_key = $2 AND created_at > $3
+       UNION ALL
+       SELECT 1 FROM checkout_idempotency WHERE bot_id = $1 AND key = $2 AND response_enc IS NOT NULL AND created_at > $3
+       LIMIT 1`,
+      [botId, key, new Date(ctx.clock.now() - IDEMPOTENCY_TTL_MS)],
     );
     if (stored) return false;
   }
@@ -263,7 +266,9 @@ async function runChain(
   domain: string,
   domainCheck: X402PaymentRow['domain_check'],
   now: number,
-): Promise<SpendResult> {
+  idempotencyKey: string | null,
+  hash: string,
+): Promise<PayResult> {
   const cfg = requireX402Config(ctx);
   // The domain lists as this transaction reads them, judged here (domainMatches); spend_run raises
   // the verdict at its place in the chain, after the rail's state and the pay-to lists.
@@ -315,11 +320,14 @@ async function runChain(
     eventBody: null,
     rateKey: limit.key,
     rateLimit: limit.limit,
-    idempotencyKey: null,
-    requestHash: null,
+    idempotencyKey,
+    requestHash: idempotencyKey === null ? null : hash,
   });
   if (answer.refused) throw paymentRefusalError(answer.r);
-  const { bool, str } = reader(answer.r);
+  const { bool, str, obj } = reader(answer.r);
+  if (answer.r.replay !== undefined) {
+    return { ...(await replayAnswer(ctx, tx, str(obj(answer.r.replay).payment_id))), replayed: true };
+  }
   const common = {
     payment_id: id,
     confirmation_id: id,
@@ -344,6 +352,7 @@ async function runChain(
         message: X402_PENDING_MESSAGE,
       },
       heldForOwner: id,
+      replayed: false,
     };
   }
   // spend_run wrote the payment and moved the amount to x402_authorized; the signature goes on the
@@ -357,6 +366,62 @@ async function runChain(
       status: 'approved',
       ...common,
       ...signedFields(signed),
+      message: X402_APPROVED_MESSAGE,
+    },
+    replayed: false,
+  };
+}
+
+/**
+ * The first answer of an Idempotency-Key, again, rebuilt from its payment row exactly as it was
+ * built then: a held payment answers its 202 with its expiry whatever was decided since; one
+ * approved at once its signed authorisation (kept encrypted on the row, payload_enc).
+ */
+async function replayAnswer(ctx: AppContext, tx: Queryable, id: string): Promise<SpendResult> {
+  const row = await one<X402PaymentRow & { expires_at: Date | null }>(
+    tx,
+    `SELECT p.*, c.expires_at FROM x402_payments p LEFT JOIN checkout_confirmations c ON c.id = p.id
+      WHERE p.id = $1`,
+    [id],
+  );
+  const stored = storedRequirement(row);
+  const common = {
+    payment_id: row.id,
+    confirmation_id: row.id,
+    amount_usd: microsToUsd(Number(row.amount_micros)),
+    amount_atomic: stored.requirements.amount,
+    network: stored.requirements.network,
+    asset: stored.requirements.asset,
+    pay_to: row.pay_to,
+    resource_url: row.resource_url,
+    x402_version: Number(row.x402_version),
+  };
+  if (row.expires_at !== null) {
+    return {
+      statusCode: 202,
+      body: {
+        approved: false,
+        status: 'pending_confirmation',
+        ...common,
+        expires_at: iso(row.expires_at),
+        message: X402_PENDING_MESSAGE,
+      },
+    };
+  }
+  if (!row.payload_enc) throw new Error(`x402 payment ${row.id} approved at once has no signature`);
+  const payload = JSON.parse(ctx.secrets.decrypt(row.payload_enc)) as PaymentPayload | PaymentPayloadV1;
+  const { encodePaymentSignatureHeader } = await import('@x402/core/http');
+  return {
+    statusCode: 200,
+    body: {
+      approved: true,
+      status: 'approved',
+      ...common,
+      ...signedFields({
+        payload,
+        header: encodePaymentSignatureHeader(payload as PaymentPayload),
+        validBefore: Number(row.valid_before),
+      }),
       message: X402_APPROVED_MESSAGE,
     },
   };

@@ -37,11 +37,14 @@
 -- writes the low-balance event (src/checkout/service.ts) and so runs the checkout again inside a
 -- transaction, with NULL here. NULL for the partner wallet (it has no low-balance event).
 --
--- Idempotency (docs/checkout.md): with a key, a transaction advisory lock on (bot, key) makes a
+-- Idempotency (docs/checkout.md), one mechanism for both rails: the key and the request's hash are
+-- kept on the purchase's own row (a card's confirmation, migration 0023; an x402 payment's
+-- x402_payments row, 0052). With a key, a transaction advisory lock on (bot, key) makes a
 -- concurrent request with the same key wait until the first commits or rolls back; the lookup
--- after it then sees the committed row, which is answered ({"replay": …}) before the rate limit,
--- so a replay is never counted or refused. Keys are honoured for 24 hours: an older row gives its
--- key up.
+-- after it then sees the committed row, which is answered ({"replay": …}: the caller rebuilds the
+-- first answer from the row) before the rate limit, so a replay is never counted or refused. The
+-- same key with another hash refuses idempotency_conflict. Keys are honoured for 24 hours: an
+-- older row gives its key up.
 --
 -- Amounts are micro-dollars (migration 0050): p_amount, the limits, the counters and the refusal's
 -- limit_micros / spent_micros / balance_micros. A card purchase is whole cents at the API; the
@@ -111,7 +114,20 @@ BEGIN
   END IF;
 
   -- 0. Idempotency key, then the rate limit.
-  IF p_idempotency_key IS NOT NULL THEN
+  IF p_idempotency_key IS NOT NULL AND NOT by_card THEN
+    -- The partner wallet's key on its payment row (migration 0052): the same lock, lookup and
+    -- 24 hours; the caller rebuilds the answer from the row.
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
+    SELECT x.id, x.request_hash, x.created_at INTO prior
+      FROM x402_payments x WHERE x.bot_id = p_bot_id AND x.idempotency_key = p_idempotency_key;
+    IF FOUND AND prior.created_at > p_now - interval '24 hours' THEN
+      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'idempotency_conflict'); END IF;
+      RETURN jsonb_build_object('replay', jsonb_build_object('payment_id', prior.id));
+    END IF;
+    IF FOUND THEN
+      UPDATE x402_payments SET idempotency_key = NULL WHERE id = prior.id;
+    END IF;
+  ELSIF p_idempotency_key IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
     SELECT k.id, k.request_hash, k.created_at, k.profile_index, k.is_real, k.merchant_name, k.amount_micros,
            k.expires_at, c.id AS card_id, c.secret_enc, c.profiles_enc, c.missing_position, c.created_at AS card_created_at
@@ -291,11 +307,13 @@ BEGIN
   -- after this call and sets it authorized).
   IF NOT by_card THEN
     INSERT INTO x402_payments (id, bot_id, owner_id, resource_url, resource_domain, description, network, asset,
-        pay_from, pay_to, amount_micro, amount_micros, requirements, status, created_at, x402_version, domain_check)
+        pay_from, pay_to, amount_micro, amount_micros, requirements, status, created_at, x402_version, domain_check,
+        idempotency_key, request_hash)
       VALUES (p_id, p_bot_id, st.owner_id, p_payment->>'resource_url', p_payment->>'resource_domain',
         p_payment->>'description', xw.network, xw.asset, xw.address, p_payment->>'pay_to',
         (p_payment->>'amount_micro')::numeric, p_amount, p_payment->'requirements', 'pending', p_now,
-        (p_payment->>'x402_version')::smallint, p_payment->>'domain_check');
+        (p_payment->>'x402_version')::smallint, p_payment->>'domain_check', p_idempotency_key,
+        CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END);
   END IF;
 
   -- The confirmation: every card purchase; an x402 payment only when held (the same inbox, mail,
@@ -309,8 +327,8 @@ BEGIN
         CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
         CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
         CASE WHEN held THEN NULL ELSE p_now END,
-        CASE WHEN held THEN NULL ELSE 'guardrails' END, p_idempotency_key,
-        CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END,
+        CASE WHEN held THEN NULL ELSE 'guardrails' END, CASE WHEN by_card THEN p_idempotency_key END,
+        CASE WHEN by_card AND p_idempotency_key IS NOT NULL THEN p_request_hash END,
         CASE WHEN by_card THEN 'card_wallet' ELSE 'partner_wallet' END);
   END IF;
 
