@@ -53,8 +53,8 @@ export interface AttemptParams {
   requestHash: string | null;
 }
 
-/** The card as spend_run's payment method. */
-function spendParams(p: AttemptParams): SpendParams {
+/** A checkout as spend_run's parameters: the card as the payment method. */
+export function cardSpendParams(p: AttemptParams): SpendParams {
   const { cardId, profileIndex, ...rest } = p;
   return { ...rest, method: { kind: 'card', cardId, profileIndex } };
 }
@@ -131,13 +131,13 @@ export async function checkoutAlone(
   params: AttemptParams,
   lowBalanceMicros: number,
 ): Promise<AttemptResult | null> {
-  const a = await spendAlone(db, spendParams(params), lowBalanceMicros);
+  const a = await spendAlone(db, cardSpendParams(params), lowBalanceMicros);
   return a === null ? null : resultOf(a);
 }
 
 /** Runs the chain in the caller's transaction. On a refusal the caller must roll back (the call failed). */
 export async function checkoutAttempt(tx: Queryable, params: AttemptParams): Promise<AttemptResult> {
-  return resultOf(await spendInTransaction(tx, spendParams(params)));
+  return resultOf(await spendInTransaction(tx, cardSpendParams(params)));
 }
 
 function resultOf(a: SpendAnswer): AttemptResult {

@@ -6,10 +6,10 @@ import type { SpendResult } from './result.ts';
 // The Idempotency-Key of a purchase, on either rail, is kept on the purchase's own row with the
 // request's hash and looked up by spend_run (src/migrations/functions/spend_run.sql) under a
 // transaction advisory lock on (bot, key): a card checkout's on its confirmation (migration 0023),
-// an x402 payment's on its x402_payments row (migration 0052). A replay is rebuilt from the row.
+// an x402 payment's on its x402_payments row (migration 0051). A replay is rebuilt from the row.
 //
 // What is left of the table checkout_idempotency (encrypted responses): x402 payments keyed before
-// migration 0052 ('x402:<key>') are answered from it for their remaining 24 hours (legacyReplay,
+// migration 0051 ('x402:<key>') are answered from it for their remaining 24 hours (legacyReplay,
 // read only; it goes once no such row can be younger than 24 hours: docs/deploy.md), and the fetch
 // mode keeps its final answers there (src/x402/fetch.ts: the fetched resource, which no row
 // rebuilds). Rows older than 24 hours are pruned (pruneIdempotencyKeys, and the retention job).
@@ -18,7 +18,7 @@ import type { SpendResult } from './result.ts';
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
 
 /**
- * The stored answer of an x402 payment keyed before migration 0052, under 24 hours old: replayed
+ * The stored answer of an x402 payment keyed before migration 0051, under 24 hours old: replayed
  * as it was (the same key with another body: 409 idempotency_conflict). Undefined otherwise.
  */
 export async function legacyReplay(

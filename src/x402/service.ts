@@ -153,7 +153,7 @@ export async function pay(
     }
     result = await ctx.db.transaction(async (tx) => {
       if (key !== undefined) {
-        // A key used before migration 0052 is answered from its stored response.
+        // A key used before migration 0051 is answered from its stored response.
         const replay = await legacyReplay(ctx, tx, botId, key, hash, now);
         if (replay) return { ...replay, replayed: true };
       }
@@ -184,7 +184,7 @@ async function needsProbe(ctx: AppContext, botId: string, domain: string, key: s
   if (!wallet || (wallet.allow_domains.length === 0 && wallet.deny_domains.length === 0)) return false;
   judgeDomain(wallet, domain);
   if (key !== undefined) {
-    // A payment of this key under 24 hours old (or its stored answer from before migration 0052).
+    // A payment of this key under 24 hours old (or its stored answer from before migration 0051).
     const stored = await maybeOne(
       ctx.db,
       `SELECT 1 FROM x402_payments WHERE bot_id = $1 AND idempotency_key = $2 AND created_at > $3

@@ -3,6 +3,7 @@ import {
   type AttemptParams,
   type AttemptResult,
   checkoutAlone,
+  cardSpendParams,
   checkoutAttempt,
   parseAttempt,
 } from '../../src/checkout/attempt.ts';
@@ -325,6 +326,35 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
     // In a transaction the same call passes (the caller writes the event beside it).
     const inTx = await svc.ctx.db.transaction((tx) => checkoutAttempt(tx, crossing));
     expect(inTx).toMatchObject({ ok: true, availableBeforeMicros: LOW_BALANCE_MICROS });
+  });
+
+  it("the previous version's checkout_run still answers (a wrapper of spend_run's card method, for a rolling deploy)", async () => {
+    const f = await fixture();
+    const p = params(f);
+    const {
+      p_method: _method,
+      p_payment: _payment,
+      p_domain_refused: _verdict,
+      ...old
+    } = Object.fromEntries(
+      [...spendCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => [
+        m[1] as string,
+        spendCall.params({ ...cardSpendParams(p), lowBalanceMicros: null })[Number(m[2]) - 1],
+      ]),
+    );
+    const names = Object.keys(old);
+    const call = (values: Record<string, unknown>) =>
+      svc.ctx.db.query<{ r: Record<string, unknown> }>(
+        `SELECT checkout_run(${names.map((n, i) => `${n} => $${i + 1}`).join(', ')}) AS r`,
+        names.map((n) => values[n]),
+      );
+    const passed = await call(old);
+    expect(parseAttempt(passed[0]!.r)).toMatchObject({ ok: true, held: false, cardId: f.card.card_id });
+    // A refusal is raised as before (SQLSTATE BP001, the refusal as the message).
+    await expect(call({ ...old, p_id: newId('chk'), p_card_id: 'card_unknown' })).rejects.toMatchObject({
+      code: 'BP001',
+      message: expect.stringContaining('card_not_found'),
+    });
   });
 
   it('passes every parameter of the database function by name, once', async () => {

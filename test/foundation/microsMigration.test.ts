@@ -157,7 +157,7 @@ describe('migration 0050: money in micro-dollars', () => {
         'ledger/bot_a/merchant_settlement': 250,
       });
 
-      // This version's migrations after 0045: 0046 (the webhook queue), 0050 and 0051 (spend_run).
+      // This version's migrations after 0045: 0046 (the webhook queue), 0050 and 0051.
       expect(await migrate(db)).toEqual(all.filter((m) => m.version > 45).map((m) => m.version));
 
       const after = await amounts(db, 'micros');
@@ -186,20 +186,18 @@ describe('migration 0050: money in micro-dollars', () => {
       await expect(db.query("DELETE FROM ledger_entries WHERE transaction_id = 'ltx_fund'")).rejects.toThrow(
         /append-only/,
       );
-      // The compatibility pieces are gone, and the card's chain of before 0051; no column is named in
-      // cents any more.
+      // The compatibility pieces are gone; no column is named in cents any more.
       const gone = await db.query<{ name: string }>(
         `SELECT proname AS name FROM pg_proc WHERE pronamespace = current_schema()::regnamespace
-            AND proname IN ('checkout_attempt', 'checkout_add_counter', 'spend_counters_update', 'checkout_run')
-         UNION ALL SELECT name FROM schema_functions WHERE name = 'checkout_run'
+            AND proname IN ('checkout_attempt', 'checkout_add_counter', 'spend_counters_update')
          UNION ALL SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace
             AND relname = 'spend_counters'
          UNION ALL SELECT table_name || '.' || column_name FROM information_schema.columns
           WHERE table_schema = current_schema() AND (column_name LIKE '%\\_cents' OR column_name LIKE 'persona\\_%')`,
       );
       expect(gone).toEqual([]);
-      // The new chain (spend_run, which replaced checkout_run in 0051) counts micros on the
-      // migrated figures: $0.000001 more for the owner.
+      // The new chain (spend_run, the one chain of both rails) counts micros on the migrated
+      // figures: $0.000001 more for the owner.
       await db.query(
         `SELECT spend_run(p_method => 'card', p_bot_id => 'bot_a', p_card_id => NULL, p_profile_index => 1, p_amount => 1,
            p_category => NULL, p_id => 'chk_micro', p_merchant_name => 'M', p_merchant_url => 'https://m.example',

@@ -344,7 +344,7 @@ describe('x402 partner wallet', () => {
     ]);
   });
 
-  it('Idempotency-Key: a payment keyed before migration 0052 is answered from its stored response', async () => {
+  it('Idempotency-Key: a payment keyed before migration 0051 is answered from its stored response', async () => {
     const bot = await freshBot();
     const body = { resource_url: URL_A, payment_requirements: requirement() };
     const hash = sha256Hex(

@@ -14,8 +14,9 @@
 --   purchase.approved event (card purchases approved at once).
 --
 -- Called with named parameters from src/spend/run.ts (the one caller), through the rails' typed
--- interfaces src/checkout/attempt.ts and src/x402/service.ts. It replaced checkout_run (dropped by
--- migration 0051) and the partner wallet's chain in TypeScript.
+-- interfaces src/checkout/attempt.ts and src/x402/service.ts. It replaced checkout_run (kept as a
+-- wrapper of this function for the previous version's instances: checkout_run.sql) and the partner
+-- wallet's chain in TypeScript.
 --
 -- What stays in TypeScript for the partner wallet, because it needs TypeScript: choosing the
 -- requirement among the seller's offers (src/x402/requirements.ts), judging the resource's domain
@@ -39,7 +40,7 @@
 --
 -- Idempotency (docs/checkout.md), one mechanism for both rails: the key and the request's hash are
 -- kept on the purchase's own row (a card's confirmation, migration 0023; an x402 payment's
--- x402_payments row, 0052). With a key, a transaction advisory lock on (bot, key) makes a
+-- x402_payments row, 0051). With a key, a transaction advisory lock on (bot, key) makes a
 -- concurrent request with the same key wait until the first commits or rolls back; the lookup
 -- after it then sees the committed row, which is answered ({"replay": …}: the caller rebuilds the
 -- first answer from the row) before the rate limit, so a replay is never counted or refused. The
@@ -115,7 +116,7 @@ BEGIN
 
   -- 0. Idempotency key, then the rate limit.
   IF p_idempotency_key IS NOT NULL AND NOT by_card THEN
-    -- The partner wallet's key on its payment row (migration 0052): the same lock, lookup and
+    -- The partner wallet's key on its payment row (migration 0051): the same lock, lookup and
     -- 24 hours; the caller rebuilds the answer from the row.
     PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
     SELECT x.id, x.request_hash, x.created_at INTO prior
