@@ -117,10 +117,11 @@ export const spendCall = namedCall<CallParams>('spend_run', {
 const REFUSED = 'BP001';
 const NEEDS_TRANSACTION = 'BP002';
 
-/** The function's answer: passed or replayed (`ok` true or a `replay`), or refused (`error`). */
-export type SpendAnswer =
-  | { refused: false; r: Record<string, unknown> }
-  | { refused: true; r: Record<string, unknown> };
+/** The function's answer: passed or replayed (`ok` true or a `replay`), or, refused, the refusal ({"error": …}). */
+export interface SpendAnswer {
+  refused: boolean;
+  r: Record<string, unknown>;
+}
 
 /** Prepared once per connection (the named parameters cost a parse and a plan at every call). */
 const SPEND_SQL = prepared(`SELECT ${spendCall.sql} AS r`);
