@@ -335,7 +335,7 @@ try {
    */
   const profileBackends = async () => {
     const stages: Array<[string, string]> = [
-      ['plpgsql_call_handler', 'PL/pgSQL: checkout_run, its statements and the trigger functions'],
+      ['plpgsql_call_handler', 'PL/pgSQL: spend_run, its statements and the trigger functions'],
       ['standard_ExecutorStart', 'executor start-up, once per statement (the call’s, triggers’, FK checks’)'],
       ['AfterTriggerEndQuery', 'after-row triggers at the end of each statement'],
       ['SPI_execute_snapshot', 'of which foreign-key checks'],

@@ -1,15 +1,22 @@
-import { type Db, pgErrorCode, prepared, type Queryable } from '../platform/db/port.ts';
-import { namedCall } from '../platform/db/named.ts';
-import { type WindowKind, windowStart } from '../platform/time.ts';
+import type { Db, Queryable } from '../platform/db/port.ts';
+import type { WindowKind } from '../platform/time.ts';
 import type { Refusal } from '../spend/refusals.ts';
+import {
+  reader,
+  type SpendAnswer,
+  type SpendParams,
+  sharedRefusal,
+  spendAlone,
+  spendInTransaction,
+} from '../spend/run.ts';
 
-// The typed interface to checkout_run (src/migrations/functions/checkout_run.sql): the
-// Idempotency-Key lookup, the rate limit, the guardrail chain and its writes in one database call.
-// The parameters are passed by name from one object (the mapping below is the only place that knows
-// the database's parameter names), and the answer is checked and returned as a discriminated union:
-// `ok: true` with what the caller needs, `ok: false` with the refusal of the first rule that failed
-// (raised by the function as SQLSTATE BP001, so that the statement's writes are undone), or `replay`
-// with what an earlier checkout of the same Idempotency-Key (and body) answered.
+// A card purchase through the one guardrail chain, spend_run (src/migrations/functions/spend_run.sql,
+// called through src/spend/run.ts with the method 'card'): the Idempotency-Key lookup, the rate
+// limit, the chain and its writes in one database call. This file maps a checkout onto the call and
+// checks the answer, returned as a discriminated union: `ok: true` with what the caller needs,
+// `ok: false` with the refusal of the first rule that failed (raised by the function as SQLSTATE
+// BP001, so that the statement's writes are undone), or `replay` with what an earlier checkout of
+// the same Idempotency-Key (and body) answered.
 //
 // Two ways to call it: checkoutAlone, a statement on its own (one round trip, committed when it
 // passes), and checkoutAttempt, inside the caller's transaction (when the caller has more to write
@@ -46,43 +53,13 @@ export interface AttemptParams {
   requestHash: string | null;
 }
 
-/** What the call adds to AttemptParams (set by checkoutAlone and checkoutAttempt). */
-interface CallParams extends AttemptParams {
-  /** Alone: the visible balance's low mark (crossing it needs the caller's transaction). */
-  lowBalanceMicros: number | null;
+/** A checkout as spend_run's parameters: the card as the payment method. */
+export function cardSpendParams(p: AttemptParams): SpendParams {
+  const { cardId, profileIndex, ...rest } = p;
+  return { ...rest, method: { kind: 'card', cardId, profileIndex } };
 }
 
-export const attemptCall = namedCall<CallParams>('checkout_run', {
-  p_bot_id: (p) => p.botId,
-  p_card_id: (p) => p.cardId,
-  p_profile_index: (p) => p.profileIndex,
-  p_amount: (p) => p.amountMicros,
-  p_category: (p) => p.category,
-  p_id: (p) => p.confirmationId,
-  p_merchant_name: (p) => p.merchantName,
-  p_merchant_url: (p) => p.merchantUrl,
-  p_item_name: (p) => p.itemName,
-  p_task_id: (p) => p.taskId,
-  p_now: (p) => new Date(p.now),
-  p_day: (p) => windowStart('day', p.now),
-  p_week: (p) => windowStart('week', p.now),
-  p_month: (p) => windowStart('month', p.now),
-  p_window_seconds: (p) => p.approvalWindowSeconds,
-  p_ledger_id: (p) => p.ledgerTransactionId,
-  p_event_id: (p) => p.eventId,
-  p_event_body: (p) => p.eventBody,
-  p_rate_key: (p) => p.rateKey,
-  p_rate_limit: (p) => p.rateLimit,
-  p_idempotency_key: (p) => p.idempotencyKey,
-  p_request_hash: (p) => p.requestHash,
-  p_low_balance_micros: (p) => p.lowBalanceMicros,
-});
-
-/** SQLSTATE of a refusal (its message is the refusal), and of a checkout that needs a transaction. */
-const REFUSED = 'BP001';
-const NEEDS_TRANSACTION = 'BP002';
-
-/** A refusal of checkout_run: the card's own, or one both rails share (src/spend/refusals.ts). */
+/** A refusal of a card purchase: the card's own, or one both rails share (src/spend/refusals.ts). */
 export type AttemptRefusal =
   | { error: 'card_not_found' }
   | { error: 'card_not_active' }
@@ -143,9 +120,6 @@ export type AttemptResult =
   | { ok: false; refusal: AttemptRefusal }
   | { ok: 'replay'; replay: AttemptReplay };
 
-/** Prepared once per connection (the named parameters cost a parse and a plan at every call). */
-const ATTEMPT_SQL = prepared(`SELECT ${attemptCall.sql} AS r`);
-
 /**
  * Runs the chain as one statement in its own transaction: one round trip, committed when it
  * passes, nothing written when it refuses. Null when the purchase would take the visible balance
@@ -157,66 +131,22 @@ export async function checkoutAlone(
   params: AttemptParams,
   lowBalanceMicros: number,
 ): Promise<AttemptResult | null> {
-  try {
-    return answerOf(
-      await db.write<{ r: Record<string, unknown> }>(
-        ATTEMPT_SQL,
-        attemptCall.params({ ...params, lowBalanceMicros }),
-      ),
-    );
-  } catch (error) {
-    if (pgErrorCode(error) === NEEDS_TRANSACTION) return null;
-    return refusalOf(error);
-  }
+  const a = await spendAlone(db, cardSpendParams(params), lowBalanceMicros);
+  return a === null ? null : resultOf(a);
 }
 
 /** Runs the chain in the caller's transaction. On a refusal the caller must roll back (the call failed). */
 export async function checkoutAttempt(tx: Queryable, params: AttemptParams): Promise<AttemptResult> {
-  try {
-    return answerOf(
-      await tx.query<{ r: Record<string, unknown> }>(
-        ATTEMPT_SQL,
-        attemptCall.params({ ...params, lowBalanceMicros: null }),
-      ),
-    );
-  } catch (error) {
-    return refusalOf(error);
-  }
+  return resultOf(await spendInTransaction(tx, cardSpendParams(params)));
 }
 
-function answerOf(rows: { r: Record<string, unknown> }[]): AttemptResult {
-  const r = rows[0]?.r;
-  if (!r) throw new Error('checkout_run returned no row');
-  return parseAttempt(r);
+function resultOf(a: SpendAnswer): AttemptResult {
+  return parseAttempt(a.r);
 }
-
-/** A refusal raised by the function, as its answer; any other error is thrown on. */
-function refusalOf(error: unknown): AttemptResult {
-  if (pgErrorCode(error) !== REFUSED) throw error;
-  let refusal: unknown;
-  try {
-    refusal = JSON.parse((error as Error).message);
-  } catch {
-    throw error;
-  }
-  if (typeof refusal !== 'object' || refusal === null || !('error' in refusal)) throw error;
-  return parseAttempt(refusal as Record<string, unknown>);
-}
-
-const WINDOWS: readonly string[] = ['day', 'week', 'month'] satisfies WindowKind[];
 
 /** Checks the function's jsonb answer; anything unexpected is a programming error (500), never a guess. */
 export function parseAttempt(r: Record<string, unknown>): AttemptResult {
-  const bad = (): never => {
-    throw new Error(`unexpected checkout_run result ${JSON.stringify(r)}`);
-  };
-  const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : bad());
-  const str = (v: unknown): string => (typeof v === 'string' ? v : bad());
-  const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : str(v));
-  const bool = (v: unknown): boolean => (typeof v === 'boolean' ? v : bad());
-  const windowKind = (v: unknown): WindowKind => (WINDOWS.includes(str(v)) ? (v as WindowKind) : bad());
-  const obj = (v: unknown): Record<string, unknown> =>
-    typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : bad();
+  const { bad, num, str, strOrNull, bool, windowKind, obj } = reader(r);
 
   if (r.replay !== undefined) {
     const p = obj(r.replay);
@@ -263,44 +193,13 @@ export function parseAttempt(r: Record<string, unknown>): AttemptResult {
       profileWindow: windowKind(r.profile_window),
     };
   }
-  const refuse = (refusal: AttemptRefusal): AttemptResult => ({ ok: false, refusal });
   switch (r.error) {
-    case 'wallet_not_active':
-    case 'wallet_frozen':
     case 'card_not_found':
     case 'card_not_active':
     case 'card_id_required':
     case 'invalid_profile':
-      return refuse({ error: r.error });
-    case 'insufficient_funds':
-      return refuse({ error: 'insufficient_funds', balanceMicros: num(r.balance_micros) });
-    case 'rate_limited':
-      return refuse({ error: 'rate_limited', retryAfterSeconds: num(r.retry_after_seconds) });
-    case 'idempotency_conflict':
-      return refuse({ error: 'idempotency_conflict' });
-    case 'limit':
-      switch (r.name) {
-        case 'card_per_transaction':
-        case 'master_per_transaction':
-          return refuse({ error: 'per_transaction', name: r.name, limitMicros: num(r.limit_micros) });
-        case 'card_daily':
-        case 'card_monthly':
-        case 'master_daily':
-        case 'master_monthly':
-          return refuse({
-            error: 'window_limit',
-            name: r.name,
-            limitMicros: num(r.limit_micros),
-            spentMicros: num(r.spent_micros),
-          });
-        case 'profile_allowance':
-          return refuse({
-            error: 'allowance',
-            limitMicros: num(r.limit_micros),
-            spentMicros: num(r.spent_micros),
-            window: windowKind(r.window),
-          });
-      }
+      return { ok: false, refusal: { error: r.error } };
   }
-  return bad();
+  const shared = sharedRefusal(r);
+  return shared ? { ok: false, refusal: shared } : bad();
 }

@@ -3,8 +3,8 @@ import type { CounterSpec } from '../spend/counters.ts';
 
 // The TypeScript side of the card's guardrail chain: which counters a purchase counted in
 // (subtracted again when a hold is denied or expires; the refusals are src/spend/refusals.ts). The chain itself, its
-// limits and the approval decision run in checkout_run
-// (src/migrations/functions/checkout_run.sql); the scopes below are the ones it adds to.
+// limits and the approval decision run in spend_run with the method 'card'
+// (src/migrations/functions/spend_run.sql); the scopes below are the ones it adds to.
 
 export interface PurchaseScope {
   botId: string;

@@ -28,8 +28,9 @@ import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 // POST /api/v1/bot/merchant/checkout: idempotency, rate limit, the guardrail chain and the hold or
 // debit, all or nothing. The key lookup, the rate limit and the chain itself — wallet status → card
 // resolution → card guardrails (per transaction, daily, monthly) → profile allowance → master
-// guardrails → funds → approval mode — and its writes run in one database call, checkout_run
-// (src/migrations/functions/checkout_run.sql, called through src/checkout/attempt.ts): a dozen
+// guardrails → funds → approval mode — and its writes run in one database call, spend_run with the
+// method 'card' (src/migrations/functions/spend_run.sql, the one guardrail chain of both rails,
+// called through src/checkout/attempt.ts and src/spend/run.ts): a dozen
 // statements without a dozen round trips. It locks the key, the bot's rate-limit row, counter rows
 // card → profile → owner → bot, and the wallet row last. The Idempotency-Key is kept on the
 // confirmation row, and a replay is rebuilt from it (replayAnswer).
@@ -145,7 +146,7 @@ function checkoutLimit(ctx: AppContext, botId: string, now: number) {
   return { key: `checkout:${botId}`, limit: ctx.config.checkoutRateLimitPerHour, windowSeconds: 3600, now };
 }
 
-/** The refusal of checkout_run, as the spec's error: the card's own here, the shared ones in src/spend/refusals.ts. */
+/** The refusal of a card purchase, as the spec's error: the card's own here, the shared ones in src/spend/refusals.ts. */
 function checkoutRefusalError(r: AttemptRefusal): ApiError {
   switch (r.error) {
     case 'card_not_found':

@@ -2,10 +2,10 @@ import type { Queryable } from '../platform/db/port.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
 
 // Spending windows kept as counters, for both rails: one spend_windows row per scope, its day, ISO
-// week and month side by side (migration 0026). A card checkout adds to them in checkout_run
-// (src/migrations/functions/) and an x402 payment in src/x402/service.ts, with one conditional
-// upsert per scope (spend_add), each in its fixed lock order (card → profile → owner → bot;
-// x402 → owner → bot); a released hold (deny, expiry, a refused or lapsed x402 payment) subtracts
+// week and month side by side (migration 0026). A purchase on either rail adds to them in
+// spend_run (src/migrations/functions/), with one conditional upsert per scope (spend_add), in one
+// fixed lock order (card → profile → owner → bot for a card; x402 → owner → bot for the partner
+// wallet); a released hold (deny, expiry, a refused or lapsed x402 payment) subtracts
 // here in the same order.
 
 export type LimitName =
@@ -26,7 +26,7 @@ export interface CounterSpec {
  * Gives back a released hold: subtracts from the windows the hold was taken in, where they are
  * still the scope's current ones (a window that has rolled over since is no longer read). One
  * statement per scope, in the order given (consecutive specs of one scope share it), so the lock
- * order stays the one checkout_run takes.
+ * order stays the one spend_run takes.
  */
 export async function subtractFromCounters(
   tx: Queryable,

@@ -25,7 +25,7 @@ export interface PurchaseEventInput {
 }
 
 /**
- * The outbox row of a purchase event written by checkout_run, serialised exactly as emitEvent
+ * The outbox row of a purchase event written by spend_run, serialised exactly as emitEvent
  * does (src/events/outbox.ts): the body is built here, the database function only stores it.
  */
 export function purchaseEventRow(type: PurchaseEventType, c: PurchaseEventInput, at: number) {

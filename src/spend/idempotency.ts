@@ -1,71 +1,49 @@
 import type { AppContext } from '../platform/context.ts';
 import type { Queryable } from '../platform/db/port.ts';
-import { ApiError } from '../platform/errors.ts';
 import { refusalError } from './refusals.ts';
 import type { SpendResult } from './result.ts';
 
-// Idempotency-Key of an x402 payment (src/x402/service.ts; keys 'x402:<key>'). A card checkout
-// keeps its key on its confirmation row instead (checkout_run; migration 0023), and reads this
-// table only for keys used before that migration (that read goes with migration 0040,
-// docs/deploy.md). The key row is inserted first in the payment's own transaction: a concurrent
-// request with the same key waits on the unique index until the first commits (then replays its
-// response) or rolls back (then runs itself). So money moves once.
-// Only successful responses (200/202) are kept; a refused request can be retried with the same key.
-// Responses are stored encrypted.
+// The Idempotency-Key of a purchase, on either rail, is kept on the purchase's own row with the
+// request's hash and looked up by spend_run (src/migrations/functions/spend_run.sql) under a
+// transaction advisory lock on (bot, key): a card checkout's on its confirmation (migration 0023),
+// an x402 payment's on its x402_payments row (migration 0051). A replay is rebuilt from the row.
+//
+// What is left of the table checkout_idempotency (encrypted responses): x402 payments keyed before
+// migration 0051 ('x402:<key>') are answered from it for their remaining 24 hours (legacyReplay,
+// read only; it goes once no such row can be younger than 24 hours: docs/deploy.md), and the fetch
+// mode keeps its final answers there (src/x402/fetch.ts: the fetched resource, which no row
+// rebuilds). Rows older than 24 hours are pruned (pruneIdempotencyKeys, and the retention job).
 
-/** Keys are honoured for 24 hours (also written as an interval in checkout_run). */
+/** Keys are honoured for 24 hours (also written as an interval in spend_run). */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600_000;
 
-export async function claimIdempotencyKey(
+/**
+ * The stored answer of an x402 payment keyed before migration 0051, under 24 hours old: replayed
+ * as it was (the same key with another body: 409 idempotency_conflict). Undefined otherwise.
+ */
+export async function legacyReplay(
   ctx: AppContext,
-  tx: Queryable,
+  q: Queryable,
   botId: string,
   key: string,
   hash: string,
   now: number,
 ): Promise<SpendResult | undefined> {
-  // A row older than 24 hours is taken over as if it did not exist.
-  const claimed = await tx.query(
-    `INSERT INTO checkout_idempotency AS k (bot_id, key, request_hash, created_at) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (bot_id, key) DO UPDATE
-       SET request_hash = EXCLUDED.request_hash, created_at = EXCLUDED.created_at, status_code = NULL, response_enc = NULL
-       WHERE k.created_at <= $5
-     RETURNING 1 AS claimed`,
-    [botId, key, hash, new Date(now), new Date(now - IDEMPOTENCY_TTL_MS)],
-  );
-  if (claimed.length === 1) return undefined;
   const row = (
-    await tx.query<{ request_hash: string; status_code: number | null; response_enc: string | null }>(
-      'SELECT request_hash, status_code, response_enc FROM checkout_idempotency WHERE bot_id = $1 AND key = $2',
-      [botId, key],
+    await q.query<{ request_hash: string; status_code: number | null; response_enc: string | null }>(
+      `SELECT request_hash, status_code, response_enc FROM checkout_idempotency
+        WHERE bot_id = $1 AND key = $2 AND created_at > $3 AND response_enc IS NOT NULL`,
+      [botId, key, new Date(now - IDEMPOTENCY_TTL_MS)],
     )
   )[0];
-  // The upsert above found the row (it waited for it to commit): it is there.
-  if (!row) throw new Error(`idempotency key row of bot ${botId} vanished`);
+  if (!row || row.status_code === null || row.response_enc === null) return undefined;
   if (row.request_hash !== hash) {
     throw refusalError('partner_wallet', { error: 'idempotency_conflict' });
-  }
-  if (row.status_code === null || row.response_enc === null) {
-    // Cannot happen: rows become visible only when their checkout commits with its response.
-    throw new ApiError('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.');
   }
   return {
     statusCode: row.status_code as 200 | 202,
     body: JSON.parse(ctx.secrets.decrypt(row.response_enc)) as Record<string, unknown>,
   };
-}
-
-export async function saveIdempotentResponse(
-  ctx: AppContext,
-  tx: Queryable,
-  botId: string,
-  key: string,
-  result: SpendResult,
-): Promise<void> {
-  await tx.query(
-    'UPDATE checkout_idempotency SET status_code = $3, response_enc = $4 WHERE bot_id = $1 AND key = $2',
-    [botId, key, result.statusCode, ctx.secrets.encrypt(JSON.stringify(result.body))],
-  );
 }
 
 export async function pruneIdempotencyKeys(q: Queryable, now: number): Promise<void> {

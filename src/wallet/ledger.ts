@@ -103,7 +103,7 @@ const MOVEMENTS = {
   capture: { from: 'wallet_held', to: 'merchant_settlement', description: 'Held purchase approved' },
   /** Denial or expiry of a held purchase. */
   release: { from: 'wallet_held', to: 'wallet_available', description: 'Hold released' },
-  /** A decoy purchase lowers the visible balance (checkout_run writes it; listed for completeness). */
+  /** A decoy purchase lowers the visible balance (spend_run writes it; listed for completeness). */
   decoy_purchase: { from: 'decoy_cover', to: 'decoy_spent', description: 'Decoy purchase approved' },
   decoy_hold: { from: 'decoy_cover', to: 'decoy_held', description: 'Decoy held' },
   decoy_capture: { from: 'decoy_held', to: 'decoy_spent', description: 'Held decoy approved' },

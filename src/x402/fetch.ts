@@ -32,7 +32,10 @@ import { loadWallet, requireX402Config } from './wallet.ts';
 // check of src/x402/refusal.ts; anything else → the chain will tell (src/x402/reconcile.ts).
 // A payment held for the owner answers 202; once approved, the same request with payment_id
 // sends it. With an Idempotency-Key the final answer is kept (encrypted, 24 hours, with the
-// resource) and a retry gets it again rather than paying twice.
+// resource) and a retry gets it again rather than paying twice. That answer stays in
+// checkout_idempotency ('x402fetch:<key>'): it holds the fetched resource, which no row can
+// rebuild. The payment itself is keyed as any x402 payment ('fetch:<key>', on its x402_payments
+// row, looked up by spend_run: src/spend/idempotency.ts).
 
 export const FETCH_PENDING_MESSAGE =
   'Payment held for owner approval. Poll /api/v1/bot/x402/payments/{payment_id}; once it is approved, send the same request again with payment_id to receive the resource.';

@@ -9,13 +9,14 @@ import { newId } from '../platform/ids.ts';
 import { microsToUsd } from '../platform/money.ts';
 import { present } from '../platform/present.ts';
 import { consumeRateLimit } from '../platform/rateLimit.ts';
-import { iso, windowStart } from '../platform/time.ts';
+import { iso } from '../platform/time.ts';
 import { subtractFromCounters } from '../spend/counters.ts';
 import { emitPurchaseEvent } from '../spend/events.ts';
 import type { ConfirmationRow } from '../spend/holds.ts';
-import { claimIdempotencyKey, saveIdempotentResponse } from '../spend/idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, legacyReplay } from '../spend/idempotency.ts';
 import { refusalError } from '../spend/refusals.ts';
 import type { SpendResult } from '../spend/result.ts';
+import { reader, sharedRefusal, spendInTransaction } from '../spend/run.ts';
 import { x402Moves } from '../wallet/ledger.ts';
 import { probeClaim } from './probe.ts';
 import {
@@ -29,14 +30,18 @@ import type { PaymentPoll } from './schemas.ts';
 import type { PaymentPayloadV1, StoredRequirement } from './sign.ts';
 import { loadWallet, requireX402Config, type X402WalletRow } from './wallet.ts';
 
-// POST /api/v1/bot/x402/pay: the guardrail chain of a card checkout, for the partner wallet, in one
-// transaction: rate limit → idempotency → wallet status → rail status → pay-to and domain lists →
-// the rail's per-transaction / daily / monthly limits → the owner's master guardrails (the same
-// 'owner:<id>' counters card purchases count in, so one budget covers both rails) → the bot's
-// figures → funds (the x402 wallet row, locked last) → approval mode. Approved: the authorisation
-// is signed and the amount moves to x402_authorized; held: a checkout confirmation with rail
-// partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.* events as a
-// card purchase: the one hold life in src/spend/holds.ts calls settleX402Hold).
+// POST /api/v1/bot/x402/pay: the one guardrail chain of both rails, spend_run
+// (src/migrations/functions/spend_run.sql, called through src/spend/run.ts) with the payment method
+// 'partner_wallet', in one transaction: idempotency → rate limit → wallet status → rail status,
+// network and asset → pay-to and domain lists → the rail's per-transaction / daily / monthly limits
+// → the owner's master guardrails (the same 'owner:<id>' counters card purchases count in, so one
+// budget covers both rails) → the bot's figures → funds (the x402 wallet row, locked last) →
+// approval mode → the x402_payments row, the ledger move, and when held a checkout confirmation
+// with rail partner_wallet (the same inbox, mail, approve / deny / expire paths and purchase.*
+// events as a card purchase: the one hold life in src/spend/holds.ts calls settleX402Hold).
+// What needs TypeScript stays here: choosing the requirement, judging the domain against the
+// owner's domain lists (passed to the call as its verdict) and, approved at once, signing the
+// authorisation after the call in the same transaction.
 //
 // Counter locks in one order: 'x402:<bot>' → 'owner:<id>' → 'bot:<id>', then the x402 wallet row.
 //
@@ -148,12 +153,11 @@ export async function pay(
     }
     result = await ctx.db.transaction(async (tx) => {
       if (key !== undefined) {
-        const replay = await claimIdempotencyKey(ctx, tx, botId, key, hash, now);
+        // A key used before migration 0051 is answered from its stored response.
+        const replay = await legacyReplay(ctx, tx, botId, key, hash, now);
         if (replay) return { ...replay, replayed: true };
       }
-      const fresh = await runChain(ctx, tx, botId, req, chosen, domain, domainCheck, now);
-      if (key !== undefined) await saveIdempotentResponse(ctx, tx, botId, key, fresh);
-      return { ...fresh, replayed: false };
+      return runChain(ctx, tx, botId, req, chosen, domain, domainCheck, now, key ?? null, hash);
     });
   } catch (error) {
     // As for checkouts: a refused payment still counts toward the hourly limit.
@@ -180,10 +184,14 @@ async function needsProbe(ctx: AppContext, botId: string, domain: string, key: s
   if (!wallet || (wallet.allow_domains.length === 0 && wallet.deny_domains.length === 0)) return false;
   judgeDomain(wallet, domain);
   if (key !== undefined) {
+    // A payment of this key under 24 hours old (or its stored answer from before migration 0051).
     const stored = await maybeOne(
       ctx.db,
-      'SELECT 1 FROM checkout_idempotency WHERE bot_id = $1 AND key = $2 AND response_enc IS NOT NULL',
-      [botId, key],
+      `SELECT 1 FROM x402_payments WHERE bot_id = $1 AND idempotency_key = $2 AND created_at > $3
+       UNION ALL
+       SELECT 1 FROM checkout_idempotency WHERE bot_id = $1 AND key = $2 AND response_enc IS NOT NULL AND created_at > $3
+       LIMIT 1`,
+      [botId, key, new Date(ctx.clock.now() - IDEMPOTENCY_TTL_MS)],
     );
     if (stored) return false;
   }
@@ -192,37 +200,16 @@ async function needsProbe(ctx: AppContext, botId: string, domain: string, key: s
 
 /** The owner's domain lists against a host: 403 destination_not_allowed when they exclude it. */
 export function judgeDomain(wallet: Pick<X402WalletRow, 'allow_domains' | 'deny_domains'>, domain: string) {
-  if (wallet.deny_domains.some((d) => domainMatches(domain, d))) throw listRefusal(domain);
-  if (wallet.allow_domains.length > 0 && !wallet.allow_domains.some((d) => domainMatches(domain, d)))
-    throw listRefusal(domain);
+  if (domainRefused(wallet, domain)) throw listRefusal(domain);
 }
 
-/**
- * Adds a payment to one scope's day and month windows (spend_add's conditional upsert, one row per
- * scope): null when added, otherwise the first window whose limit it would pass and what is spent
- * in it. A null limit counts without limiting; a null window is not counted.
- */
-async function addCounter(
-  tx: Queryable,
-  scope: string,
-  now: number,
-  amount: number,
-  day: { limit: number | null } | null,
-  month: { limit: number | null },
-): Promise<{ refused: 'day' | 'month'; spent: number } | null> {
-  const rows = await tx.query<{ refused: 'day' | 'month' | null; spent: string | number | null }>(
-    'SELECT refused, spent FROM spend_add($1, $2, $3, $4, NULL, NULL, $5, $6)',
-    [
-      scope,
-      amount,
-      day ? windowStart('day', now) : null,
-      day?.limit ?? null,
-      windowStart('month', now),
-      month.limit,
-    ],
-  );
-  const r = present(rows[0], 'the counter row');
-  return r.refused === null ? null : { refused: r.refused, spent: Number(r.spent) };
+/** Whether the owner's domain lists exclude a host (the one matching of a host against them: domainMatches). */
+function domainRefused(
+  wallet: Pick<X402WalletRow, 'allow_domains' | 'deny_domains'>,
+  domain: string,
+): boolean {
+  if (wallet.deny_domains.some((d) => domainMatches(domain, d))) return true;
+  return wallet.allow_domains.length > 0 && !wallet.allow_domains.some((d) => domainMatches(domain, d));
 }
 
 /** The counters an x402 payment counts in, in lock order (released on deny / expiry). */
@@ -240,6 +227,36 @@ function listRefusal(what: string): ApiError {
   return new ApiError('destination_not_allowed', `The owner does not allow payments to ${what}.`);
 }
 
+/** A refusal of spend_run for an x402 payment, as the spec's error: the partner wallet's own here, the shared ones in src/spend/refusals.ts. */
+function paymentRefusalError(r: Record<string, unknown>): ApiError {
+  const { str } = reader(r);
+  switch (r.error) {
+    case 'rail_not_active':
+      return new ApiError('rail_not_active', 'The partner wallet rail is not active for this bot.');
+    case 'rail_network':
+      return new ApiError(
+        'rail_not_active',
+        `The partner wallet is on ${str(r.network)}, not ${str(r.configured)}.`,
+      );
+    case 'destination_not_allowed':
+      return listRefusal(str(r.destination));
+    case 'destination_lists_changed':
+      // The lists were set after needsProbe read them: the named domain was not checked.
+      return new ApiError(
+        'destination_not_allowed',
+        "The owner's domain lists changed while this payment was checked: ask again.",
+      );
+  }
+  const shared = sharedRefusal(r);
+  if (!shared) throw new Error(`unexpected spend_run refusal ${JSON.stringify(r)}`);
+  return refusalError('partner_wallet', shared);
+}
+
+/**
+ * The guardrail chain for the partner wallet: spend_run with the method 'partner_wallet' (the same
+ * function and steps as a card purchase), then, approved at once, the signature in the same
+ * transaction.
+ */
 async function runChain(
   ctx: AppContext,
   tx: Queryable,
@@ -249,121 +266,14 @@ async function runChain(
   domain: string,
   domainCheck: X402PaymentRow['domain_check'],
   now: number,
-): Promise<SpendResult> {
-  const limited = await consumeRateLimit(tx, payLimit(ctx, botId, now));
-  if (!limited.ok) {
-    throw refusalError('partner_wallet', {
-      error: 'rate_limited',
-      retryAfterSeconds: limited.retryAfterSeconds,
-    });
-  }
+  idempotencyKey: string | null,
+  hash: string,
+): Promise<PayResult> {
   const cfg = requireX402Config(ctx);
-
-  // 1. Wallet and rail status.
-  const st = await maybeOne<{
-    owner_id: string | null;
-    status: string;
-    rail_status: string | null;
-    m_tx: number;
-    m_day: number;
-    m_month: number;
-  }>(
-    tx,
-    `SELECT b.owner_id, w.status, r.status AS rail_status, o.master_per_transaction_micros AS m_tx,
-            o.master_daily_micros AS m_day, o.master_monthly_micros AS m_month
-       FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
-       LEFT JOIN rails r ON r.bot_id = b.id AND r.rail_key = 'partner_wallet'
-      WHERE b.id = $1`,
-    [botId],
-  );
-  if (!st || st.owner_id === null || st.status === 'pending') {
-    throw refusalError('partner_wallet', { error: 'wallet_not_active' });
-  }
-  if (st.status === 'frozen') throw refusalError('partner_wallet', { error: 'wallet_frozen' });
-  const ownerId = st.owner_id;
-  const wallet = await loadWallet(tx, botId);
-  if (st.rail_status !== 'active' || !wallet) {
-    throw new ApiError('rail_not_active', 'The partner wallet rail is not active for this bot.');
-  }
-  if (wallet.network !== cfg.network || wallet.asset !== chosen.requirements.asset) {
-    throw new ApiError('rail_not_active', `The partner wallet is on ${wallet.network}, not ${cfg.network}.`);
-  }
-
-  // 2. The owner's lists.
-  if (wallet.deny_pay_to.includes(chosen.payTo)) throw listRefusal(chosen.payTo);
-  if (wallet.allow_pay_to.length > 0 && !wallet.allow_pay_to.includes(chosen.payTo))
-    throw listRefusal(chosen.payTo);
-  if (domainCheck === 'claimed' && wallet.allow_domains.length + wallet.deny_domains.length > 0) {
-    // The lists were set after needsProbe read them: the named domain was not checked.
-    throw new ApiError(
-      'destination_not_allowed',
-      "The owner's domain lists changed while this payment was checked: ask again.",
-    );
-  }
-  judgeDomain(wallet, domain);
-
-  // 3. The rail's limits.
+  // The domain lists as this transaction reads them, judged here (domainMatches); spend_run raises
+  // the verdict at its place in the chain, after the rail's state and the pay-to lists.
+  const lists = await loadWallet(tx, botId);
   const amount = chosen.amountMicros;
-  if (amount > wallet.per_transaction_micros) {
-    throw refusalError('partner_wallet', {
-      error: 'per_transaction',
-      name: 'x402_per_transaction',
-      limitMicros: wallet.per_transaction_micros,
-    });
-  }
-  const rail = await addCounter(
-    tx,
-    `x402:${botId}`,
-    now,
-    amount,
-    { limit: wallet.daily_micros },
-    { limit: wallet.monthly_micros },
-  );
-  if (rail) {
-    const day = rail.refused === 'day';
-    throw refusalError('partner_wallet', {
-      error: 'window_limit',
-      name: day ? 'x402_daily' : 'x402_monthly',
-      limitMicros: day ? wallet.daily_micros : wallet.monthly_micros,
-      spentMicros: rail.spent,
-    });
-  }
-
-  // 4. Master guardrails: the owner's budget across all bots and both rails.
-  const mTx = Number(st.m_tx);
-  const mDay = Number(st.m_day);
-  const mMonth = Number(st.m_month);
-  if (amount > mTx) {
-    throw refusalError('partner_wallet', {
-      error: 'per_transaction',
-      name: 'master_per_transaction',
-      limitMicros: mTx,
-    });
-  }
-  const master = await addCounter(tx, `owner:${ownerId}`, now, amount, { limit: mDay }, { limit: mMonth });
-  if (master) {
-    const day = master.refused === 'day';
-    throw refusalError('partner_wallet', {
-      error: 'window_limit',
-      name: day ? 'master_daily' : 'master_monthly',
-      limitMicros: day ? mDay : mMonth,
-      spentMicros: master.spent,
-    });
-  }
-  await addCounter(tx, `bot:${botId}`, now, amount, null, { limit: null });
-
-  // 5. Funds, from the ledger's view of the wallet (row locked last).
-  const locked = present(await loadWallet(tx, botId, true), 'the partner wallet row');
-  if (locked.available_micros < amount) {
-    throw refusalError('partner_wallet', {
-      error: 'insufficient_funds',
-      balanceMicros: locked.available_micros,
-    });
-  }
-
-  // 6. Approval mode.
-  const automatic =
-    locked.approval_mode === 'auto_approve_under_threshold' && amount < locked.approval_threshold_micros;
   const id = newId('chk');
   const description = req.description ?? req.resource?.description ?? null;
   const resource: ResourceInfo = {
@@ -377,29 +287,47 @@ async function runChain(
     x402Version: chosen.x402Version,
     resource,
   };
-  await tx.query(
-    `INSERT INTO x402_payments (id, bot_id, owner_id, resource_url, resource_domain, description, network, asset,
-       pay_from, pay_to, amount_micro, amount_micros, requirements, status, created_at, x402_version, domain_check)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,'pending',$14,$15,$16)`,
-    [
-      id,
-      botId,
-      ownerId,
-      req.resource_url,
-      domain,
-      description,
-      wallet.network,
-      wallet.asset,
-      wallet.address,
-      chosen.payTo,
-      chosen.amountMicro.toString(),
-      amount,
-      JSON.stringify(stored),
-      new Date(now),
-      chosen.x402Version,
-      domainCheck,
-    ],
-  );
+  const limit = payLimit(ctx, botId, now);
+  const answer = await spendInTransaction(tx, {
+    botId,
+    method: {
+      kind: 'partner_wallet',
+      payment: {
+        network: cfg.network,
+        asset: chosen.requirements.asset,
+        pay_to: chosen.payTo,
+        resource_url: req.resource_url,
+        resource_domain: domain,
+        description,
+        amount_micro: chosen.amountMicro.toString(),
+        requirements: stored,
+        x402_version: chosen.x402Version,
+        domain_check: domainCheck,
+      },
+      domainRefused: lists !== null && domainRefused(lists, domain),
+    },
+    amountMicros: amount,
+    category: 'x402',
+    confirmationId: id,
+    merchantName: domain,
+    merchantUrl: req.resource_url,
+    itemName: description ?? `x402 payment to ${chosen.payTo}`,
+    taskId: null,
+    now,
+    approvalWindowSeconds: ctx.config.approvalWindowSeconds,
+    ledgerTransactionId: newId('ltx'),
+    eventId: null,
+    eventBody: null,
+    rateKey: limit.key,
+    rateLimit: limit.limit,
+    idempotencyKey,
+    requestHash: idempotencyKey === null ? null : hash,
+  });
+  if (answer.refused) throw paymentRefusalError(answer.r);
+  const { bool, str, obj } = reader(answer.r);
+  if (answer.r.replay !== undefined) {
+    return { ...(await replayAnswer(ctx, tx, str(obj(answer.r.replay).payment_id))), replayed: true };
+  }
   const common = {
     payment_id: id,
     confirmation_id: id,
@@ -411,25 +339,9 @@ async function runChain(
     resource_url: req.resource_url,
     x402_version: chosen.x402Version,
   };
-  if (!automatic) {
+  if (bool(answer.r.held)) {
+    // spend_run wrote the payment (pending), its confirmation (rail partner_wallet) and the hold.
     const expiresAt = now + ctx.config.approvalWindowSeconds * 1000;
-    await tx.query(
-      `INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-         merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at, rail)
-       VALUES ($1,$2,$3,NULL,0,true,'month',$4,$5,$6,'x402',NULL,$7,'pending',$8,$9,'partner_wallet')`,
-      [
-        id,
-        botId,
-        ownerId,
-        domain,
-        req.resource_url,
-        description ?? `x402 payment to ${chosen.payTo}`,
-        amount,
-        new Date(now),
-        new Date(expiresAt),
-      ],
-    );
-    await x402Moves.hold(tx, botId, amount, now, id);
     return {
       statusCode: 202,
       body: {
@@ -440,11 +352,13 @@ async function runChain(
         message: X402_PENDING_MESSAGE,
       },
       heldForOwner: id,
+      replayed: false,
     };
   }
-  const signed = await authorise(ctx, tx, locked, id, now);
-  await x402Moves.payment(tx, botId, amount, now, id);
-  // purchase.approved waits until the seller took the payment (announceApproved).
+  // spend_run wrote the payment and moved the amount to x402_authorized; the signature goes on the
+  // payment row in the same transaction. purchase.approved waits until the seller took the payment
+  // (announceApproved).
+  const signed = await authorise(ctx, tx, str(answer.r.key_enc), stored, id, now);
   return {
     statusCode: 200,
     body: {
@@ -452,6 +366,62 @@ async function runChain(
       status: 'approved',
       ...common,
       ...signedFields(signed),
+      message: X402_APPROVED_MESSAGE,
+    },
+    replayed: false,
+  };
+}
+
+/**
+ * The first answer of an Idempotency-Key, again, rebuilt from its payment row exactly as it was
+ * built then: a held payment answers its 202 with its expiry whatever was decided since; one
+ * approved at once its signed authorisation (kept encrypted on the row, payload_enc).
+ */
+async function replayAnswer(ctx: AppContext, tx: Queryable, id: string): Promise<SpendResult> {
+  const row = await one<X402PaymentRow & { expires_at: Date | null }>(
+    tx,
+    `SELECT p.*, c.expires_at FROM x402_payments p LEFT JOIN checkout_confirmations c ON c.id = p.id
+      WHERE p.id = $1`,
+    [id],
+  );
+  const stored = storedRequirement(row);
+  const common = {
+    payment_id: row.id,
+    confirmation_id: row.id,
+    amount_usd: microsToUsd(Number(row.amount_micros)),
+    amount_atomic: stored.requirements.amount,
+    network: stored.requirements.network,
+    asset: stored.requirements.asset,
+    pay_to: row.pay_to,
+    resource_url: row.resource_url,
+    x402_version: Number(row.x402_version),
+  };
+  if (row.expires_at !== null) {
+    return {
+      statusCode: 202,
+      body: {
+        approved: false,
+        status: 'pending_confirmation',
+        ...common,
+        expires_at: iso(row.expires_at),
+        message: X402_PENDING_MESSAGE,
+      },
+    };
+  }
+  if (!row.payload_enc) throw new Error(`x402 payment ${row.id} approved at once has no signature`);
+  const payload = JSON.parse(ctx.secrets.decrypt(row.payload_enc)) as PaymentPayload | PaymentPayloadV1;
+  const { encodePaymentSignatureHeader } = await import('@x402/core/http');
+  return {
+    statusCode: 200,
+    body: {
+      approved: true,
+      status: 'approved',
+      ...common,
+      ...signedFields({
+        payload,
+        header: encodePaymentSignatureHeader(payload as PaymentPayload),
+        validBefore: Number(row.valid_before),
+      }),
       message: X402_APPROVED_MESSAGE,
     },
   };
@@ -471,12 +441,17 @@ function signedFields(s: {
 }
 
 /** Signs the payment's authorisation and records it (status authorized, nonce, validity, payload encrypted). */
-async function authorise(ctx: AppContext, tx: Queryable, wallet: X402WalletRow, id: string, now: number) {
-  const row = await one<X402PaymentRow>(tx, 'SELECT * FROM x402_payments WHERE id = $1', [id]);
-  const stored = storedRequirement(row);
+async function authorise(
+  ctx: AppContext,
+  tx: Queryable,
+  keyEnc: string,
+  stored: StoredRequirement,
+  id: string,
+  now: number,
+) {
   // The x402 and viem libraries load on the first payment (./evm.ts).
   const sign = await import('./sign.ts');
-  const signed = await sign.signPayment(ctx, wallet.key_enc, stored);
+  const signed = await sign.signPayment(ctx, keyEnc, stored);
   await tx.query(
     `UPDATE x402_payments SET status = 'authorized', nonce = $2, valid_before = $3, payload_enc = $4, authorized_at = $5
       WHERE id = $1`,
@@ -537,7 +512,8 @@ export async function settleX402Hold(
   if (outcome === 'approved') {
     if (!ctx) throw new Error('an x402 approval needs the context to sign');
     const wallet = present(await loadWallet(tx, c.bot_id, true), 'the partner wallet row');
-    await authorise(ctx, tx, wallet, c.id, now);
+    const row = await one<X402PaymentRow>(tx, 'SELECT * FROM x402_payments WHERE id = $1', [c.id]);
+    await authorise(ctx, tx, wallet.key_enc, storedRequirement(row), c.id, now);
     await x402Moves.approve(tx, c.bot_id, c.amount_micros, now, c.id);
     // src/spend/holds.ts sends purchase.approved for the owner's approval.
     await tx.query('UPDATE x402_payments SET announced_at = $2 WHERE id = $1', [c.id, new Date(now)]);

@@ -2,18 +2,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AttemptParams,
   type AttemptResult,
-  attemptCall,
   checkoutAlone,
+  cardSpendParams,
   checkoutAttempt,
   parseAttempt,
 } from '../../src/checkout/attempt.ts';
 import { LOW_BALANCE_MICROS } from '../../src/owners/funding.ts';
 import { namedCall, namedInsert } from '../../src/platform/db/named.ts';
 import { newId } from '../../src/platform/ids.ts';
+import { spendCall } from '../../src/spend/run.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 import { setupCard, type TestCard } from './helpers.ts';
 
-// checkout_run called directly through its typed interface (src/checkout/attempt.ts): one row per
+// spend_run's card method called directly through its typed interface (src/checkout/attempt.ts): one row per
 // rule of the guardrail chain, each on a fresh owner, bot and card whose limits are all generous
 // except the one the row tightens; each row both ways the service calls it, as a statement on its
 // own (checkoutAlone) and inside a transaction (checkoutAttempt). A refusal must leave nothing
@@ -35,7 +36,7 @@ interface Row {
   expected: (f: Fixture) => AttemptResult | Record<string, unknown>;
 }
 
-// Amounts in micros (checkout_run counts micros since migration 0050): $10 against $500.
+// Amounts in micros (spend_run counts micros since migration 0050): $10 against $500.
 const AMOUNT = 10_000_000;
 const FUNDS_CENTS = 50_000;
 const FUNDS = FUNDS_CENTS * 10_000;
@@ -327,13 +328,42 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
     expect(inTx).toMatchObject({ ok: true, availableBeforeMicros: LOW_BALANCE_MICROS });
   });
 
+  it("the previous version's checkout_run still answers (a wrapper of spend_run's card method, for a rolling deploy)", async () => {
+    const f = await fixture();
+    const p = params(f);
+    const {
+      p_method: _method,
+      p_payment: _payment,
+      p_domain_refused: _verdict,
+      ...old
+    } = Object.fromEntries(
+      [...spendCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => [
+        m[1] as string,
+        spendCall.params({ ...cardSpendParams(p), lowBalanceMicros: null })[Number(m[2]) - 1],
+      ]),
+    );
+    const names = Object.keys(old);
+    const call = (values: Record<string, unknown>) =>
+      svc.ctx.db.query<{ r: Record<string, unknown> }>(
+        `SELECT checkout_run(${names.map((n, i) => `${n} => $${i + 1}`).join(', ')}) AS r`,
+        names.map((n) => values[n]),
+      );
+    const passed = await call(old);
+    expect(parseAttempt(passed[0]!.r)).toMatchObject({ ok: true, held: false, cardId: f.card.card_id });
+    // A refusal is raised as before (SQLSTATE BP001, the refusal as the message).
+    await expect(call({ ...old, p_id: newId('chk'), p_card_id: 'card_unknown' })).rejects.toMatchObject({
+      code: 'BP001',
+      message: expect.stringContaining('card_not_found'),
+    });
+  });
+
   it('passes every parameter of the database function by name, once', async () => {
     const rows = await svc.ctx.db.query<{ names: string[]; nargs: number }>(
       `SELECT proargnames AS names, pronargs AS nargs FROM pg_proc
-        WHERE proname = 'checkout_run' AND pronamespace = current_schema()::regnamespace`,
+        WHERE proname = 'spend_run' AND pronamespace = current_schema()::regnamespace`,
     );
     expect(rows).toHaveLength(1);
-    const named = [...attemptCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);
+    const named = [...spendCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => m[1]);
     expect([...named].sort()).toEqual([...(rows[0]?.names ?? [])].sort());
     expect(named).toHaveLength(rows[0]?.nargs ?? -1);
   });

@@ -157,7 +157,7 @@ describe('migration 0050: money in micro-dollars', () => {
         'ledger/bot_a/merchant_settlement': 250,
       });
 
-      // This version's migrations after 0045: 0046 (the webhook queue) and 0050.
+      // This version's migrations after 0045: 0046 (the webhook queue), 0050 and 0051.
       expect(await migrate(db)).toEqual(all.filter((m) => m.version > 45).map((m) => m.version));
 
       const after = await amounts(db, 'micros');
@@ -196,9 +196,10 @@ describe('migration 0050: money in micro-dollars', () => {
           WHERE table_schema = current_schema() AND (column_name LIKE '%\\_cents' OR column_name LIKE 'persona\\_%')`,
       );
       expect(gone).toEqual([]);
-      // The new checkout_run counts micros on the migrated figures: $0.000001 more for the owner.
+      // The new chain (spend_run, the one chain of both rails) counts micros on the migrated
+      // figures: $0.000001 more for the owner.
       await db.query(
-        `SELECT checkout_run(p_bot_id => 'bot_a', p_card_id => NULL, p_profile_index => 1, p_amount => 1,
+        `SELECT spend_run(p_method => 'card', p_bot_id => 'bot_a', p_card_id => NULL, p_profile_index => 1, p_amount => 1,
            p_category => NULL, p_id => 'chk_micro', p_merchant_name => 'M', p_merchant_url => 'https://m.example',
            p_item_name => 'I', p_task_id => NULL, p_now => $1, p_day => $2, p_week => $3, p_month => $4,
            p_window_seconds => 900, p_ledger_id => 'ltx_micro', p_event_id => 'evt_micro', p_event_body => '{}',

@@ -35,7 +35,7 @@ describe('migrations', () => {
       );
       expect(recorded).toEqual((await loadFunctions()).map((f) => ({ name: f.name, checksum: f.checksum })));
       expect(recorded.map((r) => r.name)).toEqual(
-        expect.arrayContaining(['checkout_run', 'ledger_apply_entry']),
+        expect.arrayContaining(['spend_run', 'ledger_apply_entry']),
       );
       const probe = (n: number) => {
         const sql = `CREATE OR REPLACE FUNCTION probe_fn() RETURNS integer LANGUAGE sql AS $$ SELECT ${n} $$;`;

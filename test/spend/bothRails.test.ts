@@ -10,8 +10,9 @@ import {
 import { checkout, purchase, putProfile, setupCard } from '../checkout/helpers.ts';
 import { creditDeposit, enableWallet, payRequest, requirement, X402_ENV } from '../x402/helpers.ts';
 
-// One table of guardrail cases, run through both rails: a card checkout (checkout_run,
-// src/migrations/functions/checkout_run.sql) and an x402 payment (src/x402/service.ts). The same
+// One table of guardrail cases, run through both rails: a card checkout and an x402 payment, both
+// through the one chain spend_run (src/migrations/functions/spend_run.sql) with their own payment
+// method (src/checkout/attempt.ts, src/x402/service.ts). The same
 // limits, funds and approval settings must give the same decisions with the same codes and the same
 // figures in the refusal; the only difference allowed is the name of the rail's own limit code
 // (card_guardrail_violation for a card, rail_guardrail_violation for the partner wallet, as the
@@ -436,6 +437,40 @@ describe('the guardrail chain: the same cases through both rails', () => {
       });
     }
   }
+
+  it("the partner wallet to the micro (a card's amounts are whole cents): its own limits, funds and approval threshold", async () => {
+    const owner = await ownerWith();
+    const payOn = (b: Awaited<ReturnType<typeof botOn>>) => (micros: number) =>
+      payRequest(svc, b.bot, {
+        resource_url: URL_A,
+        payment_requirements: [requirement({ amount: String(micros) })],
+      });
+    // $5 per payment and $10 a day on the rail.
+    const limits = payOn(await botOn('x402', owner, { rail: { per_transaction: 500, daily: 1000 } }));
+    const seen: Outcome[] = [];
+    for (const micros of [5_000_001, 5_000_000, 4_999_999, 2, 1, 1]) {
+      seen.push(outcomeOf('x402', await limits(micros)));
+    }
+    expect(seen).toEqual([
+      railLimit('per_transaction', 5, 5),
+      'approved',
+      'approved',
+      railLimit('daily', 10, 0.000001),
+      'approved',
+      railLimit('daily', 10, 0),
+    ]);
+    // $10 in the wallet: one micro more refuses, exactly the balance passes, then nothing is left.
+    const funded = payOn(await botOn('x402', owner, { fund: 1000 }));
+    const paid: Outcome[] = [];
+    for (const micros of [10_000_001, 10_000_000, 1]) paid.push(outcomeOf('x402', await funded(micros)));
+    expect(paid).toEqual([funds(10), 'approved', funds(0)]);
+    // Approval asked when the amount meets the $5 threshold, to the micro.
+    const threshold = payOn(
+      await botOn('x402', owner, { approval: { mode: 'auto_approve_under_threshold', threshold: 500 } }),
+    );
+    expect(outcomeOf('x402', await threshold(4_999_999))).toBe('approved');
+    expect(outcomeOf('x402', await threshold(5_000_000))).toBe('held');
+  });
 
   it("one master budget across both rails: each rail sees the other's spending", async () => {
     const owner = await ownerWith({ daily: 1000 });

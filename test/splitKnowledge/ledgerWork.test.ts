@@ -100,7 +100,7 @@ describe('ledger work does not tell the real profile from a decoy', () => {
       new Set(real.map((x) => x.split(':').slice(0, 2).join(':'))),
     );
     expect(decoy.length).toBe(real.length);
-    // The decoy's owner row is its memo counter, which checkout_run adds to: never the master budget.
+    // The decoy's owner row is its memo counter, which spend_run adds to: never the master budget.
     expect(
       counterSpecs({
         botId: 'b',

@@ -331,11 +331,11 @@ describe('data retention (src/jobs/retention.ts)', () => {
   it('the hot database functions are planned once per connection, not at every call', async () => {
     const rows = await svc.ctx.db.query<{ proname: string; config: string[] | null }>(
       `SELECT proname, proconfig AS config FROM pg_proc
-        WHERE proname IN ('checkout_run', 'webhook_claim', 'webhook_record_and_claim')
+        WHERE proname IN ('spend_run', 'webhook_claim', 'webhook_record_and_claim')
           AND pronamespace = current_schema()::regnamespace`,
     );
     expect(new Set(rows.map((r) => r.proname))).toEqual(
-      new Set(['checkout_run', 'webhook_claim', 'webhook_record_and_claim']),
+      new Set(['spend_run', 'webhook_claim', 'webhook_record_and_claim']),
     );
     for (const r of rows) expect(r.config).toContain('plan_cache_mode=force_generic_plan');
     // …and never JIT-compiled: a generic plan's estimate can pass jit_above_cost (26 ms per call).
@@ -347,10 +347,10 @@ describe('data retention (src/jobs/retention.ts)', () => {
   it('the checkout call and the ledger balance check never plan a scan of a whole table', async () => {
     const rows = await svc.ctx.db.query<{ proname: string; config: string[] | null }>(
       `SELECT proname, proconfig AS config FROM pg_proc
-        WHERE proname IN ('checkout_run', 'ledger_check_balanced')
+        WHERE proname IN ('spend_run', 'ledger_check_balanced')
           AND pronamespace = current_schema()::regnamespace`,
     );
-    expect(new Set(rows.map((r) => r.proname))).toEqual(new Set(['checkout_run', 'ledger_check_balanced']));
+    expect(new Set(rows.map((r) => r.proname))).toEqual(new Set(['spend_run', 'ledger_check_balanced']));
     for (const r of rows) expect(r.config).toContain('enable_seqscan=off');
   });
 });

@@ -77,4 +77,34 @@ describe.runIf(isPostgres)('x402 payments under concurrency (PostgreSQL)', () =>
     );
     expect(n[0]!.n).toBe(10);
   });
+
+  it('40 parallel payments with one Idempotency-Key (and 10 with another body): paid once, every answer the same', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner);
+    await enableWallet(svc, owner, bot.bot_id, { approval_threshold_cents: 1000 });
+    await creditDeposit(svc, bot.bot_id, 1000);
+    const body = { resource_url: 'https://api.example.com/once', payment_requirements: [requirement()] };
+    const other = { ...body, resource_url: 'https://api.example.com/twice' };
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        payRequest(svc, bot, i % 5 === 4 ? other : body, { 'idempotency-key': 'same-key' }),
+      ),
+    );
+    const ok = results.filter((r) => r.statusCode === 200);
+    const conflicts = results.filter((r) => r.statusCode === 409);
+    // Whichever body came first pays; every later request with the other body conflicts.
+    expect(ok.length + conflicts.length, results.map((r) => r.statusCode).join(',')).toBe(50);
+    expect([10, 40]).toContain(ok.length);
+    for (const r of ok) expect(r.json()).toEqual(ok[0]!.json());
+    const payments = await svc.ctx.db.query<{ amount_micros: string }>(
+      'SELECT amount_micros FROM x402_payments WHERE bot_id = $1',
+      [bot.bot_id],
+    );
+    expect(payments).toHaveLength(1);
+    const amount = Number(payments[0]!.amount_micros);
+    const ledger = await ledgerBalances(svc.ctx.db, bot.bot_id);
+    expect(ledger).toMatchObject({ x402_available: 1000 * 10_000 - amount, x402_authorized: amount });
+    const w = await walletRow(svc, bot.bot_id);
+    expect(Number(w.available_micros)).toBe(ledger.x402_available);
+  });
 });

@@ -2,6 +2,7 @@ import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { getAddress, verifyTypedData } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../src/platform/crypto.ts';
 import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { announceApproved } from '../../src/x402/service.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
@@ -282,6 +283,101 @@ describe('x402 partner wallet', () => {
       [bot.bot_id],
     );
     expect(n[0]!.n).toBe(1);
+  });
+
+  it('Idempotency-Key is kept on the payment row: a held payment replays its 202, whatever was decided since', async () => {
+    const bot = await freshBot({ approval_mode: 'ask_for_everything' });
+    const body = { resource_url: URL_A, payment_requirements: requirement() };
+    const a = await payRequest(svc, bot, body, { 'idempotency-key': 'held-1' });
+    expect(a.statusCode, a.body).toBe(202);
+    const row = await svc.ctx.db.query<{ idempotency_key: string; request_hash: string | null }>(
+      'SELECT idempotency_key, request_hash FROM x402_payments WHERE id = $1',
+      [a.json().payment_id],
+    );
+    expect(row).toEqual([{ idempotency_key: 'x402:held-1', request_hash: expect.any(String) }]);
+    // No response is stored for it, and the confirmation carries no key (the payment row does).
+    expect(
+      await svc.ctx.db.query('SELECT 1 FROM checkout_idempotency WHERE bot_id = $1', [bot.bot_id]),
+    ).toEqual([]);
+    expect(
+      await svc.ctx.db.query('SELECT idempotency_key FROM checkout_confirmations WHERE id = $1', [
+        a.json().payment_id,
+      ]),
+    ).toEqual([{ idempotency_key: null }]);
+    const approve = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/approvals/${a.json().payment_id}/approve`,
+      headers: owner.auth,
+    });
+    expect(approve.statusCode, approve.body).toBe(200);
+    const b = await payRequest(svc, bot, body, { 'idempotency-key': 'held-1' });
+    expect(b.statusCode).toBe(202);
+    expect(b.json()).toEqual(a.json());
+  });
+
+  it('Idempotency-Key: a replay is not counted; after 24 hours the key pays afresh', async () => {
+    const bot = await freshBot();
+    const body = { resource_url: URL_A, payment_requirements: requirement() };
+    const a = await payRequest(svc, bot, body, { 'idempotency-key': 'day-1' });
+    expect(a.statusCode, a.body).toBe(200);
+    const hits = async () =>
+      (
+        await svc.ctx.db.query<{ n: number }>(
+          'SELECT coalesce(cardinality(hits), 0)::int AS n FROM rate_limits WHERE key = $1',
+          [`x402:${bot.bot_id}`],
+        )
+      )[0]?.n;
+    const counted = await hits();
+    expect((await payRequest(svc, bot, body, { 'idempotency-key': 'day-1' })).json()).toEqual(a.json());
+    expect(await hits()).toBe(counted);
+    svc.clock.advance(24 * 3600_000 + 1000);
+    const c = await payRequest(svc, bot, body, { 'idempotency-key': 'day-1' });
+    expect(c.statusCode, c.body).toBe(200);
+    expect(c.json().payment_id).not.toBe(a.json().payment_id);
+    const keys = await svc.ctx.db.query<{ id: string; idempotency_key: string | null }>(
+      'SELECT id, idempotency_key FROM x402_payments WHERE bot_id = $1 ORDER BY created_at',
+      [bot.bot_id],
+    );
+    expect(keys).toEqual([
+      { id: a.json().payment_id, idempotency_key: null },
+      { id: c.json().payment_id, idempotency_key: 'x402:day-1' },
+    ]);
+  });
+
+  it('Idempotency-Key: a payment keyed before migration 0051 is answered from its stored response', async () => {
+    const bot = await freshBot();
+    const body = { resource_url: URL_A, payment_requirements: requirement() };
+    const hash = sha256Hex(
+      JSON.stringify(['x402', body.resource_url, body.payment_requirements, null, null]),
+    );
+    // The answer the previous version stored: a real payment's (made here without a key).
+    const first = await payRequest(svc, bot, body);
+    expect(first.statusCode, first.body).toBe(200);
+    const stored = first.json();
+    await svc.ctx.db.query(
+      `INSERT INTO checkout_idempotency (bot_id, key, request_hash, created_at, status_code, response_enc)
+       VALUES ($1, 'x402:old-1', $2, $3, 200, $4)`,
+      [
+        bot.bot_id,
+        hash,
+        new Date(svc.clock.now() - 3600_000),
+        svc.ctx.secrets.encrypt(JSON.stringify(stored)),
+      ],
+    );
+    const a = await payRequest(svc, bot, body, { 'idempotency-key': 'old-1' });
+    expect(a.statusCode).toBe(200);
+    expect(a.json()).toEqual(stored);
+    const other = await payRequest(
+      svc,
+      bot,
+      { ...body, resource_url: 'https://api.example.com/other' },
+      { 'idempotency-key': 'old-1' },
+    );
+    expect(other.statusCode).toBe(409);
+    // Nothing paid again.
+    expect(
+      await svc.ctx.db.query('SELECT 1 FROM x402_payments WHERE bot_id = $1', [bot.bot_id]),
+    ).toHaveLength(1);
   });
 
   describe('bad input is 400 with a clear message and signs nothing', () => {

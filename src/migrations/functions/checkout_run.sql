@@ -1,50 +1,12 @@
--- One checkout, in one call (the order docs/checkout.md gives): the Idempotency-Key (a replay
--- answers at once) → the bot's rate limit → the guardrail chain: wallet status → card resolution →
--- card per-transaction → card daily/monthly → profile allowance → master limits → funds → approval
--- mode; then the confirmation (with its key), its ledger rows and the purchase.approved event.
--- Called with named parameters from src/checkout/attempt.ts (the one caller), which turns the
--- answer into a typed union. The one definition (it replaced migrations 0002's and 0010's, and
--- checkout_attempt, dropped by 0050).
+-- Compatibility piece (docs/deploy.md "Compatibility pieces"): the card's chain under the name and
+-- arguments it had before spend_run, for instances of the previous version during a rolling
+-- deploy. It holds no chain of its own: it calls spend_run (src/migrations/functions/spend_run.sql,
+-- the one guardrail chain of both rails) with the method 'card' and answers what spend_run answers
+-- (the same jsonb and the same refusals as before). Nothing in this version calls it; it goes with
+-- the migration docs/deploy.md names.
 --
--- Refusals raise: SQLSTATE BP001 with the refusal ({"error": …}) as the message. The statement
--- fails, so whatever the call wrote before the rule that refused (the rate-limit hit, counters)
--- is undone with it, whether the call runs as a statement on its own (one round trip: committed
--- when it passes, nothing left when it refuses) or inside the caller's transaction (which the
--- caller then rolls back).
---
--- p_low_balance_micros: given (the call runs on its own), a purchase that would take the visible
--- balance from at or above it to below it raises BP002 instead of being written: the caller
--- writes the low-balance event (src/checkout/service.ts) and so runs the checkout again inside a
--- transaction, with NULL here.
---
--- Idempotency (docs/checkout.md): with a key, a transaction advisory lock on (bot, key) makes a
--- concurrent request with the same key wait until the first commits or rolls back; the lookup
--- after it then sees the committed confirmation, which is answered ({"replay": …}) before the rate
--- limit, so a replay is never counted or refused. Keys are honoured for 24 hours: an older
--- confirmation gives its key up.
---
--- Amounts are micro-dollars (migration 0050): p_amount, the limits, the counters and the refusal's
--- limit_micros / spent_micros / balance_micros. A card purchase is whole cents at the API; the
--- caller converts (src/platform/money.ts).
---
--- Locks, in the one global order: the key's advisory lock, the bot's rate-limit row, then counter
--- rows card → profile → owner → bot, then the wallet row.
--- Each scope's windows (spend_windows: day, week and month side by side) are added with spend_add's
--- conditional upsert: four rows per purchase.
---
--- Split knowledge (docs/security.md):
--- - every profile is checked against the visible balance (available − decoy reserve) and counts in
---   the bot's own counters, so balance and spend figures move alike;
--- - every profile is checked against the master guardrails in its own world (the owner's real
---   spending, with this card's real-profile spending replaced by this profile's); only the real
---   profile spends the owner's real budget;
--- - a decoy writes decoy ledger rows (decoy_cover → decoy_spent / decoy_held) where a real
---   purchase writes money rows;
--- - a held purchase is the same object on every profile: decided by the owner in the approvals
---   inbox (which does not show the profile) or expired, never by the service.
---
--- Kept in step with it: src/checkout/guardrails.ts counterSpecs (the scopes released on deny and
--- expiry), src/events/outbox.ts (the event row; the caller builds the body and notifies after commit).
+-- PL/pgSQL rather than SQL: a SQL function's body is checked at creation, and on a new database
+-- this file runs before spend_run.sql (files run in name order).
 CREATE OR REPLACE FUNCTION checkout_run(
   p_bot_id text, p_card_id text, p_profile_index integer, p_amount bigint, p_category text,
   p_id text, p_merchant_name text, p_merchant_url text, p_item_name text, p_task_id text,
@@ -52,181 +14,14 @@ CREATE OR REPLACE FUNCTION checkout_run(
   p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text,
   p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text,
   p_low_balance_micros bigint
-) RETURNS jsonb LANGUAGE plpgsql
--- Planned once per connection, not at every call, and always through indexes, whatever the
--- statistics said when the plans were made (why: "Generic plans" and "Index plans" in
--- src/platform/db/migrate.ts).
-SET plan_cache_mode = force_generic_plan SET jit = off SET enable_seqscan = off AS $$
-DECLARE
-  st record;
-  card cards%ROWTYPE;
-  prof card_profiles%ROWTYPE;
-  n integer;
-  is_real boolean;
-  card_scope text;
-  world_day bigint;
-  world_month bigint;
-  available bigint;
-  automatic boolean;
-  held boolean;
-  prior record;
-  retry integer;
-  added record;
+) RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
-  -- 0. Idempotency key, then the rate limit.
-  IF p_idempotency_key IS NOT NULL THEN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
-    SELECT k.id, k.request_hash, k.created_at, k.profile_index, k.is_real, k.merchant_name, k.amount_micros,
-           k.expires_at, c.id AS card_id, c.secret_enc, c.profiles_enc, c.missing_position, c.created_at AS card_created_at
-      INTO prior
-      FROM checkout_confirmations k JOIN cards c ON c.id = k.card_id
-     WHERE k.bot_id = p_bot_id AND k.idempotency_key = p_idempotency_key;
-    IF FOUND AND prior.created_at > p_now - interval '24 hours' THEN
-      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'idempotency_conflict'); END IF;
-      RETURN jsonb_build_object('replay', jsonb_build_object('held', prior.expires_at IS NOT NULL, 'is_real', prior.is_real,
-        'confirmation_id', prior.id, 'profile_index', prior.profile_index, 'merchant_name', prior.merchant_name,
-        'amount_micros', prior.amount_micros, 'expires_at', prior.expires_at, 'card_id', prior.card_id,
-        'secret_enc', prior.secret_enc, 'profiles_enc', prior.profiles_enc, 'missing_position', prior.missing_position,
-        'card_created_at', prior.card_created_at));
-    END IF;
-    IF FOUND THEN
-      -- Older than 24 hours: the key is free again (the rare write of this step).
-      UPDATE checkout_confirmations SET idempotency_key = NULL WHERE id = prior.id;
-    END IF;
-  END IF;
-  retry := rate_limit_consume(p_rate_key, p_rate_limit, 3600, p_now);
-  IF retry <> 0 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rate_limited', 'retry_after_seconds', retry); END IF;
-
-  -- 1. Wallet status.
-  SELECT b.owner_id, w.status, o.master_per_transaction_micros AS m_tx, o.master_daily_micros AS m_day,
-         o.master_monthly_micros AS m_month
-    INTO st FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
-   WHERE b.id = p_bot_id;
-  IF st.owner_id IS NULL OR st.status = 'pending' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_not_active'); END IF;
-  IF st.status = 'frozen' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_frozen'); END IF;
-
-  -- 2. Card resolution and the profile.
-  IF p_card_id IS NOT NULL THEN
-    SELECT * INTO card FROM cards WHERE id = p_card_id AND bot_id = p_bot_id;
-    IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_found'); END IF;
-    IF card.status <> 'active' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
-  ELSE
-    SELECT count(*) INTO n FROM (SELECT 1 FROM cards WHERE bot_id = p_bot_id AND status = 'active' LIMIT 2) x;
-    IF n = 0 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
-    IF n > 1 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_id_required'); END IF;
-    SELECT * INTO card FROM cards WHERE bot_id = p_bot_id AND status = 'active';
-    IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
-  END IF;
-  SELECT * INTO prof FROM card_profiles WHERE card_id = card.id AND profile_index = p_profile_index;
-  IF NOT FOUND OR NOT prof.enabled THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'invalid_profile'); END IF;
-  is_real := card.real_profile_index = p_profile_index;
-
-  -- 3. Card guardrails, in windows of the profile's own world ('card:<id>' for the real profile,
-  -- 'card:<id>:p<index>' for a decoy).
-  IF p_amount > card.per_transaction_micros THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_micros', card.per_transaction_micros);
-  END IF;
-  card_scope := CASE WHEN is_real THEN 'card:' || card.id ELSE 'card:' || card.id || ':p' || p_profile_index END;
-  added := spend_add(card_scope, p_amount, p_day, card.daily_micros, NULL, NULL, p_month, card.monthly_micros);
-  IF added.refused = 'day' THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', added.spent);
-  END IF;
-  IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', added.spent);
-  END IF;
-
-  -- 4. Profile allowance.
-  -- Only the profile's allowance window is given (start and limit); the others stay NULL.
-  added := spend_add('profile:' || card.id || ':' || p_profile_index, p_amount,
-    CASE WHEN prof.allowance_window = 'day' THEN p_day END, CASE WHEN prof.allowance_window = 'day' THEN prof.allowance_micros END,
-    CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_micros END,
-    CASE WHEN prof.allowance_window = 'month' THEN p_month END,
-    CASE WHEN prof.allowance_window = 'month' THEN prof.allowance_micros END);
-  IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_micros', prof.allowance_micros,
-                              'spent_micros', added.spent, 'window', prof.allowance_window);
-  END IF;
-
-  -- 5. Master guardrails, checked for every profile in its own world: the owner's spending with
-  -- this card's real-profile spending replaced by this profile's (for the real profile, simply the
-  -- owner's spending). Then the real profile spends the owner's budget (the conditional upsert is
-  -- the authoritative check under concurrency) and a decoy counts in a memo counter of the owner's
-  -- ('owner:<id>:decoy', never read): the same statements either way, so the same time.
-  IF p_amount > st.m_tx THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_micros', st.m_tx);
-  END IF;
-  SELECT coalesce(sum(w.sign * CASE WHEN w.day_start >= p_day THEN w.day_micros ELSE 0 END), 0),
-         coalesce(sum(w.sign * CASE WHEN w.month_start >= p_month THEN w.month_micros ELSE 0 END), 0)
-    INTO world_day, world_month
-    FROM (SELECT c.day_start, c.day_micros, c.month_start, c.month_micros,
-                 CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -1 END ELSE 1 END AS sign
-            FROM spend_windows c
-           WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)) w;
-  IF NOT is_real THEN
-    -- The profile's card counters already hold this purchase.
-    world_day := world_day - p_amount;
-    world_month := world_month - p_amount;
-  END IF;
-  IF world_day + p_amount > st.m_day THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', world_day); END IF;
-  IF world_month + p_amount > st.m_month THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', world_month); END IF;
-  added := spend_add('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, p_amount,
-                     p_day, CASE WHEN is_real THEN st.m_day END, NULL, NULL, p_month, CASE WHEN is_real THEN st.m_month END);
-  IF added.refused = 'day' THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', added.spent);
-  END IF;
-  IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', added.spent);
-  END IF;
-  added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
-
-  -- 6. Funds: the balance the bot sees (the wallet row is locked last).
-  SELECT available_micros - decoy_spent_micros - decoy_held_micros INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
-  IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
-  IF available >= p_low_balance_micros AND available - p_amount < p_low_balance_micros THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP002', MESSAGE = 'checkout_run: the balance crosses the low mark; run it in a transaction';
-  END IF;
-
-  -- 7. Approval mode: the card decides; the profile rule can only make it stricter.
-  automatic := CASE card.approval_mode
-    WHEN 'auto_approve_under_threshold' THEN p_amount < card.approval_threshold_micros
-    WHEN 'auto_approve_by_category' THEN p_category IS NOT NULL AND card.approved_categories ? lower(p_category)
-    ELSE false END;
-  IF prof.approval_rule = 'ask_for_everything' THEN automatic := false; END IF;
-  IF prof.approval_rule = 'auto_approve_under_threshold' THEN
-    automatic := automatic AND p_amount < prof.approval_threshold_micros;
-  END IF;
-  -- A purchase for a task is approved by its schedule (the owner's or a shadow's alike): the owner
-  -- approved the schedule. The caller checks the task in the same transaction (src/checkout/taskLink.ts).
-  IF p_task_id IS NOT NULL THEN automatic := true; END IF;
-  held := NOT automatic;
-
-  INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-      merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at,
-      decided_at, decided_by, idempotency_key, request_hash)
-    VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, prof.allowance_window,
-      p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
-      CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
-      CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
-      CASE WHEN held THEN NULL ELSE p_now END,
-      CASE WHEN held THEN NULL ELSE 'guardrails' END, p_idempotency_key,
-      CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END);
-
-  -- Money rows for the real profile, decoy rows (same shape) for a decoy.
-  INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
-    VALUES (p_ledger_id, p_bot_id,
-            CASE WHEN is_real THEN '' ELSE 'decoy_' END || CASE WHEN held THEN 'hold' ELSE 'purchase' END, p_id,
-            CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now);
-  INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
-    VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
-           (p_ledger_id, p_bot_id,
-            CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END
-                 ELSE CASE WHEN held THEN 'decoy_held' ELSE 'decoy_spent' END END, p_amount, p_now);
-  IF NOT held THEN
-    -- No NOTIFY here (see 0002): the caller notifies right after commit.
-    INSERT INTO events (id, bot_id, type, body, created_at) VALUES (p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now);
-  END IF;
-
-  RETURN jsonb_build_object('ok', true, 'held', held, 'is_real', is_real, 'card_id', card.id, 'owner_id', st.owner_id,
-    'secret_enc', card.secret_enc, 'profiles_enc', card.profiles_enc, 'missing_position', card.missing_position,
-    'card_created_at', card.created_at, 'available_before', available, 'profile_window', prof.allowance_window);
+  RETURN spend_run(p_method => 'card', p_bot_id => p_bot_id, p_card_id => p_card_id,
+    p_profile_index => p_profile_index, p_amount => p_amount, p_category => p_category, p_id => p_id,
+    p_merchant_name => p_merchant_name, p_merchant_url => p_merchant_url, p_item_name => p_item_name,
+    p_task_id => p_task_id, p_now => p_now, p_day => p_day, p_week => p_week, p_month => p_month,
+    p_window_seconds => p_window_seconds, p_ledger_id => p_ledger_id, p_event_id => p_event_id,
+    p_event_body => p_event_body, p_rate_key => p_rate_key, p_rate_limit => p_rate_limit,
+    p_idempotency_key => p_idempotency_key, p_request_hash => p_request_hash,
+    p_low_balance_micros => p_low_balance_micros);
 END $$;

@@ -7,7 +7,7 @@
 -- table's statistics described a small table (a young database after its first analyse) read the
 -- whole table for every entry until the next analyse: in the checkout bench, a table grown from a
 -- few hundred to five thousand entries within seconds of its statistics cost about 0.6 ms of
--- PostgreSQL's CPU per checkout (checkout_run's two entries each read it all). A scan of the whole
+-- PostgreSQL's CPU per checkout (the chain's two entries each read it all). A scan of the whole
 -- table is never the right plan for this query, whatever the statistics say.
 CREATE OR REPLACE FUNCTION ledger_check_balanced() RETURNS trigger LANGUAGE plpgsql
 SET enable_seqscan = off AS $$

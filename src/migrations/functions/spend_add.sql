@@ -1,7 +1,7 @@
 -- Adds a purchase to one scope's spending windows (table spend_windows, migration 0026) with one
 -- conditional upsert: under READ COMMITTED the WHERE is re-checked on the newest row version after
--- waiting for its lock, so no interleaving passes a limit. Used by checkout_run and
--- src/x402/service.ts; src/spend/counters.ts subtracts released holds.
+-- waiting for its lock, so no interleaving passes a limit. Used by spend_run (both rails' guardrail
+-- chain); src/spend/counters.ts subtracts released holds.
 --
 -- Each window is given by its start (the UTC day, ISO week or UTC month the purchase falls in) and
 -- its limit: a NULL start leaves that window alone, a NULL limit counts without limiting. A stored

@@ -14,7 +14,7 @@ import type { Db, Queryable } from './port.ts';
 // (a migration may have replaced one). A migration must not rely on a function file's newest
 // definition: on a fresh database the files run after every migration.
 //
-// Generic plans: the hot functions (checkout_run, webhook_claim, webhook_record_and_claim) carry
+// Generic plans: the hot functions (spend_run, webhook_claim, webhook_record_and_claim) carry
 // `SET plan_cache_mode = force_generic_plan`. Left to choose, PostgreSQL re-plans their statements
 // at every call once the tables have statistics, and planning their joins probes the ends of the
 // id indexes for the actual minimum and maximum (get_actual_variable_range); on a table whose
@@ -25,7 +25,7 @@ import type { Db, Queryable } from './port.ts';
 // can pass jit_above_cost, and JIT code is compiled at every execution (measured: 26 ms per claim
 // on a 10 M-row table, against 0.15 ms without); these statements touch a handful of rows.
 //
-// Index plans: checkout_run and the ledger's balance check (ledger_check_balanced) also carry
+// Index plans: spend_run and the ledger's balance check (ledger_check_balanced) also carry
 // `SET enable_seqscan = off`. A connection keeps the plans it made, and plans made while the
 // statistics described small tables (a young database after its first analyse) read growing tables
 // whole — the balance check's sum over ledger_entries, the foreign-key check of each entry on

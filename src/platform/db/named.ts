@@ -1,9 +1,9 @@
 // Named queries: wide statements written once against an object, so that a field maps to its
 // parameter in one place instead of by position in a list of twenty `$n`.
 //
-//   const call = namedCall<Params>('checkout_run', { p_bot_id: (p) => p.botId, … });
+//   const call = namedCall<Params>('spend_run', { p_bot_id: (p) => p.botId, … });
 //   await tx.query(`SELECT ${call.sql} AS r`, call.params(p));
-//     → SELECT checkout_run(p_bot_id => $1, …) AS r
+//     → SELECT spend_run(p_bot_id => $1, …) AS r
 //
 //   const insert = namedInsert<Row>('bots', { id: (r) => r.id, … });
 //   await tx.query(insert.sql, insert.params(row));

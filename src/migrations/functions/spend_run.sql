@@ -1,0 +1,369 @@
+-- One purchase on either rail, in one call: the one guardrail chain of the service (issue 30). The
+-- payment method is the only thing that differs: p_method 'card' (a card profile: src/checkout/)
+-- or 'partner_wallet' (an x402 payment signed with the partner wallet's key: src/x402/). The order
+-- (docs/checkout.md, docs/x402.md):
+--
+--   the Idempotency-Key (a replay answers at once) → the bot's rate limit (p_rate_key: the rail's
+--   own) → wallet status → the method's resolution and limits [card: card → card per-transaction →
+--   card daily/monthly → profile allowance | partner wallet: rail status → network and asset →
+--   the owner's pay-to and domain lists → x402 per-transaction → x402 daily/monthly] → master
+--   limits (in the profile's world; an x402 payment is always real) → the bot's counter → funds
+--   (the method's wallet row, locked last) → approval mode [card: the card and the profile rule,
+--   a task's schedule | partner wallet: its own mode] → the rows: the confirmation (a card
+--   purchase always, an x402 payment when held), the x402_payments row, the ledger rows, the
+--   purchase.approved event (card purchases approved at once).
+--
+-- Called with named parameters from src/spend/run.ts (the one caller), through the rails' typed
+-- interfaces src/checkout/attempt.ts and src/x402/service.ts. It replaced checkout_run (kept as a
+-- wrapper of this function for the previous version's instances: checkout_run.sql) and the partner
+-- wallet's chain in TypeScript.
+--
+-- What stays in TypeScript for the partner wallet, because it needs TypeScript: choosing the
+-- requirement among the seller's offers (src/x402/requirements.ts), judging the resource's domain
+-- against the owner's domain lists (domainMatches; given here as p_domain_refused, from the wallet
+-- row read in the same transaction, and raised at its place in the chain) and signing the
+-- EIP-3009 authorisation with the wallet key, after this call in the same transaction (the call
+-- returns the encrypted key; the signature is written on the x402_payments row).
+--
+-- Refusals raise: SQLSTATE BP001 with the refusal ({"error": …}) as the message. The statement
+-- fails, so whatever the call wrote before the rule that refused (the rate-limit hit, counters)
+-- is undone with it, whether the call runs as a statement on its own (one round trip: committed
+-- when it passes, nothing left when it refuses) or inside the caller's transaction (which the
+-- caller then rolls back). The refusals and their codes are the ones each rail had before; the
+-- refusal → error mapping is src/spend/refusals.ts (shared), src/checkout/service.ts (the card's
+-- own) and src/x402/service.ts (the partner wallet's own).
+--
+-- p_low_balance_micros (cards): given (the call runs on its own), a purchase that would take the
+-- visible balance from at or above it to below it raises BP002 instead of being written: the caller
+-- writes the low-balance event (src/checkout/service.ts) and so runs the checkout again inside a
+-- transaction, with NULL here. NULL for the partner wallet (it has no low-balance event).
+--
+-- Idempotency (docs/checkout.md), one mechanism for both rails: the key and the request's hash are
+-- kept on the purchase's own row (a card's confirmation, migration 0023; an x402 payment's
+-- x402_payments row, 0051). With a key, a transaction advisory lock on (bot, key) makes a
+-- concurrent request with the same key wait until the first commits or rolls back; the lookup
+-- after it then sees the committed row, which is answered ({"replay": …}: the caller rebuilds the
+-- first answer from the row) before the rate limit, so a replay is never counted or refused. The
+-- same key with another hash refuses idempotency_conflict. Keys are honoured for 24 hours: an
+-- older row gives its key up.
+--
+-- Amounts are micro-dollars (migration 0050): p_amount, the limits, the counters and the refusal's
+-- limit_micros / spent_micros / balance_micros. A card purchase is whole cents at the API; the
+-- caller converts (src/platform/money.ts). An x402 payment is the requirement's atomic USDC amount
+-- (6 decimals: one atomic unit is one micro-dollar).
+--
+-- Locks, in the one global order, for both methods: the key's advisory lock, the bot's rate-limit
+-- row, then counter rows card → profile (card) or x402:<bot> (partner wallet) → owner → bot, then
+-- the method's wallet row (wallets or x402_wallets) last.
+-- Each scope's windows (spend_windows: day, week and month side by side) are added with spend_add's
+-- conditional upsert: four rows per card purchase, three per x402 payment.
+--
+-- Split knowledge (docs/security.md), cards:
+-- - every profile is checked against the visible balance (available − decoy reserve) and counts in
+--   the bot's own counters, so balance and spend figures move alike;
+-- - every profile is checked against the master guardrails in its own world (the owner's real
+--   spending, with this card's real-profile spending replaced by this profile's); only the real
+--   profile spends the owner's real budget;
+-- - a decoy writes decoy ledger rows (decoy_cover → decoy_spent / decoy_held) where a real
+--   purchase writes money rows;
+-- - a held purchase is the same object on every profile: decided by the owner in the approvals
+--   inbox (which does not show the profile) or expired, never by the service.
+--
+-- Kept in step with it: src/checkout/guardrails.ts counterSpecs and src/x402/service.ts
+-- x402CounterSpecs (the scopes released on deny and expiry), src/events/outbox.ts (the event row;
+-- the caller builds the body and notifies after commit), src/wallet/ledger.ts (the x402 moves'
+-- kinds and descriptions).
+--
+-- p_payment (partner wallet only): the x402 payment as the service chose it: network (the
+-- service's configured one), asset, pay_to, resource_url, resource_domain, description,
+-- amount_micro (the atomic amount, as text), requirements (what is stored and signed later),
+-- x402_version, domain_check. p_domain_refused: the domain lists' verdict on resource_domain.
+CREATE OR REPLACE FUNCTION spend_run(
+  p_method text, p_bot_id text, p_card_id text, p_profile_index integer, p_amount bigint, p_category text,
+  p_id text, p_merchant_name text, p_merchant_url text, p_item_name text, p_task_id text,
+  p_now timestamptz, p_day timestamptz, p_week timestamptz, p_month timestamptz,
+  p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text,
+  p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text,
+  p_low_balance_micros bigint, p_payment jsonb DEFAULT NULL, p_domain_refused boolean DEFAULT NULL
+) RETURNS jsonb LANGUAGE plpgsql
+-- Planned once per connection, not at every call, and always through indexes, whatever the
+-- statistics said when the plans were made (why: "Generic plans" and "Index plans" in
+-- src/platform/db/migrate.ts).
+SET plan_cache_mode = force_generic_plan SET jit = off SET enable_seqscan = off AS $$
+DECLARE
+  by_card boolean := p_method = 'card';
+  st record;
+  card cards%ROWTYPE;
+  prof card_profiles%ROWTYPE;
+  xw x402_wallets%ROWTYPE;
+  rail_status text;
+  n integer;
+  is_real boolean := true;
+  card_scope text;
+  profile_window text := 'month';
+  world_day bigint;
+  world_month bigint;
+  available bigint;
+  automatic boolean;
+  held boolean;
+  prior record;
+  retry integer;
+  added record;
+BEGIN
+  IF p_method IS NULL OR p_method NOT IN ('card', 'partner_wallet') THEN
+    RAISE EXCEPTION 'spend_run: unknown payment method %', p_method;
+  END IF;
+
+  -- 0. Idempotency key, then the rate limit.
+  IF p_idempotency_key IS NOT NULL AND NOT by_card THEN
+    -- The partner wallet's key on its payment row (migration 0051): the same lock, lookup and
+    -- 24 hours; the caller rebuilds the answer from the row.
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
+    SELECT x.id, x.request_hash, x.created_at INTO prior
+      FROM x402_payments x WHERE x.bot_id = p_bot_id AND x.idempotency_key = p_idempotency_key;
+    IF FOUND AND prior.created_at > p_now - interval '24 hours' THEN
+      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'idempotency_conflict'); END IF;
+      RETURN jsonb_build_object('replay', jsonb_build_object('payment_id', prior.id));
+    END IF;
+    IF FOUND THEN
+      UPDATE x402_payments SET idempotency_key = NULL WHERE id = prior.id;
+    END IF;
+  ELSIF p_idempotency_key IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_bot_id || '/' || p_idempotency_key, 0));
+    SELECT k.id, k.request_hash, k.created_at, k.profile_index, k.is_real, k.merchant_name, k.amount_micros,
+           k.expires_at, c.id AS card_id, c.secret_enc, c.profiles_enc, c.missing_position, c.created_at AS card_created_at
+      INTO prior
+      FROM checkout_confirmations k JOIN cards c ON c.id = k.card_id
+     WHERE k.bot_id = p_bot_id AND k.idempotency_key = p_idempotency_key;
+    IF FOUND AND prior.created_at > p_now - interval '24 hours' THEN
+      IF prior.request_hash IS DISTINCT FROM p_request_hash THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'idempotency_conflict'); END IF;
+      RETURN jsonb_build_object('replay', jsonb_build_object('held', prior.expires_at IS NOT NULL, 'is_real', prior.is_real,
+        'confirmation_id', prior.id, 'profile_index', prior.profile_index, 'merchant_name', prior.merchant_name,
+        'amount_micros', prior.amount_micros, 'expires_at', prior.expires_at, 'card_id', prior.card_id,
+        'secret_enc', prior.secret_enc, 'profiles_enc', prior.profiles_enc, 'missing_position', prior.missing_position,
+        'card_created_at', prior.card_created_at));
+    END IF;
+    IF FOUND THEN
+      -- Older than 24 hours: the key is free again (the rare write of this step).
+      UPDATE checkout_confirmations SET idempotency_key = NULL WHERE id = prior.id;
+    END IF;
+  END IF;
+  retry := rate_limit_consume(p_rate_key, p_rate_limit, 3600, p_now);
+  IF retry <> 0 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rate_limited', 'retry_after_seconds', retry); END IF;
+
+  -- 1. Wallet status.
+  SELECT b.owner_id, w.status, o.master_per_transaction_micros AS m_tx, o.master_daily_micros AS m_day,
+         o.master_monthly_micros AS m_month
+    INTO st FROM bots b JOIN wallets w ON w.bot_id = b.id LEFT JOIN owners o ON o.id = b.owner_id
+   WHERE b.id = p_bot_id;
+  IF st.owner_id IS NULL OR st.status = 'pending' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_not_active'); END IF;
+  IF st.status = 'frozen' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_frozen'); END IF;
+
+  IF by_card THEN
+    -- 2. Card: the card and the profile.
+    IF p_card_id IS NOT NULL THEN
+      SELECT * INTO card FROM cards WHERE id = p_card_id AND bot_id = p_bot_id;
+      IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_found'); END IF;
+      IF card.status <> 'active' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
+    ELSE
+      SELECT count(*) INTO n FROM (SELECT 1 FROM cards WHERE bot_id = p_bot_id AND status = 'active' LIMIT 2) x;
+      IF n = 0 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
+      IF n > 1 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_id_required'); END IF;
+      SELECT * INTO card FROM cards WHERE bot_id = p_bot_id AND status = 'active';
+      IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
+    END IF;
+    SELECT * INTO prof FROM card_profiles WHERE card_id = card.id AND profile_index = p_profile_index;
+    IF NOT FOUND OR NOT prof.enabled THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'invalid_profile'); END IF;
+    is_real := card.real_profile_index = p_profile_index;
+    profile_window := prof.allowance_window;
+
+    -- 3. Card guardrails, in windows of the profile's own world ('card:<id>' for the real profile,
+    -- 'card:<id>:p<index>' for a decoy).
+    IF p_amount > card.per_transaction_micros THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_micros', card.per_transaction_micros);
+    END IF;
+    card_scope := CASE WHEN is_real THEN 'card:' || card.id ELSE 'card:' || card.id || ':p' || p_profile_index END;
+    added := spend_add(card_scope, p_amount, p_day, card.daily_micros, NULL, NULL, p_month, card.monthly_micros);
+    IF added.refused = 'day' THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', added.spent);
+    END IF;
+    IF added.refused IS NOT NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', added.spent);
+    END IF;
+
+    -- 4. Profile allowance.
+    -- Only the profile's allowance window is given (start and limit); the others stay NULL.
+    added := spend_add('profile:' || card.id || ':' || p_profile_index, p_amount,
+      CASE WHEN prof.allowance_window = 'day' THEN p_day END, CASE WHEN prof.allowance_window = 'day' THEN prof.allowance_micros END,
+      CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_micros END,
+      CASE WHEN prof.allowance_window = 'month' THEN p_month END,
+      CASE WHEN prof.allowance_window = 'month' THEN prof.allowance_micros END);
+    IF added.refused IS NOT NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_micros', prof.allowance_micros,
+                                'spent_micros', added.spent, 'window', prof.allowance_window);
+    END IF;
+  ELSE
+    -- 2. Partner wallet: the rail, its network and asset.
+    SELECT r.status INTO rail_status FROM rails r WHERE r.bot_id = p_bot_id AND r.rail_key = 'partner_wallet';
+    SELECT * INTO xw FROM x402_wallets WHERE bot_id = p_bot_id;
+    IF rail_status IS DISTINCT FROM 'active' OR xw.bot_id IS NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rail_not_active');
+    END IF;
+    IF xw.network <> p_payment->>'network' OR xw.asset <> p_payment->>'asset' THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rail_network', 'network', xw.network, 'configured', p_payment->>'network');
+    END IF;
+
+    -- 3. The owner's lists: pay-to (what is signed) in every mode; the domain lists judged the
+    -- domain the service knows (domain_check): a 'claimed' one under lists means the lists were
+    -- set after the caller read them.
+    IF xw.deny_pay_to ? (p_payment->>'pay_to')
+       OR (jsonb_array_length(xw.allow_pay_to) > 0 AND NOT xw.allow_pay_to ? (p_payment->>'pay_to')) THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'destination_not_allowed', 'destination', p_payment->>'pay_to');
+    END IF;
+    IF p_payment->>'domain_check' = 'claimed' AND jsonb_array_length(xw.allow_domains) + jsonb_array_length(xw.deny_domains) > 0 THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'destination_lists_changed');
+    END IF;
+    IF p_domain_refused THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'destination_not_allowed', 'destination', p_payment->>'resource_domain');
+    END IF;
+
+    -- 4. The rail's limits ('x402:<bot>').
+    IF p_amount > xw.per_transaction_micros THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_per_transaction', 'limit_micros', xw.per_transaction_micros);
+    END IF;
+    added := spend_add('x402:' || p_bot_id, p_amount, p_day, xw.daily_micros, NULL, NULL, p_month, xw.monthly_micros);
+    IF added.refused = 'day' THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_daily', 'limit_micros', xw.daily_micros, 'spent_micros', added.spent);
+    END IF;
+    IF added.refused IS NOT NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_monthly', 'limit_micros', xw.monthly_micros, 'spent_micros', added.spent);
+    END IF;
+  END IF;
+
+  -- 5. Master guardrails, checked for every purchase in its own world: the owner's spending with
+  -- this card's real-profile spending replaced by this profile's (for the real profile and an x402
+  -- payment, simply the owner's spending). Then a real purchase spends the owner's budget (the
+  -- conditional upsert is the authoritative check under concurrency) and a decoy counts in a memo
+  -- counter of the owner's ('owner:<id>:decoy', never read): the same statements either way, so
+  -- the same time.
+  IF p_amount > st.m_tx THEN
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_micros', st.m_tx);
+  END IF;
+  SELECT coalesce(sum(w.sign * CASE WHEN w.day_start >= p_day THEN w.day_micros ELSE 0 END), 0),
+         coalesce(sum(w.sign * CASE WHEN w.month_start >= p_month THEN w.month_micros ELSE 0 END), 0)
+    INTO world_day, world_month
+    FROM (SELECT c.day_start, c.day_micros, c.month_start, c.month_micros,
+                 CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -1 END ELSE 1 END AS sign
+            FROM spend_windows c
+           WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)) w;
+  IF NOT is_real THEN
+    -- The profile's card counters already hold this purchase.
+    world_day := world_day - p_amount;
+    world_month := world_month - p_amount;
+  END IF;
+  IF world_day + p_amount > st.m_day THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', world_day); END IF;
+  IF world_month + p_amount > st.m_month THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', world_month); END IF;
+  added := spend_add('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, p_amount,
+                     p_day, CASE WHEN is_real THEN st.m_day END, NULL, NULL, p_month, CASE WHEN is_real THEN st.m_month END);
+  IF added.refused = 'day' THEN
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', added.spent);
+  END IF;
+  IF added.refused IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', added.spent);
+  END IF;
+  added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
+
+  -- 6. Funds: the balance the bot sees on the method's wallet (its row locked last).
+  IF by_card THEN
+    SELECT available_micros - decoy_spent_micros - decoy_held_micros INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
+  ELSE
+    SELECT * INTO xw FROM x402_wallets WHERE bot_id = p_bot_id FOR UPDATE;
+    available := xw.available_micros;
+  END IF;
+  IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
+  IF available >= p_low_balance_micros AND available - p_amount < p_low_balance_micros THEN
+    RAISE EXCEPTION USING ERRCODE = 'BP002', MESSAGE = 'spend_run: the balance crosses the low mark; run it in a transaction';
+  END IF;
+
+  -- 7. Approval mode.
+  IF by_card THEN
+    -- The card decides; the profile rule can only make it stricter.
+    automatic := CASE card.approval_mode
+      WHEN 'auto_approve_under_threshold' THEN p_amount < card.approval_threshold_micros
+      WHEN 'auto_approve_by_category' THEN p_category IS NOT NULL AND card.approved_categories ? lower(p_category)
+      ELSE false END;
+    IF prof.approval_rule = 'ask_for_everything' THEN automatic := false; END IF;
+    IF prof.approval_rule = 'auto_approve_under_threshold' THEN
+      automatic := automatic AND p_amount < prof.approval_threshold_micros;
+    END IF;
+    -- A purchase for a task is approved by its schedule (the owner's or a shadow's alike): the owner
+    -- approved the schedule. The caller checks the task in the same transaction (src/checkout/taskLink.ts).
+    IF p_task_id IS NOT NULL THEN automatic := true; END IF;
+  ELSE
+    automatic := xw.approval_mode = 'auto_approve_under_threshold' AND p_amount < xw.approval_threshold_micros;
+  END IF;
+  held := NOT automatic;
+
+  -- 8. The rows. An x402 payment's own row comes first (pending until signed: the caller signs
+  -- after this call and sets it authorized).
+  IF NOT by_card THEN
+    INSERT INTO x402_payments (id, bot_id, owner_id, resource_url, resource_domain, description, network, asset,
+        pay_from, pay_to, amount_micro, amount_micros, requirements, status, created_at, x402_version, domain_check,
+        idempotency_key, request_hash)
+      VALUES (p_id, p_bot_id, st.owner_id, p_payment->>'resource_url', p_payment->>'resource_domain',
+        p_payment->>'description', xw.network, xw.asset, xw.address, p_payment->>'pay_to',
+        (p_payment->>'amount_micro')::numeric, p_amount, p_payment->'requirements', 'pending', p_now,
+        (p_payment->>'x402_version')::smallint, p_payment->>'domain_check', p_idempotency_key,
+        CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END);
+  END IF;
+
+  -- The confirmation: every card purchase; an x402 payment only when held (the same inbox, mail,
+  -- approve / deny / expire paths: src/spend/holds.ts).
+  IF by_card OR held THEN
+    INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
+        merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at,
+        decided_at, decided_by, idempotency_key, request_hash, rail)
+      VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, profile_window,
+        p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
+        CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
+        CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
+        CASE WHEN held THEN NULL ELSE p_now END,
+        CASE WHEN held THEN NULL ELSE 'guardrails' END, CASE WHEN by_card THEN p_idempotency_key END,
+        CASE WHEN by_card AND p_idempotency_key IS NOT NULL THEN p_request_hash END,
+        CASE WHEN by_card THEN 'card_wallet' ELSE 'partner_wallet' END);
+  END IF;
+
+  IF by_card THEN
+    -- Money rows for the real profile, decoy rows (same shape) for a decoy.
+    INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
+      VALUES (p_ledger_id, p_bot_id,
+              CASE WHEN is_real THEN '' ELSE 'decoy_' END || CASE WHEN held THEN 'hold' ELSE 'purchase' END, p_id,
+              CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now);
+    INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
+      VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
+             (p_ledger_id, p_bot_id,
+              CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END
+                   ELSE CASE WHEN held THEN 'decoy_held' ELSE 'decoy_spent' END END, p_amount, p_now);
+    IF NOT held THEN
+      -- No NOTIFY here (see 0002): the caller notifies right after commit.
+      INSERT INTO events (id, bot_id, type, body, created_at) VALUES (p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now);
+    END IF;
+  ELSE
+    -- The x402 moves (src/wallet/ledger.ts x402Moves hold / payment): x402_available → x402_held or
+    -- x402_authorized. purchase.approved waits until the seller took the payment (src/x402/service.ts
+    -- announceApproved), or the owner's approval.
+    INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
+      VALUES (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_hold' ELSE 'x402_payment' END, p_id,
+              CASE WHEN held THEN 'x402 payment held for owner approval' ELSE 'x402 payment authorised' END, p_now);
+    INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
+      VALUES (p_ledger_id, p_bot_id, 'x402_available', -p_amount, p_now),
+             (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_held' ELSE 'x402_authorized' END, p_amount, p_now);
+    RETURN jsonb_build_object('ok', true, 'held', held, 'is_real', true, 'owner_id', st.owner_id,
+      'key_enc', xw.key_enc, 'available_before', available,
+      'expires_at', CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END);
+  END IF;
+
+  RETURN jsonb_build_object('ok', true, 'held', held, 'is_real', is_real, 'card_id', card.id, 'owner_id', st.owner_id,
+    'secret_enc', card.secret_enc, 'profiles_enc', card.profiles_enc, 'missing_position', card.missing_position,
+    'card_created_at', card.created_at, 'available_before', available, 'profile_window', prof.allowance_window);
+END $$;

@@ -1,0 +1,250 @@
+import { namedCall } from '../platform/db/named.ts';
+import { type Db, pgErrorCode, prepared, type Queryable } from '../platform/db/port.ts';
+import { type WindowKind, windowStart } from '../platform/time.ts';
+import type { Refusal } from './refusals.ts';
+
+// The one call of the one guardrail chain, spend_run (src/migrations/functions/spend_run.sql),
+// for both rails: a card purchase (src/checkout/attempt.ts) and an x402 payment
+// (src/x402/service.ts). The parameters are passed by name from one object (the mapping below is
+// the only place that knows the database's parameter names); the payment method — a card profile
+// or a partner-wallet authorisation — is the only part that differs. The answer comes back as
+// the function's jsonb: each rail reads its own fields, and the refusals both rails share are
+// read here (sharedRefusal), so their figures have one reader.
+//
+// Two ways to call it: spendAlone, a statement on its own (one round trip, committed when it
+// passes), and spendInTransaction, inside the caller's transaction (when the caller has more to
+// write with it: a task's state, the low-balance event, an x402 signature).
+
+/** What differs between the rails: the method and its own fields. */
+export type SpendMethod =
+  | {
+      kind: 'card';
+      /** The card the bot named; null: the bot's one active card. */
+      cardId: string | null;
+      profileIndex: number;
+    }
+  | {
+      kind: 'partner_wallet';
+      /** The x402 payment as chosen (spend_run's p_payment). */
+      payment: {
+        network: string;
+        asset: string;
+        pay_to: string;
+        resource_url: string;
+        resource_domain: string;
+        description: string | null;
+        amount_micro: string;
+        requirements: unknown;
+        x402_version: number;
+        domain_check: 'claimed' | 'probed' | 'connected';
+      };
+      /** The owner's domain lists exclude resource_domain (judged in TypeScript: domainMatches). */
+      domainRefused: boolean;
+    };
+
+export interface SpendParams {
+  botId: string;
+  method: SpendMethod;
+  amountMicros: number;
+  /** Trimmed; null when absent or blank ('x402' for an x402 payment). */
+  category: string | null;
+  /** The confirmation (and, for x402, payment) id (chk_…). */
+  confirmationId: string;
+  /** What the owner's inbox shows: the merchant (x402: the resource's domain), its URL, the item. */
+  merchantName: string;
+  merchantUrl: string;
+  itemName: string;
+  taskId: string | null;
+  now: number;
+  /** How long a held purchase waits for its owner (APPROVAL_WINDOW_SECONDS). */
+  approvalWindowSeconds: number;
+  /** The ledger transaction id (ltx_…) of the hold or debit. */
+  ledgerTransactionId: string;
+  /** The purchase.approved outbox row of a card purchase approved at once (null for x402). */
+  eventId: string | null;
+  eventBody: string | null;
+  /** The rail's hourly limit (rate_limits key and its limit; the window is an hour). */
+  rateKey: string;
+  rateLimit: number;
+  /** The Idempotency-Key (kept on the purchase's own row: a card's confirmation, an x402 payment's row), or null. */
+  idempotencyKey: string | null;
+  /** sha256 of the request; null without a key. */
+  requestHash: string | null;
+}
+
+/** What the call adds to SpendParams (set by spendAlone and spendInTransaction). */
+interface CallParams extends SpendParams {
+  /** Alone: the visible balance's low mark (crossing it needs the caller's transaction). */
+  lowBalanceMicros: number | null;
+}
+
+const card = (p: CallParams) => (p.method.kind === 'card' ? p.method : null);
+const wallet = (p: CallParams) => (p.method.kind === 'partner_wallet' ? p.method : null);
+
+export const spendCall = namedCall<CallParams>('spend_run', {
+  p_method: (p) => p.method.kind,
+  p_bot_id: (p) => p.botId,
+  p_card_id: (p) => card(p)?.cardId ?? null,
+  p_profile_index: (p) => card(p)?.profileIndex ?? 0,
+  p_amount: (p) => p.amountMicros,
+  p_category: (p) => p.category,
+  p_id: (p) => p.confirmationId,
+  p_merchant_name: (p) => p.merchantName,
+  p_merchant_url: (p) => p.merchantUrl,
+  p_item_name: (p) => p.itemName,
+  p_task_id: (p) => p.taskId,
+  p_now: (p) => new Date(p.now),
+  p_day: (p) => windowStart('day', p.now),
+  p_week: (p) => windowStart('week', p.now),
+  p_month: (p) => windowStart('month', p.now),
+  p_window_seconds: (p) => p.approvalWindowSeconds,
+  p_ledger_id: (p) => p.ledgerTransactionId,
+  p_event_id: (p) => p.eventId,
+  p_event_body: (p) => p.eventBody,
+  p_rate_key: (p) => p.rateKey,
+  p_rate_limit: (p) => p.rateLimit,
+  p_idempotency_key: (p) => p.idempotencyKey,
+  p_request_hash: (p) => p.requestHash,
+  p_low_balance_micros: (p) => p.lowBalanceMicros,
+  p_payment: (p) => {
+    const w = wallet(p);
+    return w ? JSON.stringify(w.payment) : null;
+  },
+  p_domain_refused: (p) => wallet(p)?.domainRefused ?? null,
+});
+
+/** SQLSTATE of a refusal (its message is the refusal), and of a purchase that needs a transaction. */
+const REFUSED = 'BP001';
+const NEEDS_TRANSACTION = 'BP002';
+
+/** The function's answer: passed or replayed (`ok` true or a `replay`), or, refused, the refusal ({"error": …}). */
+export interface SpendAnswer {
+  refused: boolean;
+  r: Record<string, unknown>;
+}
+
+/** Prepared once per connection (the named parameters cost a parse and a plan at every call). */
+const SPEND_SQL = prepared(`SELECT ${spendCall.sql} AS r`);
+
+/**
+ * Runs the chain as one statement in its own transaction: one round trip, committed when it
+ * passes, nothing written when it refuses. Null when the purchase would take the visible balance
+ * below `lowBalanceMicros`: nothing was written, and the caller runs it with spendInTransaction
+ * in a transaction that also writes the low-balance event.
+ */
+export async function spendAlone(
+  db: Db,
+  params: SpendParams,
+  lowBalanceMicros: number,
+): Promise<SpendAnswer | null> {
+  try {
+    return answerOf(
+      await db.write<{ r: Record<string, unknown> }>(
+        SPEND_SQL,
+        spendCall.params({ ...params, lowBalanceMicros }),
+      ),
+    );
+  } catch (error) {
+    if (pgErrorCode(error) === NEEDS_TRANSACTION) return null;
+    return refusalOf(error);
+  }
+}
+
+/** Runs the chain in the caller's transaction. On a refusal the caller must roll back (the call failed). */
+export async function spendInTransaction(tx: Queryable, params: SpendParams): Promise<SpendAnswer> {
+  try {
+    return answerOf(
+      await tx.query<{ r: Record<string, unknown> }>(
+        SPEND_SQL,
+        spendCall.params({ ...params, lowBalanceMicros: null }),
+      ),
+    );
+  } catch (error) {
+    return refusalOf(error);
+  }
+}
+
+function answerOf(rows: { r: Record<string, unknown> }[]): SpendAnswer {
+  const r = rows[0]?.r;
+  if (!r) throw new Error('spend_run returned no row');
+  return { refused: false, r };
+}
+
+/** A refusal raised by the function, as its answer; any other error is thrown on. */
+function refusalOf(error: unknown): SpendAnswer {
+  if (pgErrorCode(error) !== REFUSED) throw error;
+  let refusal: unknown;
+  try {
+    refusal = JSON.parse((error as Error).message);
+  } catch {
+    throw error;
+  }
+  if (typeof refusal !== 'object' || refusal === null || !('error' in refusal)) throw error;
+  return { refused: true, r: refusal as Record<string, unknown> };
+}
+
+const WINDOWS: readonly string[] = ['day', 'week', 'month'] satisfies WindowKind[];
+
+/** Checks of the function's jsonb: anything unexpected is a programming error (500), never a guess. */
+export function reader(r: Record<string, unknown>) {
+  const bad = (): never => {
+    throw new Error(`unexpected spend_run result ${JSON.stringify(r)}`);
+  };
+  const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : bad());
+  const str = (v: unknown): string => (typeof v === 'string' ? v : bad());
+  return {
+    bad,
+    num,
+    str,
+    strOrNull: (v: unknown): string | null => (v === null || v === undefined ? null : str(v)),
+    bool: (v: unknown): boolean => (typeof v === 'boolean' ? v : bad()),
+    windowKind: (v: unknown): WindowKind => (WINDOWS.includes(str(v)) ? (v as WindowKind) : bad()),
+    obj: (v: unknown): Record<string, unknown> =>
+      typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : bad(),
+  };
+}
+
+/**
+ * A refusal both rails share, read from the function's jsonb; undefined for a method's own refusal
+ * (card_not_found, rail_not_active, …), which its rail reads.
+ */
+export function sharedRefusal(r: Record<string, unknown>): Refusal | undefined {
+  const { num, windowKind } = reader(r);
+  switch (r.error) {
+    case 'wallet_not_active':
+    case 'wallet_frozen':
+    case 'idempotency_conflict':
+      return { error: r.error };
+    case 'insufficient_funds':
+      return { error: 'insufficient_funds', balanceMicros: num(r.balance_micros) };
+    case 'rate_limited':
+      return { error: 'rate_limited', retryAfterSeconds: num(r.retry_after_seconds) };
+    case 'limit':
+      switch (r.name) {
+        case 'card_per_transaction':
+        case 'x402_per_transaction':
+        case 'master_per_transaction':
+          return { error: 'per_transaction', name: r.name, limitMicros: num(r.limit_micros) };
+        case 'card_daily':
+        case 'card_monthly':
+        case 'x402_daily':
+        case 'x402_monthly':
+        case 'master_daily':
+        case 'master_monthly':
+          return {
+            error: 'window_limit',
+            name: r.name,
+            limitMicros: num(r.limit_micros),
+            spentMicros: num(r.spent_micros),
+          };
+        case 'profile_allowance':
+          return {
+            error: 'allowance',
+            limitMicros: num(r.limit_micros),
+            spentMicros: num(r.spent_micros),
+            window: windowKind(r.window),
+          };
+      }
+  }
+  return undefined;
+}
