@@ -8,7 +8,8 @@ import { ExactEvmScheme as ServerScheme } from '@x402/evm/exact/server';
 import { ExactEvmSchemeV1 as FacilitatorSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import { paymentMiddleware, x402ResourceServer } from '@x402/express';
 import express from 'express';
-import { createWalletClient, http, nonceManager, publicActions } from 'viem';
+import { createNonceManager, createWalletClient, http, publicActions } from 'viem';
+import { jsonRpc } from 'viem/nonce';
 import { privateKeyToAccount } from 'viem/accounts';
 import { paymentMiddleware as paymentMiddlewareV1 } from 'x402-express';
 import { expect } from 'vitest';
@@ -83,8 +84,12 @@ export async function startFacilitator(
   chain: LocalChain,
   register: (f: x402Facilitator, signer: ReturnType<typeof toFacilitatorEvmSigner>) => x402Facilitator,
 ): Promise<{ url: string; close(): Promise<void> }> {
-  // A nonce manager: settlements sent at once take consecutive nonces.
-  const account = privateKeyToAccount(ANVIL_KEYS[1], { nonceManager });
+  // A nonce manager: settlements sent at once take consecutive nonces. Its own, for this chain:
+  // viem's shared one remembers nonces per address and chain id across chains, and files that run
+  // in one process (isolate: false) each start a chain of the same id from nonce 0.
+  const account = privateKeyToAccount(ANVIL_KEYS[1], {
+    nonceManager: createNonceManager({ source: jsonRpc() }),
+  });
   const wallet = createWalletClient({ account, chain: chain.chain, transport: http(chain.rpcUrl) }).extend(
     publicActions,
   );
