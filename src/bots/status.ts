@@ -5,6 +5,7 @@ import { notFound } from '../platform/errors.ts';
 import { microsToUsd } from '../platform/money.ts';
 import { windowStart } from '../platform/time.ts';
 import { openTopupsSql } from '../topups/service.ts';
+import { messageQueueEventIdsSql } from '../webhooks/messageQueue.ts';
 import type { StatusResponseT, WalletCheckResponseT } from './schemas.ts';
 import type { BotStateCache } from './stateCache.ts';
 
@@ -44,7 +45,7 @@ SELECT b.id, b.name, b.owner_id, b.webhook_status, b.webhook_fail_count,
                         ORDER BY r.rail_key)
           FROM rails r WHERE r.bot_id = b.id) AS rails,
        (SELECT count(*)::int FROM events e
-         WHERE e.bot_id = b.id AND e.delivered_at IS NULL AND e.acked_at IS NULL) AS pending_messages,
+         WHERE e.id IN ${messageQueueEventIdsSql('b.id')} AND e.acked_at IS NULL) AS pending_messages,
        ${activeCardsSql('b.id')} AS active_cards,
        ${openTopupsSql('b.id', '$3')} AS pending_topups,
        xw.address AS x402_address, xw.network AS x402_network, xw.chain_balance_micro AS x402_balance_micro,

@@ -18,6 +18,15 @@ export interface Metrics {
   requestsShed: Counter<'reason'>;
 }
 
+/**
+ * The events not yet delivered nor acknowledged, less the acknowledgement (the caller's): pending
+ * deliveries (their webhook_queue rows) and those failed for good (migration 0052; one bot's:
+ * src/webhooks/messageQueue.ts). A delivery does not write its event.
+ */
+const UNDELIVERED_EVENT_IDS = `(SELECT q.event_id FROM webhook_queue q
+  UNION ALL
+  SELECT d.event_id FROM webhook_deliveries d WHERE d.failed_at IS NOT NULL AND d.status = 'failed')`;
+
 export function createMetrics(db: Db): Metrics {
   const registry = new Registry();
   const httpDuration = new HttpDurationHistogram(
@@ -115,7 +124,7 @@ export function createMetrics(db: Db): Metrics {
     async collect() {
       const v = await scalar(
         db,
-        'SELECT count(*)::int AS v FROM events WHERE delivered_at IS NULL AND acked_at IS NULL',
+        `SELECT count(*)::int AS v FROM events e WHERE e.id IN ${UNDELIVERED_EVENT_IDS} AND e.acked_at IS NULL`,
       );
       if (v !== undefined) this.set(v);
     },
@@ -127,8 +136,8 @@ export function createMetrics(db: Db): Metrics {
     async collect() {
       const v = await scalar(
         db,
-        `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS v
-           FROM events WHERE delivered_at IS NULL AND acked_at IS NULL`,
+        `SELECT coalesce(extract(epoch FROM now() - min(e.created_at)), 0)::float8 AS v
+           FROM events e WHERE e.id IN ${UNDELIVERED_EVENT_IDS} AND e.acked_at IS NULL`,
       );
       if (v !== undefined) this.set(v);
     },

@@ -5,6 +5,7 @@ import type { AppContext } from '../platform/context.ts';
 import { maybeOne } from '../platform/db/port.ts';
 import { ApiError, notFound } from '../platform/errors.ts';
 import { iso } from '../platform/time.ts';
+import { messageQueueEventIdsSql } from './messageQueue.ts';
 import { isTunnelWait } from './tunnelWait.ts';
 
 // Bot side: queued messages (events not delivered by webhook and not acknowledged) and their
@@ -21,9 +22,9 @@ export interface QueuedMessage {
 /** Oldest first. The message is the webhook body itself (the same id, event, timestamp and data). */
 export async function listMessages(ctx: AppContext, botId: string, limit: number) {
   const rows = await ctx.db.query<{ body: string }>(
-    `SELECT body FROM events
-      WHERE bot_id = $1 AND delivered_at IS NULL AND acked_at IS NULL
-      ORDER BY seq
+    `SELECT e.body FROM events e
+      WHERE e.id IN ${messageQueueEventIdsSql('$1')} AND e.acked_at IS NULL
+      ORDER BY e.seq
       LIMIT $2`,
     [botId, limit + 1],
   );
@@ -236,7 +237,7 @@ export async function retryDelivery(
     // a lease under way is kept).
     const updated = await maybeOne<DeliveryRow>(
       tx,
-      `UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
+      `UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2, failed_at = NULL
         WHERE d.id = $1
         RETURNING ${DELIVERY_COLUMNS}`,
       [deliveryId, new Date(now)],

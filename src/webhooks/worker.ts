@@ -25,7 +25,7 @@ import { parkUntilTunnel } from './tunnelWait.ts';
 // events' sequence, copied onto the delivery row: migration 0040; not the id, random within a ms). Sends run
 // concurrently; their results are recorded in batches by one call (webhook_record_and_claim: each
 // delivery row written once with its result, its queue row deleted or put back for a retry, every
-// attempt in webhook_attempts, events.delivered_at and the bots' health) that,
+// attempt in webhook_attempts and the bots' health; not the event, 0052) that,
 // while more is due, also claims the next rows in the same round trip and transaction: a slot stays
 // taken until its attempt is recorded, and is taken again at once. One claim runs at a time (a
 // recording call waits for a claim of the loop under way), so each bot's sends start in the order
@@ -68,9 +68,11 @@ interface ClaimedRow {
 const CLAIM_SQL = 'SELECT * FROM webhook_claim($1, $2, $3, $4, $5, $6, $7)';
 
 // Recording is the SQL function webhook_record_and_claim (src/migrations/functions/): one statement
-// writes the batch (the deliveries, every attempt in webhook_attempts, the events' delivered_at and
-// the bots' health) and, while more is due, the same call claims the next rows through webhook_claim,
-// so the slots the batch gives back are taken again in that round trip and transaction.
+// writes the batch (the queue rows, the deliveries, every attempt in webhook_attempts and the bots'
+// health) and, while more is due, the same call claims the next rows through webhook_claim, so the
+// slots the batch gives back are taken again in that round trip and transaction. It runs through
+// Db.write, not query: the call announces the bots whose deliveries arrived (their status's
+// pending_messages changed, 0052), and `query` takes a SELECT for a read and would drop that.
 interface RecordInput {
   batch: Finished[];
   changes: ReturnType<typeof summarise>;
@@ -474,7 +476,7 @@ export class DeliveryWorker {
     this.ctx.metrics.webhookRoundTrips.inc({ kind: 'record' });
     let rows: ClaimedRow[];
     try {
-      rows = await this.ctx.db.query<ClaimedRow>(
+      rows = await this.ctx.db.write<ClaimedRow>(
         RECORD_SQL,
         recordCall.params({
           batch,

@@ -426,7 +426,7 @@ describe.runIf(isPostgres)('a service instance SIGKILLed 20 times under load', (
     // events while this runs: check the events that existed when the queue drained, in one query.
     const [notDone] = await database.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM events e JOIN webhook_deliveries d ON d.event_id = e.id
-        WHERE e.id = ANY($1) AND (d.status <> 'delivered' OR e.delivered_at IS NULL)`,
+        WHERE e.id = ANY($1) AND (d.status <> 'delivered' OR d.delivered_at IS NULL)`,
       [drained.events],
     );
     expect(notDone!.n).toBe(0);

@@ -320,9 +320,11 @@ describe('webhook delivery', () => {
     let recordingCalls = 0;
     const db = new Proxy(svc.ctx.db, {
       get(target, prop) {
-        if (prop === 'query') {
+        // The recording call goes through write (it announces to the status caches), the claim
+        // through query.
+        if (prop === 'query' || prop === 'write') {
           return async (sql: string, params?: readonly unknown[]) => {
-            const rows = await target.query(sql, params);
+            const rows = await target[prop](sql, params);
             if (sql.includes('webhook_record_and_claim(')) recordingCalls++;
             else if (sql.includes('webhook_claim(')) claimedAlone += rows.length;
             return rows;

@@ -302,3 +302,94 @@ describe('messages, delivery log and manual retry', () => {
     });
   });
 });
+
+// The message queue is read from the delivery side (migration 0052): a delivery does not write its
+// event, so the recording call itself announces the bots whose deliveries arrived. The status is
+// cached for a minute here: a count that follows a delivery at once was invalidated by that.
+describe('the message queue follows each delivery, and the cached status count with it', () => {
+  let svc: TestService;
+  let receiver: Receiver;
+  let worker: DeliveryWorker;
+  let down = true;
+
+  beforeAll(async () => {
+    svc = await createTestService({ env: { STATUS_CACHE_MS: '60000' } });
+    receiver = await new Receiver().start();
+    receiver.respond = (_req, res) => {
+      res.writeHead(down ? 500 : 204);
+      res.end();
+    };
+    worker = new DeliveryWorker(svc.ctx);
+  });
+  afterAll(async () => {
+    await worker.stop();
+    await receiver.close();
+    await svc.close();
+  });
+
+  it('pending and failed events are listed, a delivered one leaves, a retried one stays until it arrives', async () => {
+    const owner = await createOwner(svc);
+    const bot = await activeBot(svc, owner, { body: { callback_url: receiver.url('/q') } });
+    const listed = async () =>
+      (await svc.app.inject({ url: '/api/v1/bot/messages', headers: bot.auth }))
+        .json()
+        .messages.map((m: { event: string; id: string }) => m.id);
+    const pendingCount = async () =>
+      (await svc.app.inject({ url: '/api/v1/bot/status', headers: bot.auth })).json().pending_messages;
+    const [activated] = await listed();
+    // a fails for good (with the claim's wallet.activated): every attempt answered 500.
+    down = true;
+    const a = await emit(svc, bot.bot_id, 'rails.updated', { i: 0 });
+    await worker.runOnce();
+    for (const delay of svc.ctx.config.webhookRetryDelaysSeconds) {
+      svc.clock.advance(delay * 1000);
+      await worker.runOnce();
+    }
+    expect(await deliveryOf(svc, a.id)).toMatchObject({ status: 'failed' });
+    const b = await emit(svc, bot.bot_id, 'rails.updated', { i: 1 });
+    expect(await listed()).toEqual([activated, a.id, b.id]);
+    expect(await pendingCount()).toBe(3);
+
+    // b arrives: it leaves the queue, and the cached count follows without waiting for its expiry.
+    down = false;
+    expect(await worker.runOnce()).toBe(1);
+    expect(await deliveryOf(svc, b.id)).toMatchObject({ status: 'delivered' });
+    expect(await listed()).toEqual([activated, a.id]);
+    expect(await pendingCount()).toBe(2);
+
+    // An owner's retry of a: still listed (pending now), once; listed no more when it arrives.
+    const d = await deliveryOf(svc, a.id);
+    const retry = await svc.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/webhook-deliveries/${d.id}/retry`,
+      headers: owner.auth,
+    });
+    expect(retry.statusCode).toBe(200);
+    expect(await listed()).toEqual([activated, a.id]);
+    const [flag] = await svc.ctx.db.query<{ failed_at: Date | null }>(
+      'SELECT failed_at FROM webhook_deliveries WHERE id = $1',
+      [d.id],
+    );
+    expect(flag!.failed_at).toBeNull();
+    expect(await worker.runOnce()).toBe(1);
+    expect(await listed()).toEqual([activated]);
+    expect(await pendingCount()).toBe(1);
+
+    // Acknowledged: the failed wallet.activated leaves too.
+    const ack = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/bot/messages/ack',
+      headers: bot.auth,
+      payload: { event_ids: [activated] },
+    });
+    expect(ack.json().acknowledged).toEqual([activated]);
+    expect(await listed()).toEqual([]);
+    expect(await pendingCount()).toBe(0);
+    // The event rows were not written by the deliveries.
+    const events = await svc.ctx.db.query<{ delivered_at: Date | null }>(
+      'SELECT delivered_at FROM events WHERE id = ANY($1)',
+      [[a.id, b.id]],
+    );
+    expect(events).toEqual([{ delivered_at: null }, { delivered_at: null }]);
+  });
+});

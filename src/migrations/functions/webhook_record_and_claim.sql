@@ -8,8 +8,11 @@
 -- is settled (delivered, or failed for good) or put back with its next due time for a retry, which
 -- it decides from the queue row's attempts, so the wide delivery row is not read first; the delivery
 -- row written once with the result (only unindexed columns change, so the update can stay on its
--- page: HOT, fillfactor 60, 0046); one webhook_attempts row per attempt; the events' delivered_at;
--- the bots' health. After the n-th failed attempt (attempts = n - 1 before it) the next one is due
+-- page: HOT, fillfactor 60, 0046); one webhook_attempts row per attempt; the bots' health. The
+-- event row is not written (0052): the bot's message queue is read from the queue rows and the
+-- deliveries failed for good (failed_at, set here, cleared by an owner's retry), so the bots whose
+-- deliveries arrived are announced on botpay_bot_state here (their status's pending_messages
+-- changed), once per call, as the events' statement trigger did when their delivered_at was written. After the n-th failed attempt (attempts = n - 1 before it) the next one is due
 -- p_delays[n] seconds later; past the end of the list the delivery is failed. The recording
 -- statement runs with botpay.webhook_queue = 'written' (set_config, local to the transaction, and
 -- cleared right after it): it writes the queue itself, so the trigger that follows other writers of
@@ -37,6 +40,8 @@ SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
   v_recorded integer;
+  v_delivered_bots text[];
+  v_keys text;
 BEGIN
   IF cardinality(p_ids) > 0 THEN
     -- The bot rows whose health changes, locked in id order first: a worker runs two recording
@@ -60,7 +65,7 @@ BEGIN
        USING v
        WHERE q.delivery_id = v.id AND q.lock_token = v.token
          AND (v.ok OR p_delays[q.attempts + 1] IS NULL)
-      RETURNING q.delivery_id, q.event_id, q.attempts + 1 AS attempts, NULL::timestamptz AS next_at
+      RETURNING q.delivery_id, q.event_id, q.bot_id, q.attempts + 1 AS attempts, NULL::timestamptz AS next_at
     ), retried AS (
       -- A failed attempt with a retry to come: the queue row is due again after the delay.
       UPDATE webhook_queue q
@@ -71,9 +76,9 @@ BEGIN
         FROM v
        WHERE q.delivery_id = v.id AND q.lock_token = v.token
          AND NOT v.ok AND p_delays[q.attempts + 1] IS NOT NULL
-      RETURNING q.delivery_id, q.event_id, q.attempts, q.due_at AS next_at
+      RETURNING q.delivery_id, q.event_id, q.bot_id, q.attempts, q.due_at AS next_at
     ), done AS (
-      SELECT x.delivery_id, x.event_id, x.attempts, x.next_at, v.ok, v.response_status, v.excerpt, v.error,
+      SELECT x.delivery_id, x.event_id, x.bot_id, x.attempts, x.next_at, v.ok, v.response_status, v.excerpt, v.error,
              v.duration_ms, v.via
         FROM (SELECT * FROM settled UNION ALL SELECT * FROM retried) AS x JOIN v ON v.id = x.delivery_id
     ), upd AS (
@@ -93,7 +98,13 @@ BEGIN
                WHEN d.status <> 'pending' THEN d.status
                WHEN done.next_at IS NULL THEN 'failed'
                ELSE 'pending' END,
-             next_attempt_at = coalesce(done.next_at, d.next_attempt_at)
+             next_attempt_at = coalesce(done.next_at, d.next_attempt_at),
+             -- Failed for good: the delivery stays in the bot's message queue (0052). Unchanged
+             -- (NULL) on a delivery or a retry, so their update stays HOT.
+             failed_at = CASE
+               WHEN done.ok THEN NULL
+               WHEN d.status = 'pending' AND done.next_at IS NULL THEN p_now
+               ELSE d.failed_at END
         FROM done
        WHERE d.id = done.delivery_id
       RETURNING d.id, d.attempts, done.ok, done.response_status, done.excerpt, done.error, done.duration_ms,
@@ -104,9 +115,6 @@ BEGIN
       SELECT upd.id, upd.attempts, p_now, upd.ok, upd.response_status, upd.excerpt, upd.error, upd.duration_ms,
              upd.via
         FROM upd
-    ), ev AS (
-      UPDATE events e SET delivered_at = p_now
-        FROM done WHERE e.id = done.event_id AND done.ok AND e.delivered_at IS NULL
     ), health_set AS (
       -- Every attempt that really reached out counts, including a late one whose lease was taken
       -- over (its delivery row is left to the new holder), so this reads the inputs, not upd. The
@@ -126,8 +134,19 @@ BEGIN
        WHERE b.id = h.bot_id
          AND NOT (h.reset AND h.failures = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
     )
-    SELECT count(*)::int INTO v_recorded FROM upd;
+    SELECT (SELECT count(*)::int FROM upd),
+           (SELECT array_agg(DISTINCT done.bot_id) FROM done WHERE done.ok)
+      INTO v_recorded, v_delivered_bots;
     PERFORM set_config('botpay.webhook_queue', '', true);
+    -- In batches of 200 keys (a notification's payload holds under 8,000 bytes), as
+    -- notify_bot_state_rows does.
+    FOR v_keys IN
+      SELECT string_agg('bot:' || k.bot_id, ',')
+        FROM (SELECT u.bot_id, (row_number() OVER ()) / 200 AS chunk FROM unnest(v_delivered_bots) AS u(bot_id)) k
+       GROUP BY k.chunk
+    LOOP
+      PERFORM botpay_notify('botpay_bot_state', v_keys);
+    END LOOP;
   END IF;
   IF p_room > 0 THEN
     RETURN QUERY SELECT * FROM webhook_claim(p_now, p_until, p_token, p_per_bot, p_room, p_skip, p_candidates);
