@@ -157,7 +157,7 @@ describe('migration 0050: money in micro-dollars', () => {
         'ledger/bot_a/merchant_settlement': 250,
       });
 
-      // This version's migrations after 0045: 0046 (the webhook queue), 0050 and 0051.
+      // This version's migrations after 0045: 0046 (the webhook queue), 0050 to 0053.
       expect(await migrate(db)).toEqual(all.filter((m) => m.version > 45).map((m) => m.version));
 
       const after = await amounts(db, 'micros');
