@@ -3,6 +3,7 @@ import { verify } from '@octokit/webhooks-methods';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { until } from '../support/wait.ts';
 import { deliveryOf, emit, healthOf, Receiver } from './helpers.ts';
 
 describe('webhook delivery', () => {
@@ -423,6 +424,9 @@ describe('webhook delivery', () => {
     try {
       for (let i = 0; i < 40; i++) await emit(svc, slow.bot.bot_id);
       await receiver.waitFor((rs) => rs.filter((r) => r.url === '/stuck2').length >= 8, 8_000);
+      // The counter counts a request 50 ms after it arrived: on a busy machine the last ones may
+      // not be counted yet when the eighth arrives.
+      await until(() => stuck.max >= 3, 3_000).catch(() => {});
       // Without the shared bound each instance would hold 4: up to 8 open at once. (A lease stays
       // counted until its timed-out attempt is recorded, so the bound may be met with 3 open.)
       expect(stuck.max).toBeLessThanOrEqual(4);
