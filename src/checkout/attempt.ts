@@ -22,35 +22,14 @@ import {
 // passes), and checkoutAttempt, inside the caller's transaction (when the caller has more to write
 // with it: a task's state, the low-balance event).
 
-export interface AttemptParams {
-  botId: string;
+/** spend_run's parameters as a checkout gives them: the card method's fields, and its event always. */
+export interface AttemptParams extends Omit<SpendParams, 'method' | 'eventId' | 'eventBody'> {
   /** The card the bot named; null: the bot's one active card. */
   cardId: string | null;
   profileIndex: number;
-  amountMicros: number;
-  /** Trimmed; null when absent or blank. */
-  category: string | null;
-  /** The confirmation id (chk_…) the purchase gets. */
-  confirmationId: string;
-  merchantName: string;
-  merchantUrl: string;
-  itemName: string;
-  taskId: string | null;
-  now: number;
-  /** How long a held purchase waits for its owner (APPROVAL_WINDOW_SECONDS). */
-  approvalWindowSeconds: number;
-  /** The ledger transaction id (ltx_…) of the hold or debit. */
-  ledgerTransactionId: string;
   /** The purchase.approved outbox row, written only when the purchase is approved at once. */
   eventId: string;
   eventBody: string;
-  /** The bot's hourly checkout limit (rate_limits key and its limit; the window is an hour). */
-  rateKey: string;
-  rateLimit: number;
-  /** The Idempotency-Key header, or null. */
-  idempotencyKey: string | null;
-  /** sha256 of the request (src/checkout/service.ts requestHash); null without a key. */
-  requestHash: string | null;
 }
 
 /** A checkout as spend_run's parameters: the card as the payment method. */

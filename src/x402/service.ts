@@ -342,23 +342,32 @@ async function runChain(
   if (bool(answer.r.held)) {
     // spend_run wrote the payment (pending), its confirmation (rail partner_wallet) and the hold.
     const expiresAt = now + ctx.config.approvalWindowSeconds * 1000;
-    return {
-      statusCode: 202,
-      body: {
-        approved: false,
-        status: 'pending_confirmation',
-        ...common,
-        expires_at: iso(expiresAt),
-        message: X402_PENDING_MESSAGE,
-      },
-      heldForOwner: id,
-      replayed: false,
-    };
+    return { ...heldAnswer(common, expiresAt), heldForOwner: id, replayed: false };
   }
   // spend_run wrote the payment and moved the amount to x402_authorized; the signature goes on the
   // payment row in the same transaction. purchase.approved waits until the seller took the payment
   // (announceApproved).
   const signed = await authorise(ctx, tx, str(answer.r.key_enc), stored, id, now);
+  return { ...approvedAnswer(common, signed), replayed: false };
+}
+
+/** What every answer about one payment says of it (the first answer and its replays alike). */
+type PaymentCommon = Record<string, unknown>;
+
+function heldAnswer(common: PaymentCommon, expiresAt: number | Date): SpendResult {
+  return {
+    statusCode: 202,
+    body: {
+      approved: false,
+      status: 'pending_confirmation',
+      ...common,
+      expires_at: iso(expiresAt),
+      message: X402_PENDING_MESSAGE,
+    },
+  };
+}
+
+function approvedAnswer(common: PaymentCommon, signed: Parameters<typeof signedFields>[0]): SpendResult {
   return {
     statusCode: 200,
     body: {
@@ -368,7 +377,6 @@ async function runChain(
       ...signedFields(signed),
       message: X402_APPROVED_MESSAGE,
     },
-    replayed: false,
   };
 }
 
@@ -396,35 +404,15 @@ async function replayAnswer(ctx: AppContext, tx: Queryable, id: string): Promise
     resource_url: row.resource_url,
     x402_version: Number(row.x402_version),
   };
-  if (row.expires_at !== null) {
-    return {
-      statusCode: 202,
-      body: {
-        approved: false,
-        status: 'pending_confirmation',
-        ...common,
-        expires_at: iso(row.expires_at),
-        message: X402_PENDING_MESSAGE,
-      },
-    };
-  }
+  if (row.expires_at !== null) return heldAnswer(common, row.expires_at);
   if (!row.payload_enc) throw new Error(`x402 payment ${row.id} approved at once has no signature`);
   const payload = JSON.parse(ctx.secrets.decrypt(row.payload_enc)) as PaymentPayload | PaymentPayloadV1;
   const { encodePaymentSignatureHeader } = await import('@x402/core/http');
-  return {
-    statusCode: 200,
-    body: {
-      approved: true,
-      status: 'approved',
-      ...common,
-      ...signedFields({
-        payload,
-        header: encodePaymentSignatureHeader(payload as PaymentPayload),
-        validBefore: Number(row.valid_before),
-      }),
-      message: X402_APPROVED_MESSAGE,
-    },
-  };
+  return approvedAnswer(common, {
+    payload,
+    header: encodePaymentSignatureHeader(payload as PaymentPayload),
+    validBefore: Number(row.valid_before),
+  });
 }
 
 function signedFields(s: {
