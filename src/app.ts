@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import AjvCompiler from '@fastify/ajv-compiler';
+import SerializerSelector from '@fastify/fast-json-stringify-compiler';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
@@ -32,6 +33,7 @@ import { logDecision, noteRefusal } from './platform/decisionLog.ts';
 import { ApiError, ERROR_STATUS } from './platform/errors.ts';
 import type { App } from './platform/http.ts';
 import { lazyChildLoggerFactory } from './platform/logger.ts';
+import { type LazySchemas, lazySchemas } from './platform/lazySchemas.ts';
 import { LoadShedder, trackRequestWork } from './platform/overload.ts';
 import { ErrorBody } from './platform/schemas.ts';
 import { trustFunction } from './platform/trustProxy.ts';
@@ -46,6 +48,8 @@ import { registerX402Routes } from './x402/routes.ts';
  * wired here, so tests build exactly the app that production runs.
  */
 export async function buildApp(ctx: AppContext): Promise<App> {
+  // Each route's validators and serializers are compiled on its first request (platform/lazySchemas.ts).
+  const schemas = lazySchemas();
   const app = Fastify({
     loggerInstance: ctx.logger,
     childLoggerFactory: lazyChildLoggerFactory,
@@ -84,7 +88,12 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     },
     // Except in query strings, where every value arrives as text: `?limit=5` is the integer its
     // schema declares and `?refresh=true` the boolean (what generated clients send).
-    schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
+    schemaController: {
+      compilersFactory: {
+        buildValidator: schemas.validators(queryCoercingValidator()),
+        buildSerializer: schemas.serializers(SerializerSelector()),
+      },
+    },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   // Load shedding (platform/overload.ts). The event loop's delay is measured from the moment the
@@ -106,6 +115,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   // url-encoded forms only.
   const routes: RouteEntry[] = [];
   ROUTE_TABLES.set(app, routes);
+  LAZY_SCHEMAS.set(app, schemas);
   app.addHook('onRoute', function (this: FastifyInstance, route) {
     const schema = route.schema as (FastifySchema & { tags?: string[] }) | undefined;
     const json = this.hasContentTypeParser('application/json');
@@ -439,6 +449,17 @@ export interface RouteEntry {
 }
 
 const ROUTE_TABLES = new WeakMap<App, RouteEntry[]>();
+const LAZY_SCHEMAS = new WeakMap<App, LazySchemas>();
+
+/**
+ * Compiles every route schema of an app built by buildApp that no request has compiled yet (they
+ * are compiled on first use); returns how many. Tests call it to prove every schema compiles.
+ */
+export function compileAllSchemas(app: App): number {
+  const schemas = LAZY_SCHEMAS.get(app);
+  if (!schemas) throw new Error('not an app built by buildApp');
+  return schemas.compileAll();
+}
 
 /** Every route of an app built by buildApp, in registration order (tests enumerate it). */
 export function routeTable(app: App): readonly RouteEntry[] {

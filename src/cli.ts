@@ -119,6 +119,8 @@ const commands: Record<string, Command> = {
         roles: [...config.roles],
         database: service.ctx.db.kind,
         runtime: options.runtime,
+        // Where the start-up's time went, step by step (StartupTimings).
+        startup_ms: service.startupMs,
       },
       'service started',
     );

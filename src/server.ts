@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { buildApp } from './app.ts';
 import { type Config, ConfigError } from './config.ts';
 import { ALL_JOBS } from './jobs/index.ts';
@@ -21,6 +22,21 @@ export interface Service {
   ctx: AppContext;
   /** Stops accepting, finishes in-flight requests, stops background jobs, closes the database. */
   close(): Promise<void>;
+  /** Milliseconds each start-up step took (the CLI logs them with "service started"). */
+  startupMs: StartupTimings;
+}
+
+export interface StartupTimings {
+  /** From the process's start until the database is opened: Node, the service's modules, the configuration. */
+  beforeOpen: number;
+  /** Opening the database (PGlite: loading its data directory). */
+  open: number;
+  /** Checking (and applying) migrations and the SECRET_KEY. */
+  migrate: number;
+  /** Building the app: plugins, routes, their validators and serializers. */
+  app: number;
+  listen: number;
+  jobs: number;
 }
 
 export interface StartOptions {
@@ -43,7 +59,16 @@ export async function startService(config: Config, options: StartOptions = {}): 
   if (!config.databaseUrl && !options.db) await ensureDataDir(resolve(config.dataDir));
   const logger = createLogger(config.logLevel, options.logStream);
   const secretKey = await resolveSecretKey(config);
+  let mark = performance.now();
+  const beforeOpen = Math.round(mark);
+  const lap = () => {
+    const now = performance.now();
+    const ms = Math.round(now - mark);
+    mark = now;
+    return ms;
+  };
   const db = options.db ?? (await openDatabase(config));
+  const open = lap();
   const secrets = createSecretBox(secretKey);
   try {
     const applied = await migrate(db);
@@ -53,6 +78,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     await db.close();
     throw error;
   }
+  const migrated = lap();
   const ctx: AppContext = {
     config,
     db,
@@ -63,6 +89,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     metrics: createMetrics(db),
   };
   const app = await buildApp(ctx);
+  const built = lap();
   if (options.listen ?? true) {
     await app.listen({
       port: config.port,
@@ -72,12 +99,15 @@ export async function startService(config: Config, options: StartOptions = {}): 
       listenTextResolver: (address) => `listening on ${address}; public address (BASE_URL) ${config.baseUrl}`,
     });
   }
+  const listened = lap();
   options.onListening?.();
   const jobs = await startJobs(ctx, options.jobs ?? ALL_JOBS);
+  const startupMs = { beforeOpen, open, migrate: migrated, app: built, listen: listened, jobs: lap() };
   let closing: Promise<void> | undefined;
   return {
     app,
     ctx,
+    startupMs,
     close() {
       closing ??= (async () => {
         await app.close();
