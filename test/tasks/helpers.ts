@@ -118,7 +118,7 @@ export async function taskRows(svc: TestService, botId: string) {
     due_at: Date;
     available_at: Date | null;
     profile_index: number;
-    amount_cents: number;
+    amount_micros: number;
     category: string;
     merchant_name: string;
     merchant_url: string;
