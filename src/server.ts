@@ -29,7 +29,7 @@ export interface Service {
 export interface StartupTimings {
   /** From the process's start until the database is opened: Node, the service's modules, the configuration. */
   beforeOpen: number;
-  /** Opening the database (PGlite: loading its data directory). */
+  /** Opening the database (PGlite: loading its data directory), or what was left of it once this began. */
   open: number;
   /** Checking (and applying) migrations and the SECRET_KEY. */
   migrate: number;
@@ -40,7 +40,11 @@ export interface StartupTimings {
 }
 
 export interface StartOptions {
-  db?: Db;
+  /**
+   * The database, or its opening under way (`botpay serve` opens it while this module loads). When
+   * given, the listening address and DATA_DIR are the caller's to have checked.
+   */
+  db?: Db | Promise<Db>;
   clock?: Clock;
   mailer?: Mailer;
   logStream?: NodeJS.WritableStream;
@@ -67,7 +71,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     mark = now;
     return ms;
   };
-  const db = options.db ?? (await openDatabase(config));
+  const db = await (options.db ?? openDatabase(config));
   const open = lap();
   const secrets = createSecretBox(secretKey);
   try {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isPostgres } from '../support/db.ts';
-import { freePort, runCli } from '../support/process.ts';
+import { freePort, runCli, startServiceProcess } from '../support/process.ts';
 
 // Start-up failures an operator meets first print one line saying what is wrong and exit 2, not a
 // stack trace. Real processes: a port held by another server on loopback, a database address where
@@ -80,6 +80,28 @@ describe.runIf(!isPostgres)('friendly start-up failures', () => {
     expect(await refused({ DATA_DIR: join(file, 'data') })).toMatch(
       new RegExp(`^Invalid configuration: DATA_DIR is .*, but ${file.replaceAll('.', '\\.')} is a file`),
     );
+  }, 60_000);
+
+  // `botpay serve` opens the database while the service's modules load (src/cli.ts), before the
+  // stored secrets are checked: a refusal after that must close it, or its thread keeps the process
+  // (startService closes it on its own refusals; the CLI on any other failure after the opening).
+  it('a SECRET_KEY that decrypts none of the stored secrets: one line, and the process ends', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'botpay-key-'));
+    const first = await startServiceProcess({ DATA_DIR: dataDir });
+    try {
+      const res = await fetch(`${first.url}/api/v1/bots/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ bot_name: 'keyed', owner_email: 'owner@example.com' }),
+      });
+      expect(res.status).toBe(201);
+    } finally {
+      first.child.kill('SIGTERM');
+      await first.exited;
+    }
+    expect(
+      await refused({ DATA_DIR: dataDir, SECRET_KEY: 'another-secret-key-0123456789abcdef0123' }),
+    ).toMatch(/SECRET_KEY.*does not decrypt the secrets stored in this database/);
   }, 60_000);
 
   // Node's mkdir(…, { recursive: true }) never returns for a path under /proc: the service hung
