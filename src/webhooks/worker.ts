@@ -149,6 +149,8 @@ export class DeliveryWorker {
   private claiming = false;
   /** A claim was skipped because another was under way: claim again when it is done. */
   private claimSkipped = false;
+  /** A skipped claim is left to the next recording call, which then starts at once (recordNow). */
+  private claimWanted = false;
   /** Settles when the loop's claim under way has ended. */
   private claimDone: Promise<void> | undefined;
   private stopped = true;
@@ -256,6 +258,7 @@ export class DeliveryWorker {
     const room = this.maxInFlight - this.inFlight;
     if (room <= 0) return null;
     this.claiming = true;
+    this.claimWanted = false;
     // Bots this instance alone already fills need no look (an optimisation; the bound is the SQL's).
     const saturated: string[] = [];
     for (const [botId, n] of this.inFlightByBot) if (n >= this.perBot) saturated.push(botId);
@@ -275,6 +278,7 @@ export class DeliveryWorker {
     if (this.claimSkipped) {
       this.claimSkipped = false;
       if (this.inFlight === 0) this.wake();
+      else this.claimWanted = true;
     }
   }
 
@@ -429,13 +433,14 @@ export class DeliveryWorker {
 
   /**
    * Whether to record now what has finished: when at least as many results wait as sends are still
-   * out (the sends of one claim finish close together), when the worker stops, or (`force`) when
+   * out (the sends of one claim finish close together), when a claim waits for this call (new
+   * events arrived during another claim: claimWanted), when the worker stops, or (`force`) when
    * the results have waited RECORD_WAIT_MS. Not at once for the first few results of many: a
    * recording call (which also claims) for one result cost a round trip while the rest of its claim
    * finished and waited for it (one call in six in the bench, 2026-12-02).
    */
   private recordNow(force: boolean): boolean {
-    return force || this.stopped || this.finished.length >= this.inFlight;
+    return force || this.stopped || this.claimWanted || this.finished.length >= this.inFlight;
   }
 
   /**
@@ -505,7 +510,7 @@ export class DeliveryWorker {
     // A claim of the loop under way: wait for it, so that this call can claim (the slots it frees
     // are handed on in the same round trip) instead of leaving them to another claim.
     if (this.claimDone) await this.claimDone;
-    const claim = this.moreDue && !this.stopped ? this.reserveClaim() : null;
+    const claim = (this.moreDue || this.claimWanted) && !this.stopped ? this.reserveClaim() : null;
     this.ctx.metrics.webhookRoundTrips.inc({ kind: 'record' });
     let rows: ClaimedRow[];
     try {
