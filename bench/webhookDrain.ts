@@ -10,14 +10,15 @@ import { openPostgres } from '../src/platform/db/postgres.ts';
 // resolution) and the wall time, which the shared machine's other processes do not inflate the way
 // they do the whole pipeline's figures in bench/webhooks.ts.
 //
-//   node bin/run-ts.mjs bench/webhookDrain.ts      (TEST_DATABASE_URL; N=20000; PERF=1 waits 3 s
-//                                                   after printing the backend's pid, for perf)
+//   node bin/run-ts.mjs bench/webhookDrain.ts      (TEST_DATABASE_URL; N=20000; ROOM=256 rows per
+//                                                   call; PERF=1 waits 3 s after printing the
+//                                                   backend's pid, for perf)
 const URL_ =
   process.env.BENCH_DATABASE_URL ??
   process.env.TEST_DATABASE_URL ??
   'postgres://postgres@127.0.0.1:5432/test';
 const N = Number(process.env.N ?? 20000);
-const ROOM = 256;
+const ROOM = Number(process.env.ROOM ?? 256);
 const schema = `drain_${Math.random().toString(36).slice(2, 10)}`;
 const admin = new pg.Client({ connectionString: URL_ });
 await admin.connect();
