@@ -57,10 +57,12 @@ export async function simBots(svc: TestService, n: number, options: SimBotOption
 }
 
 const simName = (_i: number) => 'sim-bot';
+/** One owner per bot: an address of its own (random ones could meet, and share master budgets). */
+const simEmail = (i: number) => `sim-${i}@example.com`;
 
 /** Bot i of the world, through the owner API (the path a real owner takes). */
 async function simBotOverHttp(svc: TestService, i: number, options: SimBotOptions): Promise<SimBot> {
-  const owner = await createOwner(svc);
+  const owner = await createOwner(svc, simEmail(i));
   if (options.master) {
     const res = await svc.app.inject({
       method: 'PUT',
@@ -83,7 +85,7 @@ async function simBotOverHttp(svc: TestService, i: number, options: SimBotOption
 
 /** Bot i of the world, through the service functions the owner API's routes call. */
 async function simBot(svc: TestService, i: number, options: SimBotOptions): Promise<SimBot> {
-  const owner = await createOwner(svc);
+  const owner = await createOwner(svc, simEmail(i));
   if (options.master) await updateMasterGuardrails(svc.ctx, owner.id, options.master);
   const bot = await quickBot(svc, owner, { fundCents: options.fundCents(i), name: simName(i) });
   const card = await quickCard(svc, owner, bot.bot_id, options.card ?? {}, options.realIndex?.(i));
