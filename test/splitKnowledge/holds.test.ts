@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processDueConfirmations } from '../../src/spend/holds.ts';
+import { decideByOwner, processDueConfirmations } from '../../src/spend/holds.ts';
 import { ownerMailSettled } from '../../src/notifications/job.ts';
 import { TIME_CHARS } from '../../src/platform/ids.ts';
-import { checkout, poll, setupCard } from '../checkout/helpers.ts';
+import { checkout, poll } from '../checkout/helpers.ts';
 import { activeBot, createTestService, type TestService } from '../support/service.ts';
 import {
   CHANCE,
@@ -16,7 +16,7 @@ import {
   seeded,
   type Trial,
 } from './classify.ts';
-import { ownerWithWideBudgets } from './world.ts';
+import { ownerWithWideBudgets, quickCard } from './world.ts';
 
 // Channels of a held purchase in the default mode (every purchase held, ask_for_everything), played
 // by the attacker the issue describes: they hold the profiles file and the bot's API key, so they
@@ -87,7 +87,8 @@ beforeAll(async () => {
   for (let t = 0; t < TRIALS; t++) {
     svc.clock.advance(TRIAL_MS);
     const trialStart = svc.clock.now();
-    const card = await setupCard(svc, owner, bot.bot_id);
+    // A new card as the card wizard adds it, through the routes' service functions (world.ts).
+    const card = await quickCard(svc, owner, bot.bot_id);
     const amount = 100 + Math.floor(rand() * 400);
     const order = [1, 2, 3, 4, 5, 6].sort(() => rand() - 0.5);
     const ids = new Map<number, string>();
@@ -135,12 +136,8 @@ beforeAll(async () => {
     for (const [profile, id] of ids) {
       const reaction = reactionTo(shown.get(id) ?? `missing ${profile}`, habit + t);
       if (reaction === 'away') continue;
-      const res = await svc.app.inject({
-        method: 'POST',
-        url: `/api/v1/owner/approvals/${id}/${reaction}`,
-        headers: owner.auth,
-      });
-      if (res.statusCode !== 200) throw new Error(`owner decision: ${res.statusCode} ${res.body}`);
+      // What POST /owner/approvals/:id/approve|deny calls (untimed: the attacker times its polls).
+      await decideByOwner(svc.ctx, owner.id, id, reaction);
     }
     // The attacker polls each hold until it shows a decision: the first such poll is timed (an
     // expired hold is settled by that very poll, as the expiry job would), and the balance it sees

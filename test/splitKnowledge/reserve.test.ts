@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { splitCard } from '../support/cards.ts';
-import { activeBot, createTestService, type TestService } from '../support/service.ts';
+import { decideByOwner } from '../../src/spend/holds.ts';
+import { createTestService, type TestService } from '../support/service.ts';
 import { accuracy, CHANCE, combine, judge, LIMIT, per, seeded, type Trial } from './classify.ts';
-import { ownerWithWideBudgets } from './world.ts';
+import { ownerWithWideBudgets, quickBot, quickCard } from './world.ts';
 
 // Channel: the decoy reserve in fundings (docs/security.md, "The decoy reserve"). Decoy purchases
 // lower the balance the bot sees; part of what they took comes back with an owner funding, inside
@@ -43,32 +43,16 @@ beforeAll(async () => {
     for (let real = 1; real <= 6; real++) {
       // The same choices in every copy of the trial.
       const rand = seeded(1000 + t);
-      const bot = await activeBot(svc, owner, { fundCents: 10_000 });
-      const start = (
-        await svc.app.inject({
-          method: 'POST',
-          url: `/api/v1/owner/bots/${bot.bot_id}/cards`,
-          headers: owner.auth,
-          payload: {},
-        })
-      ).json();
+      // Untimed set-up through the service functions the owner API's routes call (world.ts).
+      const bot = await quickBot(svc, owner, { fundCents: 10_000 });
       // The copy's real profile (the service drew another; this copy is the world where it drew `real`).
-      await svc.ctx.db.query('UPDATE cards SET real_profile_index = $2 WHERE id = $1', [start.card_id, real]);
-      const { activation } = splitCard({ ...start, real_profile_index: real });
-      const act = await svc.app.inject({
-        method: 'POST',
-        url: `/api/v1/owner/bots/${bot.bot_id}/cards/${start.card_id}/activate`,
-        headers: owner.auth,
-        payload: { ...activation, different_card: true },
-      });
-      expect(act.statusCode, act.body).toBe(200);
-      const limits = await svc.app.inject({
-        method: 'PATCH',
-        url: `/api/v1/owner/bots/${bot.bot_id}/cards/${start.card_id}`,
-        headers: owner.auth,
-        payload: { per_transaction_cents: 1000, daily_cents: 100_000, monthly_cents: 1_000_000 },
-      });
-      expect(limits.statusCode, limits.body).toBe(200);
+      await quickCard(
+        svc,
+        owner,
+        bot.bot_id,
+        { per_transaction_cents: 1000, daily_cents: 100_000, monthly_cents: 1_000_000 },
+        real,
+      );
       const cap = 150 + Math.floor(rand() * 300);
       const rounds: Round[] = [];
       for (let r = 0; r < ROUNDS; r++) {
@@ -93,12 +77,9 @@ beforeAll(async () => {
           });
           expect(res.statusCode, res.body).toBe(202);
           const decision = amount <= cap ? 'approve' : 'deny';
-          const decided = await svc.app.inject({
-            method: 'POST',
-            url: `/api/v1/owner/approvals/${res.json().confirmation_id}/${decision}`,
-            headers: owner.auth,
-          });
-          expect(decided.statusCode, decided.body).toBe(200);
+          // What POST /owner/approvals/:id/approve|deny calls.
+          const decided = await decideByOwner(svc.ctx, owner.id, res.json().confirmation_id, decision);
+          expect(decided.status).toBe(decision === 'approve' ? 'approved' : 'denied');
           if (decision === 'approve') approved[profile - 1] = (approved[profile - 1] ?? 0) + amount;
         }
         const ownerAmount = 1000 * (1 + Math.floor(rand() * 5));

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOPS } from '../../src/merchants/catalog.ts';
 import { runTasksOnce } from '../../src/tasks/engine.ts';
+import { createSchedule } from '../../src/tasks/schedules.ts';
 import { createTestService, type TestService } from '../support/service.ts';
 import { chanceOfFalseFailure, combine, judge, median, per, seeded, type Trial } from './classify.ts';
 import { simBots } from './world.ts';
@@ -58,27 +59,40 @@ async function simulate(
 ): Promise<Trial<Observed>[]> {
   const crons = new Map<string, string>();
   if (schedule) {
-    for (const b of bots) {
+    // The owners' draws in bot order (one seeded sequence), then the schedules themselves.
+    const bodies = bots.map((b) => {
       const cron = randomCron();
       crons.set(b.bot.bot_id, cron);
-      const res = await s.app.inject({
-        method: 'POST',
-        url: `/api/v1/owner/bots/${b.bot.bot_id}/schedules`,
-        headers: b.owner.auth,
-        payload: {
-          cron,
-          timezone: 'UTC',
-          instructions: {
-            profile_index: b.card.real_profile_index,
-            merchant_name: 'Corner Shop',
-            merchant_url: `https://${pick(['corner-coffee', 'paper-co', 'city-pharmacy', 'bytes-and-bits'])}.example.com/item/${Math.floor(rand() * 1000)}`,
-            item_name: 'Weekly supplies',
-            amount_cents: 300 + Math.floor(rand() * 2700),
-            category: pick(['groceries', 'books', 'electronics', 'household', 'office']),
-          },
+      return {
+        cron,
+        timezone: 'UTC',
+        instructions: {
+          profile_index: b.card.real_profile_index,
+          merchant_name: 'Corner Shop',
+          merchant_url: `https://${pick(['corner-coffee', 'paper-co', 'city-pharmacy', 'bytes-and-bits'])}.example.com/item/${Math.floor(rand() * 1000)}`,
+          item_name: 'Weekly supplies',
+          amount_cents: 300 + Math.floor(rand() * 2700),
+          category: pick(['groceries', 'books', 'electronics', 'household', 'office']),
         },
-      });
-      if (res.statusCode !== 201) throw new Error(`schedule: ${res.statusCode} ${res.body}`);
+      };
+    });
+    // The first owner schedules through the owner API; the others through the function its route
+    // hands the body to, unchanged (createSchedule): the same rows without a request each, and on
+    // PostgreSQL a few owners at a time (independent owners: nothing waits for a lock).
+    const res = await s.app.inject({
+      method: 'POST',
+      url: `/api/v1/owner/bots/${bots[0]!.bot.bot_id}/schedules`,
+      headers: bots[0]!.owner.auth,
+      payload: bodies[0],
+    });
+    if (res.statusCode !== 201) throw new Error(`schedule: ${res.statusCode} ${res.body}`);
+    const batch = s.ctx.db.kind === 'postgres' ? 8 : 1;
+    for (let i = 1; i < bots.length; i += batch) {
+      await Promise.all(
+        bots
+          .slice(i, i + batch)
+          .map((b, k) => createSchedule(s.ctx, b.owner.id, b.bot.bot_id, bodies[i + k]!)),
+      );
     }
   }
   // The engine runs at every due time (as its job does, a second or so apart), and once an hour.
