@@ -6,6 +6,7 @@ import { systemClock } from './platform/clock.ts';
 import { migrate } from './platform/db/migrate.ts';
 import { DataDirBusyError, openDatabase, resolveSecretKey } from './platform/db/open.ts';
 import { checkListenAddress } from './platform/startupChecks.ts';
+import type { Service } from './server.ts';
 
 const USAGE = `Usage: botpay <command> [options]
 
@@ -95,20 +96,16 @@ const commands: Record<string, Command> = {
     await checkListenAddress(config.host, config.port);
     await resolveSecretKey(config);
     const opening = openDatabase(config);
-    const closeOpened = () => opening.then((db) => db.close()).catch(() => {});
     opening.catch(() => {}); // its failure is startService's to report, when it awaits it
-    // Loaded here: the other commands (card split, tunnel, …) start without the whole service.
-    const { startService } = await import('./server.ts').catch(async (error: unknown) => {
-      await closeOpened();
-      throw error;
-    });
     // Plain lines for people first, apart from the JSON log: where to go, and where sign-in links
     // appear. The JSON lines of start-up wait until they are out (or until start-up failed), so the
     // dashboard's address is the first thing on screen, as the README says.
     const held = new HeldLines(process.stdout);
     const bold = (text: string) => (process.stderr.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
-    let service: Awaited<ReturnType<typeof startService>>;
+    let service: Service;
     try {
+      // Loaded here: the other commands (card split, tunnel, …) start without the whole service.
+      const { startService } = await import('./server.ts');
       service = await startService(config, {
         db: opening,
         logStream: held,
@@ -123,7 +120,8 @@ const commands: Record<string, Command> = {
         },
       });
     } catch (error) {
-      await closeOpened(); // whatever step failed, the database must not keep the process alive
+      // Whatever step failed, the database opened above must not keep the process alive.
+      await opening.then((db) => db.close()).catch(() => {});
       throw error;
     } finally {
       held.release();

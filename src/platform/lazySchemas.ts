@@ -23,28 +23,26 @@ export interface LazySchemas {
 
 export function lazySchemas(): LazySchemas {
   const pending = new Set<() => unknown>();
-  const lazyFactory =
-    (kind: 'validator' | 'serializer') =>
-    <F extends CompilerFactory>(factory: F): F =>
-      ((...args: never[]) => {
-        const compile = factory(...args);
-        return (route: Route) =>
-          (kind === 'validator' ? lazyValidator : lazySerializer)(() => compile(route as never));
-      }) as unknown as F;
 
-  // Ajv's function is called as validate(data[, dataCxt]) and read for `errors` after a false
-  // answer; Fastify passes dataCxt when the function has `schemaEnv` (Ajv may then replace a
-  // coerced root value), so that property compiles and forwards too.
-  function lazyValidator(make: () => unknown) {
-    let real: ((data: unknown, cxt?: unknown) => unknown) & Record<string, unknown>;
+  /** `make`'s result, made on the first call and kept; pending until then (compileAll). */
+  function once<T>(make: () => unknown): () => T {
+    let real: T | undefined;
     const get = () => {
-      if (!real) {
-        real = make() as typeof real;
+      if (real === undefined) {
+        real = make() as T;
         pending.delete(get);
       }
       return real;
     };
     pending.add(get);
+    return get;
+  }
+
+  // Ajv's function is called as validate(data[, dataCxt]) and read for `errors` after a false
+  // answer; Fastify passes dataCxt when the function has `schemaEnv` (Ajv may then replace a
+  // coerced root value), so that property compiles and forwards too.
+  function lazyValidator(make: () => unknown) {
+    const get = once<((data: unknown, cxt?: unknown) => unknown) & Record<string, unknown>>(make);
     const validate = (data: unknown, cxt?: unknown) => (cxt === undefined ? get()(data) : get()(data, cxt));
     Object.defineProperties(validate, {
       errors: { get: () => get().errors },
@@ -54,21 +52,21 @@ export function lazySchemas(): LazySchemas {
   }
 
   function lazySerializer(make: () => unknown) {
-    let real: (payload: unknown) => string;
-    const get = () => {
-      if (!real) {
-        real = make() as typeof real;
-        pending.delete(get);
-      }
-      return real;
-    };
-    pending.add(get);
+    const get = once<(payload: unknown) => string>(make);
     return (payload: unknown) => get()(payload);
   }
 
+  const lazyFactory =
+    (wrap: (make: () => unknown) => unknown) =>
+    <F extends CompilerFactory>(factory: F): F =>
+      ((...args: never[]) => {
+        const compile = factory(...args);
+        return (route: Route) => wrap(() => compile(route as never));
+      }) as unknown as F;
+
   return {
-    validators: lazyFactory('validator'),
-    serializers: lazyFactory('serializer'),
+    validators: lazyFactory(lazyValidator),
+    serializers: lazyFactory(lazySerializer),
     compileAll() {
       const all = [...pending];
       for (const make of all) make();
