@@ -22,6 +22,11 @@ import { type CheckoutBot, call, openOwnerGuardrails, seedCheckoutBot } from './
 //    transaction, from pg_stat_user_tables (n_tup_ins/upd/del) over WRITES_SAMPLE sequential calls.
 //    Index writes: each insert and each non-HOT update writes one entry in every index of its table.
 //
+// BENCH_PROFILE_DIR=/tmp/prof also writes a V8 CPU profile of the service's process (wall-clock
+// samples: a loopback socket write that wakes PostgreSQL shows long when the writer is preempted);
+// BENCH_PERF_MAP=1 starts it with --perf-basic-prof, so that `perf record -e cpu-clock -p <pid>`
+// names its JavaScript frames (CPU time only).
+//
 // The service runs in a child process (bench/baseline/checkoutServer.ts) so that autocannon does
 // not share its event loop.
 
@@ -43,8 +48,12 @@ const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
 async function startServer(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const { BASE_URL: _ignored, ...parentEnv } = process.env;
+  const profile = process.env.BENCH_PROFILE_DIR
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+    : [];
+  if (process.env.BENCH_PERF_MAP === '1') profile.push('--perf-basic-prof');
   const child = stopWithBench(
-    spawn(process.execPath, ['bin/run-ts.mjs', 'bench/baseline/checkoutServer.ts'], {
+    spawn(process.execPath, [...profile, 'bin/run-ts.mjs', 'bench/baseline/checkoutServer.ts'], {
       env: { ...parentEnv, ...env, PORT: String(port), LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'inherit', 'inherit'],
     }),
