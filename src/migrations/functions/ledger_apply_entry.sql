@@ -8,9 +8,9 @@
 -- 0001, 0010 and 0012).
 --
 -- Not called for spend_run's own INSERT of a purchase's entries (migration 0055: the trigger's
--- condition skips a statement run with botpay.ledger_by = 'spend_run'): spend_run has already
+-- condition skips a statement run with botpay.written_by = 'spend_run'): spend_run has already
 -- added the same sums to the wallet row, as the UPDATE that is its funds check and lock
--- (spend_run.sql, step 7; test/spend/walletProjection.test.ts).
+-- (spend_run.sql, step 7; test/spend/ownRows.test.ts).
 --
 -- Same work for the real profile and a decoy (docs/security.md): every movement between a real
 -- account and merchant_settlement has a decoy counterpart through decoy_cover, and both write the

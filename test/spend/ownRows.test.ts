@@ -1,18 +1,23 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emitEvent } from '../../src/events/outbox.ts';
 import type { Queryable } from '../../src/platform/db/port.ts';
-import { newId } from '../../src/platform/ids.ts';
-import { type SpendParams, spendInTransaction } from '../../src/spend/run.ts';
+import { newId, newTimeOrderedId } from '../../src/platform/ids.ts';
+import { type SpendParams, spendCall, spendInTransaction } from '../../src/spend/run.ts';
 import { postLedger } from '../../src/wallet/ledger.ts';
 import { expectLedgerConsistent, setupCard, type TestCard } from '../checkout/helpers.ts';
+import { connectionFor, isPostgres } from '../support/db.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
 
-// spend_run writes its purchase's wallet projection itself, and its one INSERT of entries runs with
-// botpay.ledger_by = 'spend_run', for which neither the projection trigger nor the balance check is
-// called (migration 0055). The wallet row is then written once per purchase, real or decoy, approved
-// or held, with the sums the entries add (wallets = ledger), and the setting ends with that INSERT:
-// any later entries of the same transaction are projected and checked as every other writer's.
+// spend_run does for its own rows what the triggers of their tables do for every other writer's
+// (migration 0055): its INSERT of a purchase's entries and its INSERT of a card purchase's event run
+// with botpay.written_by = 'spend_run', for which the insert triggers of ledger_entries and events
+// are not called. So: the wallet row is written once per purchase, real or decoy, approved or held,
+// with the sums the entries add (wallets = ledger); the event has the delivery and queue rows and
+// the announcements the triggers would have made; and the setting ends with each statement, so any
+// later rows of the same transaction go through the triggers as every other writer's.
 
-describe('spend_run projects its own entries, and only them', () => {
+describe('spend_run does the triggers’ work for its own rows, and only for them', () => {
   let svc: TestService;
   let botId: string;
   let card: TestCard;
@@ -57,7 +62,7 @@ describe('spend_run projects its own entries, and only them', () => {
       now: svc.clock.now(),
       approvalWindowSeconds: 900,
       ledgerTransactionId: newId('ltx'),
-      eventId: newId('evt'),
+      eventId: newTimeOrderedId('evt', svc.clock.now()),
       eventBody: '{}',
       rateKey: `projection:${botId}`,
       rateLimit: 100_000,
@@ -162,4 +167,83 @@ describe('spend_run projects its own entries, and only them', () => {
     await expect(unbalanced).rejects.toThrow(/not balanced/);
     expect((await expectLedgerConsistent(svc, botId)).available_micros).toBe(after.available_micros);
   });
+
+  /** A row as jsonb without the columns named (those that differ by event). */
+  async function rowWithout(table: string, key: string, id: string, drop: string[]) {
+    const rows = await svc.ctx.db.query<{ r: Record<string, unknown> | string }>(
+      `SELECT to_jsonb(t) - $2::text[] AS r FROM ${table} t WHERE ${key} = $1`,
+      [id, drop],
+    );
+    expect(rows.length).toBe(1);
+    const r = rows[0]?.r;
+    return typeof r === 'string' ? JSON.parse(r) : r;
+  }
+
+  it('an approved purchase’s event has the delivery and queue rows the trigger writes for any event', async () => {
+    const p = params(card.real_profile_index, 1_000_000);
+    await svc.ctx.db.transaction(async (tx) => {
+      const a = await spendInTransaction(tx, p);
+      expect(a.refused).toBe(false);
+      expect(a.r.held).toBe(false);
+    });
+    const other = await svc.ctx.db.transaction((tx) =>
+      emitEvent(tx, { botId, type: 'purchase.approved', data: {}, at: svc.clock.now() }),
+    );
+    const whd = (evt: string) => `whd_${evt.slice(evt.indexOf('_') + 1)}`;
+    // Every column alike but the event's own: its id, sequence and time.
+    const own = ['id', 'event_id', 'seq', 'created_at', 'next_attempt_at'];
+    expect(await rowWithout('webhook_deliveries', 'id', whd(p.eventId as string), own)).toEqual(
+      await rowWithout('webhook_deliveries', 'id', whd(other.id), own),
+    );
+    const queued = ['delivery_id', 'event_id', 'seq', 'due_at'];
+    expect(await rowWithout('webhook_queue', 'delivery_id', whd(p.eventId as string), queued)).toEqual(
+      await rowWithout('webhook_queue', 'delivery_id', whd(other.id), queued),
+    );
+    // And the event's own columns where the trigger puts them.
+    const [row] = await svc.ctx.db.query<{ ok: boolean }>(
+      `SELECT d.event_id = e.id AND d.seq = e.seq AND d.created_at = e.created_at AND d.next_attempt_at = e.created_at
+              AND d.event_type = e.type AND q.event_id = e.id AND q.seq = e.seq AND q.due_at = e.created_at
+              AND q.bot_id = e.bot_id AS ok
+         FROM events e JOIN webhook_deliveries d ON d.event_id = e.id JOIN webhook_queue q ON q.delivery_id = d.id
+        WHERE e.id = $1`,
+      [p.eventId],
+    );
+    expect(row?.ok).toBe(true);
+  });
+
+  it.runIf(isPostgres)(
+    'an approved purchase announces what the event triggers announce (PostgreSQL)',
+    async () => {
+      const schema = svc.database.schema;
+      if (!schema) throw new Error('no schema');
+      const client = new pg.Client({ connectionString: connectionFor(schema) });
+      await client.connect();
+      const notices: string[] = [];
+      client.on('notice', (n) => notices.push(n.message ?? ''));
+      try {
+        await client.query("SET botpay.defer_notify = 'on'");
+        const p = params(card.real_profile_index, 1_000_000);
+        await client.query(
+          `SELECT ${spendCall.sql} AS r`,
+          spendCall.params({ ...p, lowBalanceMicros: null }),
+        );
+        const spendNotices = [...notices];
+        notices.length = 0;
+        // Any other writer's event (src/events/outbox.ts writes the same statement).
+        await client.query(
+          "INSERT INTO events (id, bot_id, type, body, created_at) VALUES ($1, $2, 'purchase.approved', '{}', now())",
+          [newTimeOrderedId('evt', svc.clock.now()), botId],
+        );
+        for (const n of notices) expect(spendNotices).toContain(n);
+        expect(notices).toEqual(
+          expect.arrayContaining([
+            `botpay-notify botpay_events|${botId}`,
+            `botpay-notify botpay_bot_state|bot:${botId}`,
+          ]),
+        );
+      } finally {
+        await client.end();
+      }
+    },
+  );
 });
