@@ -246,4 +246,60 @@ describe('spend_run does the triggers’ work for its own rows, and only for the
       }
     },
   );
+
+  it.runIf(isPostgres)(
+    'a wallet row gone while the purchase waits for its lock refuses the purchase, never loops (PostgreSQL)',
+    async () => {
+      // The funds step retries its UPDATE after reading the row under lock (a balance that grew
+      // meanwhile); a row deleted meanwhile must end that with a refusal, not another round.
+      const schema = svc.database.schema;
+      if (!schema) throw new Error('no schema');
+      const owner = await createOwner(svc);
+      const other = (await activeBot(svc, owner, { fundCents: 10_000 })).bot_id;
+      const otherCard = await setupCard(svc, owner, other, {
+        approval_mode: 'auto_approve_under_threshold',
+        approval_threshold_cents: 1000,
+      });
+      const holder = new pg.Client({ connectionString: connectionFor(schema) });
+      const buyer = new pg.Client({ connectionString: connectionFor(schema) });
+      await holder.connect();
+      await buyer.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM wallets WHERE bot_id = $1 FOR UPDATE', [other]);
+        const buyerPid = (await buyer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+        const p = { ...params(otherCard.real_profile_index, 100_000), botId: other };
+        const purchase = buyer
+          .query(
+            `SELECT ${spendCall.sql} AS r`,
+            spendCall.params({
+              ...p,
+              method: { kind: 'card', cardId: otherCard.card_id, profileIndex: otherCard.real_profile_index },
+              lowBalanceMicros: null,
+            }),
+          )
+          .then(
+            () => 'passed',
+            (error: Error) => error.message,
+          );
+        // The purchase waits for the wallet row's lock (every step before it done).
+        for (let i = 0; ; i++) {
+          const r = await holder.query<{ waiting: boolean }>(
+            "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = $1",
+            [buyerPid],
+          );
+          if (r.rows[0]?.waiting) break;
+          if (i > 500) throw new Error('the purchase never waited for the wallet row');
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await holder.query('DELETE FROM wallets WHERE bot_id = $1', [other]);
+        await holder.query('COMMIT');
+        expect(JSON.parse(await purchase)).toEqual({ error: 'wallet_not_active' });
+      } finally {
+        await holder.end();
+        await buyer.end();
+      }
+    },
+    30_000,
+  );
 });

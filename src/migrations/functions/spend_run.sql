@@ -320,6 +320,8 @@ BEGIN
        RETURNING available_micros - decoy_spent_micros - decoy_held_micros + p_amount INTO available;
       EXIT WHEN FOUND;
       SELECT available_micros - decoy_spent_micros - decoy_held_micros INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
+      -- No row (gone since step 1): refused, never retried (the loop would not end).
+      IF available IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_not_active'); END IF;
       IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
     END LOOP;
   ELSE
@@ -336,6 +338,8 @@ BEGIN
        RETURNING * INTO xw;
       EXIT WHEN FOUND;
       SELECT available_micros INTO available FROM x402_wallets WHERE bot_id = p_bot_id FOR UPDATE;
+      -- No row (gone since step 1): refused, never retried (the loop would not end).
+      IF available IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rail_not_active'); END IF;
       IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
     END LOOP;
     available := xw.available_micros + p_amount;
