@@ -3,7 +3,8 @@ import { newId } from '../platform/ids.ts';
 
 // The double-entry ledger. Every money movement is one ledger transaction whose entries sum to
 // zero (a deferred constraint trigger checks it at commit). Wallet balances are projections the
-// database keeps in step with the entries (trigger ledger_apply_entry, once per INSERT), and the wallets CHECK
+// database keeps in step with the entries (trigger ledger_apply_entry, once per INSERT; a purchase's
+// own entries are projected by spend_run, migration 0055), and the wallets CHECK
 // constraints make a negative available balance or hold impossible.
 //
 // Accounts: wallet_available (spendable), wallet_held (reserved for pending approvals),

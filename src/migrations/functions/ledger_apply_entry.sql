@@ -7,6 +7,11 @@
 -- row as it is after the whole movement. The one definition (it replaced the ones of migrations
 -- 0001, 0010 and 0012).
 --
+-- Not called for spend_run's own INSERT of a purchase's entries (migration 0055: the trigger's
+-- condition skips a statement run with botpay.written_by = 'spend_run'): spend_run has already
+-- added the same sums to the wallet row, as the UPDATE that is its funds check and lock
+-- (spend_run.sql, step 7; test/spend/ownRows.test.ts).
+--
 -- Same work for the real profile and a decoy (docs/security.md): every movement between a real
 -- account and merchant_settlement has a decoy counterpart through decoy_cover, and both write the
 -- wallet row once. merchant_settlement and decoy_cover hold no projection, but an entry on them

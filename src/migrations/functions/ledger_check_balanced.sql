@@ -1,6 +1,9 @@
 -- Double entry: every ledger transaction's entries sum to zero, checked at commit by the deferred
 -- constraint trigger ledger_entries_balanced (migration 0001), once per inserted entry. The one
--- definition (it replaced migration 0001's).
+-- definition (it replaced migration 0001's). Not queued for spend_run's own INSERT of a purchase's
+-- two entries, balanced by construction (−amount and +amount of one value in one statement, run
+-- with botpay.written_by = 'spend_run': migration 0055); every other INSERT is checked, the ones of
+-- a transaction that also ran spend_run included (test/spend/ownRows.test.ts).
 --
 -- SET enable_seqscan = off: the sum is a lookup by transaction_id, always through
 -- ledger_entries_transaction_idx. The plan is cached per connection, and one made while the

@@ -2,7 +2,9 @@
 -- triggers events_state_insert / _update / _delete with the transition table changed_rows): the
 -- delivery worker records a batch of attempts in one statement, and a row trigger announced each
 -- event's key separately. Each bot once, in batches of 200 keys (a notification payload holds
--- under 8,000 bytes). Defined first in migration 0025; this file is its one definition since 0033.
+-- under 8,000 bytes). spend_run announces its own purchase.approved event's bot itself (migration
+-- 0055: its insert skips events_state_insert). Defined first in migration 0025; this file is its
+-- one definition since 0033.
 CREATE OR REPLACE FUNCTION notify_bot_state_rows() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   keys text;

@@ -13,6 +13,14 @@
 --   purchase always, an x402 payment when held), the x402_payments row, the ledger rows, the
 --   purchase.approved event (card purchases approved at once).
 --
+-- The triggers' work for its own rows, done here (migration 0055): the funds check is the UPDATE of
+-- the method's wallet row, which adds what the purchase's two entries add (held or spent, so the
+-- approval mode, which refuses nothing, is decided before it: the card's from the card and the
+-- profile, the partner wallet's on its locked row); the entries follow in one INSERT, and a card
+-- purchase's event with its webhook delivery and queue rows in one statement. Both run with
+-- botpay.written_by = 'spend_run', for which the tables' insert triggers (projection, balance
+-- check, delivery, announcements) are not called. Every other writer's rows go through them.
+--
 -- Called with named parameters from src/spend/run.ts (the one caller), through the rails' typed
 -- interfaces src/checkout/attempt.ts and src/x402/service.ts. It replaced checkout_run (kept as a
 -- wrapper of this function for the previous version's instances: checkout_run.sql) and the partner
@@ -109,6 +117,7 @@ DECLARE
   prior record;
   retry integer;
   added record;
+  marker text;
 BEGIN
   IF p_method IS NULL OR p_method NOT IN ('card', 'partner_wallet') THEN
     RAISE EXCEPTION 'spend_run: unknown payment method %', p_method;
@@ -273,19 +282,8 @@ BEGIN
   END IF;
   added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
 
-  -- 6. Funds: the balance the bot sees on the method's wallet (its row locked last).
-  IF by_card THEN
-    SELECT available_micros - decoy_spent_micros - decoy_held_micros INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
-  ELSE
-    SELECT * INTO xw FROM x402_wallets WHERE bot_id = p_bot_id FOR UPDATE;
-    available := xw.available_micros;
-  END IF;
-  IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
-  IF available >= p_low_balance_micros AND available - p_amount < p_low_balance_micros THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP002', MESSAGE = 'spend_run: the balance crosses the low mark; run it in a transaction';
-  END IF;
-
-  -- 7. Approval mode.
+  -- 6. Approval mode (decided before the funds, which refuse or write the wallet row with the
+  -- purchase held or spent; it refuses nothing itself).
   IF by_card THEN
     -- The card decides; the profile rule can only make it stricter.
     automatic := CASE card.approval_mode
@@ -299,10 +297,58 @@ BEGIN
     -- A purchase for a task is approved by its schedule (the owner's or a shadow's alike): the owner
     -- approved the schedule. The caller checks the task in the same transaction (src/checkout/taskLink.ts).
     IF p_task_id IS NOT NULL THEN automatic := true; END IF;
-  ELSE
-    automatic := xw.approval_mode = 'auto_approve_under_threshold' AND p_amount < xw.approval_threshold_micros;
+    held := NOT automatic;
   END IF;
-  held := NOT automatic;
+
+  -- 7. Funds: the balance the bot sees on the method's wallet (its row locked last). A card
+  -- purchase's wallet row is written here, with the projection of the ledger entries below (step 8:
+  -- the same sums ledger_apply_entry would add, so wallets = ledger): the visible balance drops by
+  -- the amount whatever the profile and the mode — the real profile moves wallet_available (to
+  -- wallet_held when held), a decoy adds to decoy_spent or decoy_held —, so a decoy writes the row
+  -- with the same statement as the real profile (docs/security.md). The condition is the funds
+  -- check; a refused one reads the balance under the lock for its refusal (it may have grown
+  -- meanwhile: then the update is made under that lock).
+  IF by_card THEN
+    LOOP
+      UPDATE wallets
+         SET available_micros = available_micros - CASE WHEN is_real THEN p_amount ELSE 0 END,
+             held_micros = held_micros + CASE WHEN is_real AND held THEN p_amount ELSE 0 END,
+             decoy_spent_micros = decoy_spent_micros + CASE WHEN NOT is_real AND NOT held THEN p_amount ELSE 0 END,
+             decoy_held_micros = decoy_held_micros + CASE WHEN NOT is_real AND held THEN p_amount ELSE 0 END,
+             updated_at = p_now
+       WHERE bot_id = p_bot_id AND available_micros - decoy_spent_micros - decoy_held_micros >= p_amount
+       RETURNING available_micros - decoy_spent_micros - decoy_held_micros + p_amount INTO available;
+      EXIT WHEN FOUND;
+      SELECT available_micros - decoy_spent_micros - decoy_held_micros INTO available FROM wallets WHERE bot_id = p_bot_id FOR UPDATE;
+      -- No row (gone since step 1): refused, never retried (the loop would not end).
+      IF available IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'wallet_not_active'); END IF;
+      IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
+    END LOOP;
+  ELSE
+    -- The x402 wallet decides its mode on its locked row: held or authorised, written at once.
+    LOOP
+      UPDATE x402_wallets
+         SET available_micros = available_micros - p_amount,
+             held_micros = held_micros + CASE WHEN approval_mode = 'auto_approve_under_threshold'
+                                               AND p_amount < approval_threshold_micros THEN 0 ELSE p_amount END,
+             authorized_micros = authorized_micros + CASE WHEN approval_mode = 'auto_approve_under_threshold'
+                                                          AND p_amount < approval_threshold_micros THEN p_amount ELSE 0 END,
+             updated_at = p_now
+       WHERE bot_id = p_bot_id AND available_micros >= p_amount
+       RETURNING * INTO xw;
+      EXIT WHEN FOUND;
+      SELECT available_micros INTO available FROM x402_wallets WHERE bot_id = p_bot_id FOR UPDATE;
+      -- No row (gone since step 1): refused, never retried (the loop would not end).
+      IF available IS NULL THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'rail_not_active'); END IF;
+      IF available < p_amount THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'insufficient_funds', 'balance_micros', available); END IF;
+    END LOOP;
+    available := xw.available_micros + p_amount;
+    automatic := xw.approval_mode = 'auto_approve_under_threshold' AND p_amount < xw.approval_threshold_micros;
+    held := NOT automatic;
+  END IF;
+  IF available >= p_low_balance_micros AND available - p_amount < p_low_balance_micros THEN
+    RAISE EXCEPTION USING ERRCODE = 'BP002', MESSAGE = 'spend_run: the balance crosses the low mark; run it in a transaction';
+  END IF;
 
   -- 8. The rows. An x402 payment's own row comes first (pending until signed: the caller signs
   -- after this call and sets it authorized).
@@ -339,14 +385,38 @@ BEGIN
       VALUES (p_ledger_id, p_bot_id,
               CASE WHEN is_real THEN '' ELSE 'decoy_' END || CASE WHEN held THEN 'hold' ELSE 'purchase' END, p_id,
               CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now);
+    -- Projected on the wallet row at step 7, and balanced by construction (one amount, both
+    -- signs, one statement): the statement runs with botpay.written_by = 'spend_run', for which
+    -- neither ledger_entries_apply nor ledger_entries_balanced is called (migration 0055); the
+    -- setting is cleared at once, so any later rows of the caller's transaction go through the
+    -- triggers as every other writer's.
+    marker := set_config('botpay.written_by', 'spend_run', true);
     INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
       VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
              (p_ledger_id, p_bot_id,
               CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END
                    ELSE CASE WHEN held THEN 'decoy_held' ELSE 'decoy_spent' END END, p_amount, p_now);
+    marker := set_config('botpay.written_by', '', true);
     IF NOT held THEN
-      -- No NOTIFY here (see 0002): the caller notifies right after commit.
-      INSERT INTO events (id, bot_id, type, body, created_at) VALUES (p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now);
+      -- The event, its webhook delivery and its queue row in one statement, run with
+      -- botpay.written_by = 'spend_run' so that the events' insert triggers are not called
+      -- (migration 0055): the rows are the ones webhook_delivery_for_event.sql writes (kept in step
+      -- with it: test/spend/ownRows.test.ts compares both paths' rows), and the two announcements
+      -- are events_wake's and events_state_insert's. No NOTIFY here (see 0002): botpay_notify
+      -- leaves that to the caller, right after commit.
+      marker := set_config('botpay.written_by', 'spend_run', true);
+      WITH e AS (
+        INSERT INTO events (id, bot_id, type, body, created_at) VALUES (p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now)
+        RETURNING seq
+      ), d AS (
+        INSERT INTO webhook_deliveries (id, event_id, bot_id, event_type, next_attempt_at, created_at, seq)
+        SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, 'purchase.approved', p_now, p_now, e.seq FROM e
+      )
+      INSERT INTO webhook_queue (delivery_id, event_id, bot_id, seq, due_at)
+        SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, e.seq, p_now FROM e;
+      marker := set_config('botpay.written_by', '', true);
+      PERFORM botpay_notify('botpay_events', p_bot_id);
+      PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id);
     END IF;
   ELSE
     -- The x402 moves (src/wallet/ledger.ts x402Moves hold / payment): x402_available → x402_held or
@@ -355,9 +425,12 @@ BEGIN
     INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
       VALUES (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_hold' ELSE 'x402_payment' END, p_id,
               CASE WHEN held THEN 'x402 payment held for owner approval' ELSE 'x402 payment authorised' END, p_now);
+    -- Projected at step 7, like a card purchase's entries.
+    marker := set_config('botpay.written_by', 'spend_run', true);
     INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
       VALUES (p_ledger_id, p_bot_id, 'x402_available', -p_amount, p_now),
              (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_held' ELSE 'x402_authorized' END, p_amount, p_now);
+    marker := set_config('botpay.written_by', '', true);
     RETURN jsonb_build_object('ok', true, 'held', held, 'is_real', true, 'owner_id', st.owner_id,
       'key_enc', xw.key_enc, 'available_before', available,
       'expires_at', CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END);

@@ -5,7 +5,9 @@
 -- event's place in the order events were written (events.seq): each bot's deliveries are claimed
 -- in that order (webhook_claim), not in the order of their ids, which is random within a
 -- millisecond (0040). The delivery is pending, so it is queued too (webhook_queue, 0046): the queue
--- row is what the worker claims.
+-- row is what the worker claims. A card purchase's purchase.approved is the one event not written
+-- through this trigger: spend_run writes the same two rows in the event's own statement (migration
+-- 0055, spend_run.sql); a change here is a change there (test/spend/ownRows.test.ts compares them).
 CREATE OR REPLACE FUNCTION webhook_delivery_for_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_id text := 'whd_' || substr(NEW.id, position('_' in NEW.id) + 1);
