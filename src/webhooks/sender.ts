@@ -22,7 +22,32 @@ export const USER_AGENT = 'botpay-webhooks/1';
 
 /** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret>. */
 export function signBody(secret: string, body: string | Buffer): string {
-  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+  return `sha256=${createHmac('sha256', keysOf(secret).raw).update(body).digest('hex')}`;
+}
+
+interface SigningKeys {
+  /** The secret's UTF-8 bytes (X-Service-Signature's key). */
+  raw: Buffer;
+  /** The base64-decoded part of `whsec_…` (the Standard Webhooks key). */
+  standard: Buffer;
+}
+
+// The keys of each secret, by the secret: a bot's secret is converted once, not at every attempt
+// (both signatures of an attempt are keyed with bytes derived from it). Starts over when full.
+const signingKeys = new Map<string, SigningKeys>();
+const SIGNING_KEYS_MAX = 10_000;
+
+function keysOf(secret: string): SigningKeys {
+  let keys = signingKeys.get(secret);
+  if (!keys) {
+    keys = {
+      raw: Buffer.from(secret, 'utf8'),
+      standard: Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64'),
+    };
+    if (signingKeys.size >= SIGNING_KEYS_MAX) signingKeys.clear();
+    signingKeys.set(secret, keys);
+  }
+  return keys;
 }
 
 /**
@@ -36,8 +61,9 @@ export function standardSignature(
   timestampSeconds: number,
   body: string | Buffer,
 ): string {
-  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
-  const mac = createHmac('sha256', key).update(`${msgId}.${timestampSeconds}.`).update(body);
+  const mac = createHmac('sha256', keysOf(secret).standard)
+    .update(`${msgId}.${timestampSeconds}.`)
+    .update(body);
   return `v1,${mac.digest('base64')}`;
 }
 
@@ -45,22 +71,24 @@ export function standardSignature(
  * Every signature header of one attempt: SPEC's X-Service-Signature with the current secret, and
  * the Standard Webhooks trio (`webhook-id` is the event id, stable across retries, so receivers can
  * deduplicate; `webhook-timestamp` is the attempt's time, for replay protection) signed with the
- * current secret and, during a rotation's overlap window, the previous one.
+ * current secret and, during a rotation's overlap window, the previous one. Written into `headers`
+ * (a new object when none is given), which is returned.
  */
 export function signatureHeaders(
   secrets: { current: string; previous: string | null },
   eventId: string,
   timestampSeconds: number,
   body: Buffer,
+  headers: Record<string, string> = {},
 ): Record<string, string> {
-  const signatures = [standardSignature(secrets.current, eventId, timestampSeconds, body)];
-  if (secrets.previous) signatures.push(standardSignature(secrets.previous, eventId, timestampSeconds, body));
-  return {
-    'x-service-signature': signBody(secrets.current, body),
-    'webhook-id': eventId,
-    'webhook-timestamp': String(timestampSeconds),
-    'webhook-signature': signatures.join(' '),
-  };
+  let signatures = standardSignature(secrets.current, eventId, timestampSeconds, body);
+  if (secrets.previous)
+    signatures += ` ${standardSignature(secrets.previous, eventId, timestampSeconds, body)}`;
+  headers['x-service-signature'] = signBody(secrets.current, body);
+  headers['webhook-id'] = eventId;
+  headers['webhook-timestamp'] = String(timestampSeconds);
+  headers['webhook-signature'] = signatures;
+  return headers;
 }
 
 export type DeliveryTarget =
@@ -98,7 +126,8 @@ export interface WebhookSender {
 function cleanExcerpt(bytes: Buffer): string | null {
   if (bytes.length === 0) return null;
   // PostgreSQL text cannot hold NUL; a cut multi-byte character becomes U+FFFD.
-  return bytes.subarray(0, EXCERPT_BYTES).toString('utf8').replaceAll('\u0000', '\uFFFD');
+  const text = bytes.toString('utf8', 0, Math.min(bytes.length, EXCERPT_BYTES));
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
 }
 
 function withoutQuery(url: string): string {

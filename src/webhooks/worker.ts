@@ -400,8 +400,8 @@ export class DeliveryWorker {
         'x-service-event': row.event_type,
         'x-service-event-id': row.event_id,
         'x-service-delivery-id': row.id,
-        ...signatureHeaders(secrets, row.event_id, Math.floor(this.ctx.clock.now() / 1000), body),
       };
+      signatureHeaders(secrets, row.event_id, Math.floor(this.ctx.clock.now() / 1000), body, headers);
       let target: DeliveryTarget;
       if (row.callback_url) {
         target = { kind: 'callback', url: row.callback_url };

@@ -225,6 +225,21 @@ describe('webhook delivery', () => {
     });
   });
 
+  it('a NUL byte in the answer is kept as U+FFFD (PostgreSQL text cannot hold NUL)', async () => {
+    const { bot } = await botWithReceiver('/nul');
+    receiver.respond = (_req, res) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(Buffer.from('bad\u0000byte'));
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    expect(await worker.runOnce()).toBe(1);
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      response_status: 500,
+      response_excerpt: 'bad\uFFFDbyte',
+      error: 'HTTP 500',
+    });
+  });
+
   it('an attempt that cannot be prepared is a recorded failure, sends nothing and frees its slot', async () => {
     const { bot } = await botWithReceiver('/unprepared');
     await svc.ctx.db.query(`UPDATE bots SET webhook_secret_enc = 'v1.AAAA.AAAA.AAAA' WHERE id = $1`, [
