@@ -22,7 +22,32 @@ export const USER_AGENT = 'botpay-webhooks/1';
 
 /** sha256=<hex HMAC-SHA256 of the raw body keyed with the webhook secret>. */
 export function signBody(secret: string, body: string | Buffer): string {
-  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+  return `sha256=${createHmac('sha256', keysOf(secret).raw).update(body).digest('hex')}`;
+}
+
+interface SigningKeys {
+  /** The secret's UTF-8 bytes (X-Service-Signature's key). */
+  raw: Buffer;
+  /** The base64-decoded part of `whsec_…` (the Standard Webhooks key). */
+  standard: Buffer;
+}
+
+// The keys of each secret, by the secret: a bot's secret is converted once, not at every attempt
+// (both signatures of an attempt are keyed with bytes derived from it). Starts over when full.
+const signingKeys = new Map<string, SigningKeys>();
+const SIGNING_KEYS_MAX = 10_000;
+
+function keysOf(secret: string): SigningKeys {
+  let keys = signingKeys.get(secret);
+  if (!keys) {
+    keys = {
+      raw: Buffer.from(secret, 'utf8'),
+      standard: Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64'),
+    };
+    if (signingKeys.size >= SIGNING_KEYS_MAX) signingKeys.clear();
+    signingKeys.set(secret, keys);
+  }
+  return keys;
 }
 
 /**
@@ -36,8 +61,9 @@ export function standardSignature(
   timestampSeconds: number,
   body: string | Buffer,
 ): string {
-  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
-  const mac = createHmac('sha256', key).update(`${msgId}.${timestampSeconds}.`).update(body);
+  const mac = createHmac('sha256', keysOf(secret).standard)
+    .update(`${msgId}.${timestampSeconds}.`)
+    .update(body);
   return `v1,${mac.digest('base64')}`;
 }
 
@@ -45,22 +71,24 @@ export function standardSignature(
  * Every signature header of one attempt: SPEC's X-Service-Signature with the current secret, and
  * the Standard Webhooks trio (`webhook-id` is the event id, stable across retries, so receivers can
  * deduplicate; `webhook-timestamp` is the attempt's time, for replay protection) signed with the
- * current secret and, during a rotation's overlap window, the previous one.
+ * current secret and, during a rotation's overlap window, the previous one. Written into `headers`
+ * (a new object when none is given), which is returned.
  */
 export function signatureHeaders(
   secrets: { current: string; previous: string | null },
   eventId: string,
   timestampSeconds: number,
   body: Buffer,
+  headers: Record<string, string> = {},
 ): Record<string, string> {
-  const signatures = [standardSignature(secrets.current, eventId, timestampSeconds, body)];
-  if (secrets.previous) signatures.push(standardSignature(secrets.previous, eventId, timestampSeconds, body));
-  return {
-    'x-service-signature': signBody(secrets.current, body),
-    'webhook-id': eventId,
-    'webhook-timestamp': String(timestampSeconds),
-    'webhook-signature': signatures.join(' '),
-  };
+  let signatures = standardSignature(secrets.current, eventId, timestampSeconds, body);
+  if (secrets.previous)
+    signatures += ` ${standardSignature(secrets.previous, eventId, timestampSeconds, body)}`;
+  headers['x-service-signature'] = signBody(secrets.current, body);
+  headers['webhook-id'] = eventId;
+  headers['webhook-timestamp'] = String(timestampSeconds);
+  headers['webhook-signature'] = signatures;
+  return headers;
 }
 
 export type DeliveryTarget =
@@ -98,7 +126,8 @@ export interface WebhookSender {
 function cleanExcerpt(bytes: Buffer): string | null {
   if (bytes.length === 0) return null;
   // PostgreSQL text cannot hold NUL; a cut multi-byte character becomes U+FFFD.
-  return bytes.subarray(0, EXCERPT_BYTES).toString('utf8').replaceAll('\u0000', '\uFFFD');
+  const text = bytes.toString('utf8', 0, Math.min(bytes.length, EXCERPT_BYTES));
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
 }
 
 function withoutQuery(url: string): string {
@@ -169,10 +198,11 @@ class DeadlineError extends Error {
 
 /**
  * One POST through undici's dispatcher API: no Readable streams or AbortSignal per attempt, which
- * cost the worker more CPU than the request itself. At most EXCERPT_BYTES of the answer are kept;
- * an answer that goes on beyond them is cut (its connection is then closed). A hard deadline
- * covers the whole exchange, a slow drip of the body included; redirects are not followed (the
- * dispatcher has no redirect interceptor).
+ * cost the worker more CPU than the request itself, and one promise per attempt (the handler
+ * settles it with the attempt's result). At most EXCERPT_BYTES of the answer are kept; an answer
+ * that goes on beyond them is cut (its connection is then closed). A hard deadline covers the
+ * whole exchange, a slow drip of the body included; redirects are not followed (the dispatcher has
+ * no redirect interceptor). Never rejects: a failure is an attempt result.
  */
 function dispatchPost(
   dispatcher: Dispatcher,
@@ -180,20 +210,26 @@ function dispatchPost(
   body: Buffer,
   headers: Record<string, string>,
   timeoutMs: number,
-): Promise<{ status: number; excerpt: Buffer }> {
-  return new Promise((resolve, reject) => {
-    dispatcher.dispatch(
-      {
-        origin: target.origin,
-        path: target.path,
-        method: 'POST',
-        headers,
-        body,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      },
-      new PostCall(timeoutMs, resolve, reject),
-    );
+  now: () => number,
+): Promise<AttemptResult> {
+  return new Promise((resolve) => {
+    const call = new PostCall(timeoutMs, target.via, now, resolve);
+    try {
+      dispatcher.dispatch(
+        {
+          origin: target.origin,
+          path: target.path,
+          method: 'POST',
+          headers,
+          body,
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+        },
+        call,
+      );
+    } catch (error) {
+      call.onError(error as Error);
+    }
   });
 }
 
@@ -202,7 +238,7 @@ function dispatchPost(
  * onHeaders, onData, onComplete, onError) rather than the controller one (onRequestStart,
  * onResponseStart, …), for which undici wraps each request's handler in an adapter with a
  * controller object and parses the answer's header fields and trailers into objects that a
- * delivery never reads.
+ * delivery never reads. It settles with the attempt's result.
  */
 class PostCall implements Dispatcher.DispatchHandler {
   private abortRequest: ((error?: Error) => void) | undefined;
@@ -210,13 +246,16 @@ class PostCall implements Dispatcher.DispatchHandler {
   private status = 0;
   private chunks: Buffer[] = [];
   private size = 0;
+  private readonly started: number;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly timeoutMs: number,
-    private readonly resolve: (answer: { status: number; excerpt: Buffer }) => void,
-    private readonly reject: (error: Error) => void,
+    private readonly via: string,
+    private readonly now: () => number,
+    private readonly resolve: (result: AttemptResult) => void,
   ) {
+    this.started = now();
     this.timer = setTimeout(() => this.deadline(), timeoutMs);
   }
 
@@ -230,12 +269,33 @@ class PostCall implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     clearTimeout(this.timer);
-    if (error) this.reject(error);
-    else
+    const durationMs = Math.round(this.now() - this.started);
+    if (error) {
       this.resolve({
-        status: this.status,
-        excerpt: Buffer.concat(this.chunks, Math.min(this.size, EXCERPT_BYTES)),
+        ok: false,
+        status: null,
+        excerpt: null,
+        error: describeError(error, this.timeoutMs),
+        durationMs,
+        via: this.via,
       });
+      return;
+    }
+    const status = this.status;
+    const ok = status >= 200 && status < 300;
+    const chunks = this.chunks;
+    this.resolve({
+      ok,
+      status,
+      excerpt: cleanExcerpt(
+        chunks.length === 1
+          ? (chunks[0] as Buffer)
+          : Buffer.concat(chunks, Math.min(this.size, EXCERPT_BYTES)),
+      ),
+      error: ok ? null : `HTTP ${status}`,
+      durationMs,
+      via: this.via,
+    });
   }
 
   onConnect(abort: (error?: Error) => void): void {
@@ -284,51 +344,47 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
   const now = options.now ?? (() => performance.now());
   // undici (~100 ms and ~20 MB to load) is loaded with the first delivery, not at start.
   let agents: Promise<Agent> | undefined;
+  /** The agent once loaded: later deliveries reach it without waiting on a promise. */
+  let loaded: Agent | undefined;
   const openAgent = () => {
-    agents ??= import('undici').then(
-      ({ Agent }) =>
-        new Agent({
-          keepAliveTimeout: 10_000,
-          connect: {
-            timeout: options.timeoutMs,
-            ...(options.allowPrivateTargets
-              ? {}
-              : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
-          },
-        }),
-    );
+    agents ??= import('undici').then(({ Agent }) => {
+      loaded = new Agent({
+        keepAliveTimeout: 10_000,
+        connect: {
+          timeout: options.timeoutMs,
+          ...(options.allowPrivateTargets
+            ? {}
+            : { lookup: guardedLookup(options.resolver ?? systemResolver) }),
+        },
+      });
+      return loaded;
+    });
     return agents;
   };
 
-  async function post(url: string, body: Buffer, headers: Record<string, string>): Promise<AttemptResult> {
-    const agent = await openAgent();
-    const started = now();
-    let via = url;
+  /** A callback delivery; its result's promise is the attempt's only one (dispatchPost). */
+  function post(
+    agent: Agent,
+    url: string,
+    body: Buffer,
+    headers: Record<string, string>,
+  ): Promise<AttemptResult> {
+    let target: ParsedTarget | undefined;
     try {
-      const target = parseTarget(url);
-      via = target.via;
+      target = parseTarget(url);
       // Sockets skip `lookup` for literal IPs, so those are judged here.
       if (!options.allowPrivateTargets) assertLiteralAllowed(target.hostname);
-      const response = await dispatchPost(agent, target, body, headers, options.timeoutMs);
-      const ok = response.status >= 200 && response.status < 300;
-      return {
-        ok,
-        status: response.status,
-        excerpt: cleanExcerpt(response.excerpt),
-        error: ok ? null : `HTTP ${response.status}`,
-        durationMs: Math.round(now() - started),
-        via,
-      };
     } catch (error) {
-      return {
+      return Promise.resolve({
         ok: false,
         status: null,
         excerpt: null,
         error: describeError(error, options.timeoutMs),
-        durationMs: Math.round(now() - started),
-        via: via === url ? withoutQuery(url) : via,
-      };
+        durationMs: 0,
+        via: target ? target.via : withoutQuery(url),
+      });
     }
+    return dispatchPost(agent, target, body, headers, options.timeoutMs, now);
   }
 
   async function relay(
@@ -374,7 +430,10 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
 
   return {
     send(target, body, headers) {
-      if (target.kind === 'callback') return post(target.url, body, headers);
+      if (target.kind === 'callback') {
+        if (loaded) return post(loaded, target.url, body, headers);
+        return openAgent().then((agent) => post(agent, target.url, body, headers));
+      }
       const tunnel = options.tunnelRelay;
       if (tunnel && (tunnel.canDeliver?.(target.hostname) ?? tunnel.hasConnection(target.hostname))) {
         return relay(tunnel, target, body, headers);

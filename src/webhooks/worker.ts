@@ -139,7 +139,8 @@ export class DeliveryWorker {
   private readonly leaseMs: number;
   private readonly inFlightByBot = new Map<string, number>();
   private readonly plaintexts = new Map<string, string>();
-  private readonly sends = new Set<Promise<void>>();
+  /** Called when no send is left in flight (drain). */
+  private sendsDone: (() => void)[] = [];
   private finished: Finished[] = [];
   private flushing: Promise<void> | undefined;
   /** Set while finished results wait for more before they are recorded (flush). */
@@ -329,10 +330,26 @@ export class DeliveryWorker {
   private dispatch(row: ClaimedRow, token: string): void {
     this.inFlight++;
     this.inFlightByBot.set(row.bot_id, (this.inFlightByBot.get(row.bot_id) ?? 0) + 1);
-    const send = this.attempt(row)
-      .then(async (result) => {
-        // No tunnel client has ever connected for the bot: the delivery waits for it (tunnelWait.ts).
-        if (result.tunnelNotConnected && (await this.parked(row, token))) return;
+    // One promise per send besides the sender's own: its result is handled by a plain callback.
+    this.attempt(row).then(
+      (result) => this.attempted(row, token, result),
+      (error) => this.attempted(row, token, this.unprepared(row, error)),
+    );
+  }
+
+  /** A send's result: recorded with the next batch, unless the delivery waits for its tunnel. */
+  private attempted(row: ClaimedRow, token: string, result: AttemptResult): void | Promise<void> {
+    // No tunnel client has ever connected for the bot: the delivery waits for it (tunnelWait.ts).
+    if (result.tunnelNotConnected) {
+      return this.parked(row, token).then((parked) => this.finish(row, token, parked ? null : result));
+    }
+    this.finish(row, token, result);
+  }
+
+  /** Ends a send: its result (null when parked) waits to be recorded, and its slot is given back. */
+  private finish(row: ClaimedRow, token: string, result: AttemptResult | null): void {
+    try {
+      if (result) {
         this.finished.push({ id: row.id, token, botId: row.bot_id, result });
         const outcome = result.ok
           ? 'delivered'
@@ -340,20 +357,37 @@ export class DeliveryWorker {
             ? 'refused'
             : 'failed_attempt';
         this.ctx.metrics.deliveryAttempts.inc({ result: outcome });
-      })
-      .finally(() => {
-        this.inFlight--;
-        const n = (this.inFlightByBot.get(row.bot_id) ?? 1) - 1;
-        if (n <= 0) this.inFlightByBot.delete(row.bot_id);
-        else this.inFlightByBot.set(row.bot_id, n);
-        this.sends.delete(send);
-        // The flush's recording call also claims the next rows (slots given back are taken again).
-        if (!this.stopped) void this.flush();
-      });
-    this.sends.add(send);
+      }
+    } finally {
+      this.inFlight--;
+      const n = (this.inFlightByBot.get(row.bot_id) ?? 1) - 1;
+      if (n <= 0) this.inFlightByBot.delete(row.bot_id);
+      else this.inFlightByBot.set(row.bot_id, n);
+      if (this.inFlight === 0) {
+        const waiters = this.sendsDone;
+        this.sendsDone = [];
+        for (const fn of waiters) fn();
+      }
+      // The flush's recording call also claims the next rows (slots given back are taken again).
+      if (!this.stopped) void this.flush();
+    }
   }
 
-  private async attempt(row: ClaimedRow): Promise<AttemptResult> {
+  /** The result of an attempt that could not be prepared (or whose send failed unexpectedly). */
+  private unprepared(row: ClaimedRow, error: unknown): AttemptResult {
+    this.ctx.logger.warn({ err: error, delivery_id: row.id }, 'webhook attempt could not be prepared');
+    return {
+      ok: false,
+      status: null,
+      excerpt: null,
+      error: 'internal error preparing the delivery',
+      durationMs: 0,
+      via: '',
+    };
+  }
+
+  /** Sends a claimed row; never throws (a failure to prepare it is a rejected promise). */
+  private attempt(row: ClaimedRow): Promise<AttemptResult> {
     try {
       const body = Buffer.from(row.body, 'utf8');
       const secrets = {
@@ -366,8 +400,8 @@ export class DeliveryWorker {
         'x-service-event': row.event_type,
         'x-service-event-id': row.event_id,
         'x-service-delivery-id': row.id,
-        ...signatureHeaders(secrets, row.event_id, Math.floor(this.ctx.clock.now() / 1000), body),
       };
+      signatureHeaders(secrets, row.event_id, Math.floor(this.ctx.clock.now() / 1000), body, headers);
       let target: DeliveryTarget;
       if (row.callback_url) {
         target = { kind: 'callback', url: row.callback_url };
@@ -376,26 +410,18 @@ export class DeliveryWorker {
         // Primary bots' gateways check this bearer token; other bots get none.
         if (row.hooks_token_enc) headers.authorization = `Bearer ${this.decrypt(row.hooks_token_enc)}`;
       } else {
-        return {
+        return Promise.resolve({
           ok: false,
           status: null,
           excerpt: null,
           error: 'bot has no webhook target',
           durationMs: 0,
           via: '',
-        };
+        });
       }
-      return await this.sender.send(target, body, headers);
+      return this.sender.send(target, body, headers);
     } catch (error) {
-      this.ctx.logger.warn({ err: error, delivery_id: row.id }, 'webhook attempt could not be prepared');
-      return {
-        ok: false,
-        status: null,
-        excerpt: null,
-        error: 'internal error preparing the delivery',
-        durationMs: 0,
-        via: '',
-      };
+      return Promise.reject(error);
     }
   }
 
@@ -494,7 +520,7 @@ export class DeliveryWorker {
 
   /** Waits until every finished attempt is recorded (or recording failed while stopped). */
   private async drain(): Promise<void> {
-    while (this.sends.size > 0) await Promise.all([...this.sends]);
+    while (this.inFlight > 0) await new Promise<void>((resolve) => this.sendsDone.push(resolve));
     for (let i = 0; i < 100 && (this.flushing || this.finished.length > 0); i++) await this.flush(true);
   }
 

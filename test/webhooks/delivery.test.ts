@@ -207,6 +207,58 @@ describe('webhook delivery', () => {
     expect(receiver.requests.some((r) => r.url === '/elsewhere')).toBe(false);
   });
 
+  it('an answer that comes in several pieces is kept whole in the excerpt', async () => {
+    const { bot } = await botWithReceiver('/pieces');
+    receiver.respond = (_req, res) => {
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.write('busy, ');
+      setTimeout(() => res.end('try later'), 50);
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    expect(await worker.runOnce()).toBe(1);
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      response_status: 503,
+      response_excerpt: 'busy, try later',
+      error: 'HTTP 503',
+    });
+  });
+
+  it('a NUL byte in the answer is kept as U+FFFD (PostgreSQL text cannot hold NUL)', async () => {
+    const { bot } = await botWithReceiver('/nul');
+    receiver.respond = (_req, res) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(Buffer.from('bad\u0000byte'));
+    };
+    const { id } = await emit(svc, bot.bot_id);
+    expect(await worker.runOnce()).toBe(1);
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      response_status: 500,
+      response_excerpt: 'bad\uFFFDbyte',
+      error: 'HTTP 500',
+    });
+  });
+
+  it('an attempt that cannot be prepared is a recorded failure, sends nothing and frees its slot', async () => {
+    const { bot } = await botWithReceiver('/unprepared');
+    await svc.ctx.db.query(`UPDATE bots SET webhook_secret_enc = 'v1.AAAA.AAAA.AAAA' WHERE id = $1`, [
+      bot.bot_id,
+    ]);
+    const { id } = await emit(svc, bot.bot_id);
+    const before = receiver.requests.length;
+    expect(await worker.runOnce()).toBe(1);
+    expect(receiver.requests.slice(before).some((r) => r.url === '/unprepared')).toBe(false);
+    expect(await deliveryOf(svc, id)).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      response_status: null,
+      error: 'internal error preparing the delivery',
+    });
+    // Its slot was given back: the next round claims and runs to its end.
+    expect(await worker.runOnce()).toBe(0);
+  });
+
   it('a refused connection is a recorded failure', async () => {
     const owner = await createOwner(svc);
     const bot = await activeBot(svc, owner, { body: { callback_url: 'http://127.0.0.1:9/nothing' } });
