@@ -8,6 +8,7 @@ import {
   type Resolver,
   systemResolver,
 } from './ssrf.ts';
+import { memoize } from '../platform/memo.ts';
 
 // One HTTP attempt of a delivery: exact bytes, signed headers, no redirects, a hard deadline and
 // at most EXCERPT_BYTES of the answer read. Deliveries for a managed-tunnel bot go through the
@@ -33,22 +34,11 @@ interface SigningKeys {
 }
 
 // The keys of each secret, by the secret: a bot's secret is converted once, not at every attempt
-// (both signatures of an attempt are keyed with bytes derived from it). Starts over when full.
-const signingKeys = new Map<string, SigningKeys>();
-const SIGNING_KEYS_MAX = 10_000;
-
-function keysOf(secret: string): SigningKeys {
-  let keys = signingKeys.get(secret);
-  if (!keys) {
-    keys = {
-      raw: Buffer.from(secret, 'utf8'),
-      standard: Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64'),
-    };
-    if (signingKeys.size >= SIGNING_KEYS_MAX) signingKeys.clear();
-    signingKeys.set(secret, keys);
-  }
-  return keys;
-}
+// (both signatures of an attempt are keyed with bytes derived from it).
+const keysOf = memoize<SigningKeys>(10_000, (secret) => ({
+  raw: Buffer.from(secret, 'utf8'),
+  standard: Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64'),
+}));
 
 /**
  * The Standard Webhooks signature (standardwebhooks.com): `v1,` + base64 HMAC-SHA256 of
@@ -173,24 +163,16 @@ interface ParsedTarget {
 }
 
 // Parsed callback URLs by their text: a bot's URL is parsed once, not on every attempt.
-const parsedTargets = new Map<string, ParsedTarget>();
-const PARSED_TARGETS_MAX = 10_000;
-
-function parseTarget(url: string): ParsedTarget {
-  const cached = parsedTargets.get(url);
-  if (cached) return cached;
+const parseTarget = memoize<ParsedTarget>(10_000, (url) => {
   const parsed = new URL(url);
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('unsupported URL scheme');
-  const target = {
+  return {
     origin: parsed.origin,
     path: `${parsed.pathname}${parsed.search}`,
     hostname: parsed.hostname,
     via: `${parsed.origin}${parsed.pathname}`,
   };
-  if (parsedTargets.size >= PARSED_TARGETS_MAX) parsedTargets.clear();
-  parsedTargets.set(url, target);
-  return target;
-}
+});
 
 class DeadlineError extends Error {
   override name = 'TimeoutError';

@@ -2,6 +2,7 @@ import { EVENTS_CHANNEL } from '../events/outbox.ts';
 import type { AppContext } from '../platform/context.ts';
 import { namedCall } from '../platform/db/named.ts';
 import { randomBase32 } from '../platform/ids.ts';
+import { memoize } from '../platform/memo.ts';
 import { DEGRADED_AFTER, summarise, UNREACHABLE_AFTER } from './health.ts';
 import {
   type AttemptResult,
@@ -138,7 +139,6 @@ export class DeliveryWorker {
   private readonly pollMs: number;
   private readonly leaseMs: number;
   private readonly inFlightByBot = new Map<string, number>();
-  private readonly plaintexts = new Map<string, string>();
   /** Called when no send is left in flight (drain). */
   private sendsDone: (() => void)[] = [];
   private finished: Finished[] = [];
@@ -447,15 +447,7 @@ export class DeliveryWorker {
    * Decrypts a bot's webhook secret or hooks token, remembering the result by its ciphertext: a
    * bot's secret is decrypted once, not on every attempt (a rotated secret has a new ciphertext).
    */
-  private decrypt(ciphertext: string): string {
-    let plain = this.plaintexts.get(ciphertext);
-    if (plain === undefined) {
-      plain = this.ctx.secrets.decrypt(ciphertext);
-      if (this.plaintexts.size >= PLAINTEXTS_MAX) this.plaintexts.clear();
-      this.plaintexts.set(ciphertext, plain);
-    }
-    return plain;
-  }
+  private readonly decrypt = memoize(PLAINTEXTS_MAX, (ciphertext) => this.ctx.secrets.decrypt(ciphertext));
 
   /**
    * Whether to record now what has finished: when at least as many results wait as sends are still
