@@ -10,6 +10,7 @@ import {
   chanceOfFalseFailure,
   combine,
   judge,
+  judgeNoisy,
   LIMIT,
   median,
   per,
@@ -33,9 +34,12 @@ import { ownerWithWideBudgets, quickCard } from './world.ts';
 //   service treats every profile alike exactly when they tie, so any classifier scores exactly 1/6
 //   and cannot fail by chance; a difference in treatment breaks the tie every time.
 // - Wall-clock timings (the request right after a hold while the owner's mail goes out, the poll
-//   that first shows the decision, which for an expired hold also settles it): noisy, so the trial
-//   count is chosen so that all of them together fail by chance less than once in 1,000 runs
-//   (chanceOfFalseFailure, Bonferroni over the timing classifiers).
+//   that first shows the decision, which for an expired hold also settles it): noisy, so they are
+//   judged in two stages (judgeNoisy): 1,000 trials, and 1,000 more only if a classifier is above
+//   the limit over the first, the run failing only if one is above it over all 2,000. The chance of
+//   a failure on an unchanged service is then below 10⁻⁶ (chanceOfFalseFailure, Bonferroni over the
+//   timing classifiers); one stage of 1,000 trials left about 10⁻⁴, and CI once saw one of them at
+//   0.217.
 
 const TRIALS = Number(process.env.SPLIT_KNOWLEDGE_HOLD_TRIALS ?? 1000);
 /** Trials that also read the balance around each decision (its classifier ties; it needs no more). */
@@ -79,12 +83,29 @@ function reactionTo(shown: string, habit: number): Reaction {
   return roll < 0.6 ? 'deny' : roll < 0.8 ? 'away' : 'approve';
 }
 
+let owner: Awaited<ReturnType<typeof ownerWithWideBudgets>>;
+let bot: Awaited<ReturnType<typeof activeBot>>;
+let habit: number;
+
 beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000' } });
-  const owner = await ownerWithWideBudgets(svc);
-  const bot = await activeBot(svc, owner, { fundCents: 1_000_000 });
-  const habit = rand();
-  for (let t = 0; t < TRIALS; t++) {
+  owner = await ownerWithWideBudgets(svc);
+  bot = await activeBot(svc, owner, { fundCents: 1_000_000 });
+  habit = rand();
+  trials.push(...(await play(0, TRIALS)));
+}, 1_800_000);
+
+/** The second stage of the timing classifiers (judgeNoisy), played once if either test asks for it. */
+let extra: Promise<Trial<Observed>[]> | undefined;
+const more = () => {
+  extra ??= play(TRIALS, TRIALS);
+  return extra;
+};
+
+/** Plays trials first … first + count − 1 with the same bot and owner (a second stage goes on from the first). */
+async function play(first: number, count: number): Promise<Trial<Observed>[]> {
+  const out: Trial<Observed>[] = [];
+  for (let t = first; t < first + count; t++) {
     svc.clock.advance(TRIAL_MS);
     const trialStart = svc.clock.now();
     // A new card as the card wizard adds it, through the routes' service functions (world.ts).
@@ -182,9 +203,10 @@ beforeAll(async () => {
     }
     // Decided holds leave the inbox empty for the next trial.
     await processDueConfirmations(svc.ctx);
-    trials.push({ real: card.real_profile_index, observed: { seen: seen as Seen[] } });
+    out.push({ real: card.real_profile_index, observed: { seen: seen as Seen[] } });
   }
-}, 1_800_000);
+  return out;
+}
 
 afterAll(async () => {
   await svc?.close();
@@ -198,7 +220,7 @@ const majority = (o: Observed, f: (x: Seen) => string | number) => {
 };
 
 describe('split knowledge: a held purchase, in the default mode', () => {
-  it('timing: the request after a hold (owner mail), the hold itself, the poll that shows the decision', () => {
+  it('timing: the request after a hold (owner mail), the hold itself, the poll that shows the decision', async () => {
     const timing = {
       'slowest request right after its hold (owner mail)': (o: Observed) =>
         per((i) => s(o, i).pollAfterHoldMs),
@@ -207,21 +229,23 @@ describe('split knowledge: a held purchase, in the default mode', () => {
     };
     const all = { ...timing, 'all timings combined': combine(Object.values(timing)) };
     // Statistically sound: the chance that any of these (and the combined classifier of the next
-    // test, which ranks timings too) fails on an unchanged service.
-    const risk = (Object.keys(all).length + 1) * chanceOfFalseFailure(TRIALS);
+    // test, which ranks timings too) is above the limit on an unchanged service over the first
+    // TRIALS trials (a second stage is played), and over both stages (the test fails; judgeNoisy).
+    const k = Object.keys(all).length + 1;
+    const [stage, fail] = [k * chanceOfFalseFailure(TRIALS), k * chanceOfFalseFailure(2 * TRIALS)];
     console.log(
-      `[split-knowledge] holds: ${TRIALS} trials; P(a timing classifier above ${LIMIT.toFixed(3)} by chance) ≤ ${risk.toExponential(1)}`,
+      `[split-knowledge] holds: ${TRIALS} trials; P(a timing classifier above ${LIMIT.toFixed(3)} by chance) ≤ ${stage.toExponential(1)} for a second stage, ≤ ${fail.toExponential(1)} for a failure`,
     );
-    if (TRIALS >= 1000) expect(risk).toBeLessThan(2e-4);
-    judge('held purchase: timing', trials, all);
+    if (TRIALS >= 1000) expect(fail).toBeLessThan(1e-6);
+    await judgeNoisy('held purchase: timing', trials, all, more);
     const ms = (real: boolean, f: (x: Seen) => number) =>
       median(trials.flatMap((t) => t.observed.seen.filter((_, i) => (i + 1 === t.real) === real).map(f)));
     console.log(
       `[split-knowledge] median ms, real vs decoy: request after hold ${ms(true, (x) => x.pollAfterHoldMs).toFixed(2)} vs ${ms(false, (x) => x.pollAfterHoldMs).toFixed(2)}; first poll showing the decision ${ms(true, (x) => x.decisionPollMs).toFixed(2)} vs ${ms(false, (x) => x.decisionPollMs).toFixed(2)}`,
     );
-  });
+  }, 1_800_000);
 
-  it("the owner's reaction, where and when decisions land, the events and the balance tie on every profile", () => {
+  it("the owner's reaction, where and when decisions land, the events and the balance tie on every profile", async () => {
     const exact = {
       "owner's reaction: the outcome unlike the others": (o: Observed) =>
         per((i) => (s(o, i).outcome === majority(o, (x) => x.outcome) ? 0 : 1)),
@@ -237,16 +261,22 @@ describe('split knowledge: a held purchase, in the default mode', () => {
       'balance moved by the decision unlike the others': (o: Observed) =>
         per((i) => (s(o, i).balanceDelta === majority(o, (x) => x.balanceDelta) ? 0 : 1)),
     };
-    const out = judge('held purchase: decisions', trials, {
-      ...exact,
-      'all combined (these and the timings)': combine([
-        ...Object.values(exact),
-        (o: Observed) => per((i) => s(o, i).pollAfterHoldMs),
-        (o: Observed) => per((i) => s(o, i).decisionPollMs),
-      ]),
-    });
+    const out = judge('held purchase: decisions', trials, exact);
     // Ties are exact: a channel that shows nothing scores 1/6 to the last digit, on every run.
     for (const name of Object.keys(exact)) expect(out[name], name).toBeCloseTo(CHANCE, 9);
+    // Combined with the timings it is as noisy as they are, and judged as they are.
+    await judgeNoisy(
+      'held purchase: decisions and timings',
+      trials,
+      {
+        'all combined (these and the timings)': combine([
+          ...Object.values(exact),
+          (o: Observed) => per((i) => s(o, i).pollAfterHoldMs),
+          (o: Observed) => per((i) => s(o, i).decisionPollMs),
+        ]),
+      },
+      more,
+    );
     // Every reaction happened, so each was measured.
     for (const outcome of ['approved', 'denied', 'expired'] as const) {
       expect(
@@ -254,5 +284,5 @@ describe('split knowledge: a held purchase, in the default mode', () => {
         outcome,
       ).toBe(true);
     }
-  });
+  }, 1_800_000);
 });

@@ -1,7 +1,17 @@
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../support/service.ts';
-import { CHANCE, chanceOfFalseFailure, combine, judge, median, per, seeded, type Trial } from './classify.ts';
+import {
+  CHANCE,
+  chanceOfFalseFailure,
+  combine,
+  judge,
+  judgeNoisy,
+  median,
+  per,
+  seeded,
+  type Trial,
+} from './classify.ts';
 import { botEvents, simBots } from './world.ts';
 
 // Channels: balance and spend counters, master-guardrail refusals, funds refusals, events and
@@ -14,9 +24,10 @@ import { botEvents, simBots } from './world.ts';
 // and amounts, the same funding, at the same time of day). What the bot sees may depend on the real
 // profile only through a leak, so the figures, refusals and events of the six copies are the same
 // and every classifier of them scores exactly 1/6, on every run. Latency cannot be the same: the
-// timing classifiers are judged over all 804 copies, which keeps the chance that any of them fails
-// on an unchanged service below 1/1000 (chanceOfFalseFailure; each copy's real profile is fixed and
-// the six copies' hits add up to one trial's worth, so the binomial bound is conservative).
+// timing classifiers are judged over all 804 copies, and over 804 more only if one is above the
+// limit over the first (judgeNoisy), which keeps the chance that any of them fails on an unchanged
+// service below 10⁻⁶ (chanceOfFalseFailure; each copy's real profile is fixed and the six copies'
+// hits add up to one trial's worth, so the binomial bound is conservative).
 
 const TRIALS = Number(process.env.SPLIT_KNOWLEDGE_PROBING_TRIALS ?? 134);
 const DAY = 86_400_000;
@@ -45,8 +56,18 @@ const trials: Trial<Observed>[] = [];
 
 beforeAll(async () => {
   svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });
+  trials.push(...(await play(0, TRIALS)));
+}, 600_000);
+
+/** The second stage of the timing classifiers (judgeNoisy): as many trials again, with new attackers. */
+const more = () => play(TRIALS, TRIALS);
+
+/** Plays trials first … first + count − 1, six copies each (their bots are new: one per copy). */
+async function play(first: number, count: number): Promise<Trial<Observed>[]> {
+  const out: Trial<Observed>[] = [];
   const trialOf = (i: number) => Math.floor(i / 6);
-  const bots = await simBots(svc, TRIALS * 6, {
+  const bots = await simBots(svc, count * 6, {
+    first: first * 6,
     fundCents: (i) => 2500 + Math.floor(seeded(9000 + trialOf(i))() * 3000),
     realIndex: (i) => (i % 6) + 1,
     card: {
@@ -57,7 +78,8 @@ beforeAll(async () => {
     },
     master: { per_transaction_cents: 900, daily_budget_cents: 1500, monthly_budget_cents: 10_000 },
   });
-  for (const [i, b] of bots.entries()) {
+  for (const [k, b] of bots.entries()) {
+    const i = first * 6 + k;
     // The same attacker in every copy of the trial, from the same time of day.
     const rand = seeded(7000 + trialOf(i));
     svc.clock.set(T0 + i * DAY);
@@ -114,9 +136,10 @@ beforeAll(async () => {
     }
     // Events of one millisecond come in no particular order (their ids order them by time only).
     for (const step of steps) step.events.sort();
-    trials.push({ real: b.card.real_profile_index, observed: { steps } });
+    out.push({ real: b.card.real_profile_index, observed: { steps } });
   }
-}, 600_000);
+  return out;
+}
 
 afterAll(async () => {
   await svc?.close();
@@ -127,7 +150,7 @@ const approved = (o: Observed, i: number) => of(o, i).filter((s) => s.status ===
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 describe('split knowledge: figures, refusals, events and latency under probing', () => {
-  it('balance, counters, master refusals, funds refusals, events and latency do not single out the real profile', () => {
+  it('balance, counters, master refusals, funds refusals, events and latency do not single out the real profile', async () => {
     const classifiers = {
       'balance moved unlike the amount': (o: Observed) =>
         per((i) => sum(approved(o, i).map((s) => Math.abs(s.balanceDelta - s.amount)))),
@@ -159,24 +182,31 @@ describe('split knowledge: figures, refusals, events and latency under probing',
       'slowest approved checkout': (o: Observed) =>
         per((i) => Math.max(0, ...approved(o, i).map((s) => s.ms))),
     };
-    const out = judge('probing', trials, {
-      ...classifiers,
-      ...timing,
-      'all combined': combine([...Object.values(classifiers), ...Object.values(timing)]),
-    });
+    const out = judge('probing', trials, classifiers);
     // The six copies of a trial saw the same figures, refusals and events: exactly 1/6.
     for (const name of Object.keys(classifiers)) expect(out[name], name).toBeCloseTo(CHANCE, 9);
+    // Latency, alone or with the rest, is noisy: judged in two stages (judgeNoisy).
+    await judgeNoisy(
+      'probing: latency',
+      trials,
+      { ...timing, 'all combined': combine([...Object.values(classifiers), ...Object.values(timing)]) },
+      more,
+    );
     for (let t = 0; t < TRIALS; t++) {
       const six = trials
         .slice(t * 6, t * 6 + 6)
         .map((c) => JSON.stringify(c.observed.steps.map(({ ms: _ms, ...rest }) => rest)));
       expect(new Set(six).size, `trial ${t}`).toBe(1);
     }
-    const risk = (Object.keys(timing).length + 1) * chanceOfFalseFailure(trials.length);
+    const k = Object.keys(timing).length + 1;
+    const [stage, fail] = [
+      k * chanceOfFalseFailure(trials.length),
+      k * chanceOfFalseFailure(2 * trials.length),
+    ];
     console.log(
-      `[split-knowledge] probing: P(a timing classifier above the limit by chance) ≤ ${risk.toExponential(1)}`,
+      `[split-knowledge] probing: P(a timing classifier above the limit by chance) ≤ ${stage.toExponential(1)} for a second stage, ≤ ${fail.toExponential(1)} for a failure`,
     );
-    if (TRIALS >= 134) expect(risk).toBeLessThan(1e-3);
+    if (TRIALS >= 134) expect(fail).toBeLessThan(1e-6);
     const ms = (real: boolean) =>
       median(
         trials.flatMap((t) =>
@@ -186,5 +216,5 @@ describe('split knowledge: figures, refusals, events and latency under probing',
     console.log(
       `[split-knowledge] median checkout: real ${ms(true).toFixed(2)} ms, decoy ${ms(false).toFixed(2)} ms`,
     );
-  });
+  }, 600_000);
 });

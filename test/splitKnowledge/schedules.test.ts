@@ -3,7 +3,16 @@ import { SHOPS } from '../../src/merchants/catalog.ts';
 import { runTasksOnce } from '../../src/tasks/engine.ts';
 import { createSchedule } from '../../src/tasks/schedules.ts';
 import { createTestService, type TestService } from '../support/service.ts';
-import { chanceOfFalseFailure, combine, judge, median, per, seeded, type Trial } from './classify.ts';
+import {
+  chanceOfFalseFailure,
+  combine,
+  judge,
+  judgeNoisy,
+  median,
+  per,
+  seeded,
+  type Trial,
+} from './classify.ts';
 import { simBots } from './world.ts';
 
 // Channels: decoy task pacing, the never-tasked index, task timing and amounts, and merchant
@@ -14,8 +23,11 @@ import { simBots } from './world.ts';
 // The bot sees each task's fields and the time it became available (the task.available event).
 
 // 1,000 owners: the shadows' offsets, shops and amounts are random draws, so most classifiers here
-// score a binomial around 1/6 rather than tie; with 13 of them judged, the chance that any exceeds
-// the limit on an unchanged service stays below 3 in 10,000 (chanceOfFalseFailure, printed below).
+// score a binomial around 1/6 rather than tie. They are judged in two stages (judgeNoisy): 1,000
+// more owners are played only if one is above the limit over the first 1,000, and the run fails
+// only if one is above it over all 2,000. With 13 of them judged, the chance of a failure on an
+// unchanged service stays below 10⁻⁶ (chanceOfFalseFailure, printed below); one stage left 3 in
+// 10,000.
 const BOTS = Number(process.env.SPLIT_KNOWLEDGE_BOTS ?? 1000);
 const DAYS = 2;
 const rand = seeded(2026);
@@ -141,25 +153,37 @@ beforeAll(async () => {
   // Decoy shops have a host each (DECOY_SHOP_BASE_URL with {shop}); the default (every shop on
   // BASE_URL's host) is measured on the same tasks with each decoy host replaced by that one host.
   svc = await createTestService({ env: { DECOY_SHOP_BASE_URL: 'https://{shop}.shops.example' } });
-  const bots = await simBots(svc, BOTS, {
-    fundCents: () => 10_000,
-    card: { per_transaction_cents: 5000, daily_cents: 20_000 },
-  });
+  const bots = await simBots(svc, BOTS, WORLD);
   without.push(...(await simulate(svc, bots, false)));
   withShopHosts.push(...(await simulate(svc, bots, true)));
-  withSchedules.push(
-    ...withShopHosts.map((t) => ({
-      real: t.real,
-      observed: {
-        ...t.observed,
-        tasks: t.observed.tasks.map((x) => ({
-          ...x,
-          url: x.url.replace(/^https:\/\/[a-z0-9-]+\.shops\.example/, 'http://localhost:8080'),
-        })),
-      },
-    })),
-  );
+  withSchedules.push(...onOneHost(withShopHosts));
 }, 900_000);
+
+const WORLD = { fundCents: () => 10_000, card: { per_transaction_cents: 5000, daily_cents: 20_000 } };
+
+/** The same tasks as if every decoy shop were on BASE_URL's host (the default). */
+function onOneHost(trials: Trial<Observed>[]): Trial<Observed>[] {
+  return trials.map((t) => ({
+    real: t.real,
+    observed: {
+      ...t.observed,
+      tasks: t.observed.tasks.map((x) => ({
+        ...x,
+        url: x.url.replace(/^https:\/\/[a-z0-9-]+\.shops\.example/, 'http://localhost:8080'),
+      })),
+    },
+  }));
+}
+
+/**
+ * The second stage of the classifiers of random draws (judgeNoisy), played once if a test asks for
+ * it: as many owners again, who schedule at once (the two days without schedules showed no tasks).
+ */
+let extra: Promise<Trial<Observed>[]> | undefined;
+const more = () => {
+  extra ??= simBots(svc, BOTS, { ...WORLD, first: BOTS }).then((bots) => simulate(svc, bots, true));
+  return extra;
+};
 
 afterAll(async () => {
   await svc?.close();
@@ -227,13 +251,16 @@ const catalogueClassifiers = {
 };
 
 describe('split knowledge: tasks', () => {
-  it('with owner schedules: pacing, timing, amounts and the tasked index do not single out the real profile', () => {
-    const risk = 13 * chanceOfFalseFailure(withSchedules.length);
+  it('with owner schedules: pacing, timing, amounts and the tasked index do not single out the real profile', async () => {
+    const [stage, fail] = [
+      13 * chanceOfFalseFailure(withSchedules.length),
+      13 * chanceOfFalseFailure(2 * withSchedules.length),
+    ];
     console.log(
-      `[split-knowledge] tasks: P(a classifier above the limit by chance) ≤ ${risk.toExponential(1)}`,
+      `[split-knowledge] tasks: P(a classifier above the limit by chance) ≤ ${stage.toExponential(1)} for a second stage, ≤ ${fail.toExponential(1)} for a failure`,
     );
-    if (BOTS >= 1000) expect(risk).toBeLessThan(3e-4);
-    judge(
+    if (BOTS >= 1000) expect(fail).toBeLessThan(1e-6);
+    await judgeNoisy(
       'tasks (owner schedules)',
       withSchedules,
       {
@@ -241,6 +268,7 @@ describe('split knowledge: tasks', () => {
         'all combined': combine(Object.values(classifiers)),
         ...catalogueClassifiers,
       },
+      async () => onOneHost(await more()),
       {
         residual: {
           'middle amount': 'shadows buy catalogue products, whose prices have a floor',
@@ -252,14 +280,20 @@ describe('split knowledge: tasks', () => {
         },
       },
     );
-  });
+  }, 900_000);
 
-  it('with a host per shop (DECOY_SHOP_BASE_URL with {shop}), merchant hosts no longer stand out', () => {
-    judge('tasks (a host per shop)', withShopHosts, {
-      'merchant host differs from the others': catalogueClassifiers['merchant host differs from the others'],
-      'never tasked': classifiers['never tasked'],
-      'middle time of day': classifiers['middle time of day'],
-    });
+  it('with a host per shop (DECOY_SHOP_BASE_URL with {shop}), merchant hosts no longer stand out', async () => {
+    await judgeNoisy(
+      'tasks (a host per shop)',
+      withShopHosts,
+      {
+        'merchant host differs from the others':
+          catalogueClassifiers['merchant host differs from the others'],
+        'never tasked': classifiers['never tasked'],
+        'middle time of day': classifiers['middle time of day'],
+      },
+      more,
+    );
     // Shadows never name the real profile, and each shadow has its own shop.
     for (const t of withShopHosts) {
       const decoyHosts = new Set(
@@ -267,7 +301,7 @@ describe('split knowledge: tasks', () => {
       );
       for (const h of decoyHosts) if (!catalogue.has(h.split('.')[0]!)) throw new Error(`decoy host ${h}`);
     }
-  });
+  }, 900_000);
 
   it('without owner schedules there are no tasks at all, so no index is the never-tasked one', () => {
     if (without.some((t) => t.observed.tasks.length > 0)) throw new Error('decoy tasks without a schedule');

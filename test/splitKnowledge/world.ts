@@ -32,6 +32,8 @@ export interface SimBotOptions {
   master?: Record<string, number>;
   /** The real profile of bot i's card, instead of the service's draw (counterfactual copies). */
   realIndex?: (i: number) => number;
+  /** The index of the first bot (default 0): a second world in the same service goes on from the first's. */
+  first?: number;
 }
 
 /**
@@ -43,14 +45,16 @@ export interface SimBotOptions {
  */
 export async function simBots(svc: TestService, n: number, options: SimBotOptions): Promise<SimBot[]> {
   const out: SimBot[] = [];
+  const first = options.first ?? 0;
+  const end = first + n;
   if (n === 0) return out;
-  out.push(await simBotOverHttp(svc, 0, options));
+  out.push(await simBotOverHttp(svc, first, options));
   if (n === 1) return out;
-  out.push(await simBot(svc, 1, options));
+  out.push(await simBot(svc, first + 1, options));
   await expectSameWorld(svc, out[0]!, out[1]!);
   const batch = svc.ctx.db.kind === 'postgres' ? 8 : 1;
-  for (let i = 2; i < n; i += batch) {
-    const is = Array.from({ length: Math.min(batch, n - i) }, (_, k) => i + k);
+  for (let i = first + 2; i < end; i += batch) {
+    const is = Array.from({ length: Math.min(batch, end - i) }, (_, k) => i + k);
     out.push(...(await Promise.all(is.map((j) => simBot(svc, j, options)))));
   }
   return out;
