@@ -9,7 +9,16 @@ import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
 import { freePort } from '../test/support/process.ts';
-import { cpuBudgetRow, cpuBudgetUs, cpuMsOf, cpuMsOfAll, measure, perfShares, stopWithBench } from './lib.ts';
+import {
+  cpuBudgetRow,
+  cpuBudgetUs,
+  cpuMsOf,
+  cpuMsOfAll,
+  measure,
+  median,
+  perfShares,
+  stopWithBench,
+} from './lib.ts';
 import { type CheckoutBot, call, openOwnerGuardrails, seedCheckoutBot } from './seed.ts';
 
 // npm run bench:checkout
@@ -89,17 +98,6 @@ interface Load {
 
 async function warmUp(options: autocannon.Options): Promise<void> {
   await autocannon({ ...options, duration: 2 }); // JIT, pools, caches: not counted
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  const at = (i: number): number => {
-    const v = sorted[i];
-    if (v === undefined) throw new Error('median of no values');
-    return v;
-  };
-  return sorted.length % 2 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
 }
 
 /** The service's process (set once it runs): its CPU per request is reported apart from PostgreSQL's. */

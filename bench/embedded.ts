@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/support/process.ts';
-import { type BenchRow, saveResults, stopWithBench } from './lib.ts';
+import { type BenchRow, median, saveResults, stopWithBench } from './lib.ts';
 
 // Start-up of the embedded database (no DATABASE_URL), as `npm start` runs it:
 // - first start: `botpay serve` on an empty DATA_DIR until /readyz answers 200, as a ratio to a bare
@@ -13,13 +13,6 @@ import { type BenchRow, saveResults, stopWithBench } from './lib.ts';
 // Goals: first start ≤ 0.8 × initdb, restart ≤ 1.5 s, RSS ≤ 300 MB. Each is measured RUNS times;
 // the median counts.
 const RUNS = Number(process.env.BENCH_EMBEDDED_RUNS ?? 3);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted[Math.floor(sorted.length / 2)];
-  if (middle === undefined) throw new Error('median of no values');
-  return middle;
-}
 
 async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');

@@ -136,6 +136,18 @@ export async function measure(
   return { result, p50Ms: percentileOf(sorted, 50), p99Ms: percentileOf(sorted, 99) };
 }
 
+/** The median of some values (the mean of the middle two for an even count); throws for none. */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  const at = (i: number): number => {
+    const v = sorted[i];
+    if (v === undefined) throw new Error('median of no values');
+    return v;
+  };
+  return sorted.length % 2 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
+}
+
 /** The p-th percentile of ascending values (nearest rank); NaN when there are none. */
 export function percentileOf(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;

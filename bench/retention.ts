@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { saveResults } from './lib.ts';
+import { median, saveResults } from './lib.ts';
 
 // npm run bench:retention (PostgreSQL: BENCH_DATABASE_URL or TEST_DATABASE_URL)
 //
@@ -36,8 +36,6 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 200);
 const PRUNE_SECONDS = Number(process.env.BENCH_PRUNE_SECONDS ?? 60);
 const EVENTS_PER_SECOND = 1_000;
 const ROWS_PER_EVENT = 3;
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
 /** A year of delivered history: ROWS events, deliveries and attempts on 50 bots of their own. */
 async function fillHistory(svc: Svc): Promise<void> {

@@ -16,6 +16,7 @@ import {
   cpuBudgetUs,
   cpuMsOf,
   cpuMsOfAll,
+  median,
   POSTGRES_PROCESS,
   percentileOf,
   saveResults,
@@ -31,9 +32,10 @@ import {
 // (child) that records when each event arrives, and `botpay serve` with ROLES=worker (child), so
 // neither the receiver nor the producer shares an event loop with the worker.
 //   1. baseline: a bare undici POST loop (same body size, CONCURRENCY in flight) to the receiver.
-//   2. throughput: the worker starts and delivers WARMUP events (not measured); then BACKLOG events
-//      are committed in one transaction, and deliveries/s is measured at the receiver from the
-//      first to the last arrival of theirs.
+//   2. throughput: the worker starts and delivers WARMUP events (not measured); then, in each of
+//      BENCH_ROUNDS rounds (5), a run of the bare loop and a drain: BACKLOG events committed in one
+//      transaction, deliveries/s measured at the receiver from the first to the last arrival of
+//      theirs. The medians of both are reported.
 //   3. latency: events committed at RATE per second for SECONDS seconds (several producers, up to
 //      BENCH_EVENTS_PER_TX events per transaction); commit-to-receipt p50/p99 (commit = when COMMIT
 //      returned).
@@ -52,6 +54,8 @@ const RATE = Number(process.env.BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
 const PER_TX = Number(process.env.BENCH_EVENTS_PER_TX ?? 4);
+/** Rounds of (bare loop, drain), alternated; medians reported. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECRET_KEY = 'bench-secret-key-0123456789abcdef0123456789abcdef';
 
 const nowMs = () => performance.timeOrigin + performance.now();
@@ -286,8 +290,7 @@ async function main(): Promise<void> {
       });
       await res.body.text();
     };
-    let baselineCpuPerRequest = Number.NaN;
-    let baselineReceiverCpuPerRequest = Number.NaN;
+    /** One run of the bare loop: requests/s, and CPU ms per request of this process and the receiver. */
     const runBaseline = async (n: number) => {
       let next = 0;
       const t0 = nowMs();
@@ -299,24 +302,21 @@ async function main(): Promise<void> {
         }),
       );
       const cpu = process.cpuUsage(cpu0);
-      baselineCpuPerRequest = (cpu.user + cpu.system) / 1000 / n;
-      baselineReceiverCpuPerRequest = (cpuMsOf(receiver.child.pid) - receiverCpu0) / n;
-      return n / ((nowMs() - t0) / 1000);
+      return {
+        rate: n / ((nowMs() - t0) / 1000),
+        cpu: (cpu.user + cpu.system) / 1000 / n,
+        receiverCpu: (cpuMsOf(receiver.child.pid) - receiverCpu0) / n,
+      };
     };
     await runBaseline(2000); // warm-up
-    // Median of three runs: a run of a few thousand requests is short and the machine may be shared.
-    const baselineRuns = [await runBaseline(BACKLOG), await runBaseline(BACKLOG), await runBaseline(BACKLOG)];
-    const baselineRate = baselineRuns.sort((a, b) => a - b)[1]!;
-    await agent.close();
-    console.log(
-      `baseline: bare undici POST loop, ${CONCURRENCY} in flight: ${Math.round(baselineRate)} req/s ` +
-        `(median of ${baselineRuns.map((r) => Math.round(r)).join(', ')})`,
-    );
 
     // 2. Throughput from a backlog, drained by a warm worker: WARMUP events first (its JIT, its
     // connections and the generic plans each connection makes at its first call, which a running
-    // service has long had), then BACKLOG events committed in one transaction while the worker
-    // waits, measured from their first arrival to their last.
+    // service has long had), then, in each of ROUNDS rounds, a run of the bare loop followed by
+    // BACKLOG events committed in one transaction while the worker waits, measured from their
+    // first arrival to their last. Rounds alternate the two, and the medians are reported: on a
+    // shared machine one run of either moves by a third between runs, and a neighbour's load
+    // comes and goes.
     const emitMany = async (tx: Queryable, n: number, ids: string[]) => {
       for (let j = 0; j < n; j++) {
         const e = await emitEvent(tx, {
@@ -337,26 +337,54 @@ async function main(): Promise<void> {
     await db.query('ANALYZE');
     worker = await startWorker(url.toString());
     await waitForArrivals(receiver.port, warm, keptBeforeWarm, 120_000);
-    const keptBeforeBacklog = await receiverKept(receiver.port);
-    const backlog: string[] = [];
-    let workerCpu0 = 0;
-    let receiverCpu0 = 0;
-    let postgresCpu0 = 0;
     const workerPid = worker.child.pid;
-    await db.transaction(async (tx) => {
-      await emitMany(tx, BACKLOG, backlog);
-      // From here on, the CPU is the worker's (the commit follows).
-      workerCpu0 = cpuMsOf(workerPid);
-      receiverCpu0 = cpuMsOf(receiver.child.pid);
-      postgresCpu0 = cpuMsOfAll(POSTGRES_PROCESS);
-    });
-    const stats = await waitForArrivals(receiver.port, backlog, keptBeforeBacklog, 120_000);
-    const times = backlog.map((id) => stats.arrivals[id]!).sort((a, b) => a - b);
-    const deliveryRate = (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000);
-    const workerCpuPerDelivery = (cpuMsOf(workerPid) - workerCpu0) / BACKLOG;
-    const receiverCpuPerDelivery = (cpuMsOf(receiver.child.pid) - receiverCpu0) / BACKLOG;
-    // Every PostgreSQL process: the worker's claims and records (and whatever else uses it meanwhile).
-    const postgresCpuPerDelivery = (cpuMsOfAll(POSTGRES_PROCESS) - postgresCpu0) / BACKLOG;
+    /** One drain of BACKLOG events: deliveries/s, and CPU ms per delivery of the worker, the receiver and PostgreSQL. */
+    const drain = async () => {
+      const keptBeforeBacklog = await receiverKept(receiver.port);
+      const backlog: string[] = [];
+      let workerCpu0 = 0;
+      let receiverCpu0 = 0;
+      let postgresCpu0 = 0;
+      await db.transaction(async (tx) => {
+        await emitMany(tx, BACKLOG, backlog);
+        // From here on, the CPU is the worker's (the commit follows).
+        workerCpu0 = cpuMsOf(workerPid);
+        receiverCpu0 = cpuMsOf(receiver.child.pid);
+        postgresCpu0 = cpuMsOfAll(POSTGRES_PROCESS);
+      });
+      const stats = await waitForArrivals(receiver.port, backlog, keptBeforeBacklog, 120_000);
+      const times = backlog.map((id) => stats.arrivals[id]!).sort((a, b) => a - b);
+      return {
+        rate: (times.length - 1) / ((times.at(-1)! - times[0]!) / 1000),
+        workerCpu: (cpuMsOf(workerPid) - workerCpu0) / BACKLOG,
+        receiverCpu: (cpuMsOf(receiver.child.pid) - receiverCpu0) / BACKLOG,
+        // Every PostgreSQL process: the worker's claims and records (and whatever else uses it meanwhile).
+        postgresCpu: (cpuMsOfAll(POSTGRES_PROCESS) - postgresCpu0) / BACKLOG,
+      };
+    };
+    const bareRuns: Awaited<ReturnType<typeof runBaseline>>[] = [];
+    const drains: Awaited<ReturnType<typeof drain>>[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      bareRuns.push(await runBaseline(BACKLOG));
+      drains.push(await drain());
+    }
+    await agent.close();
+    const baselineRate = median(bareRuns.map((r) => r.rate));
+    const baselineCpuPerRequest = median(bareRuns.map((r) => r.cpu));
+    const baselineReceiverCpuPerRequest = median(bareRuns.map((r) => r.receiverCpu));
+    const deliveryRate = median(drains.map((d) => d.rate));
+    const workerCpuPerDelivery = median(drains.map((d) => d.workerCpu));
+    const receiverCpuPerDelivery = median(drains.map((d) => d.receiverCpu));
+    const postgresCpuPerDelivery = median(drains.map((d) => d.postgresCpu));
+    const list = (xs: number[]) => xs.map((x) => Math.round(x)).join(', ');
+    console.log(
+      `baseline: bare undici POST loop, ${CONCURRENCY} in flight: ${Math.round(baselineRate)} req/s ` +
+        `(median of ${list(bareRuns.map((r) => r.rate))})`,
+    );
+    console.log(
+      `drains of ${BACKLOG} events: ${Math.round(deliveryRate)} deliveries/s (median of ${list(drains.map((d) => d.rate))}); ` +
+        `ratio per round ${drains.map((d, i) => (d.rate / bareRuns[i]!.rate).toFixed(2)).join(', ')}`,
+    );
     console.log(
       `CPU per delivery: worker process ${(workerCpuPerDelivery * 1000).toFixed(0)} µs, ` +
         `receiver ${(receiverCpuPerDelivery * 1000).toFixed(0)} µs, ` +
@@ -381,8 +409,8 @@ async function main(): Promise<void> {
         `${tripsPerDelivery.toFixed(3)} per delivery`,
     );
     console.log(
-      `worker: ${BACKLOG} backlog events to ${BOTS} bots: ${Math.round(deliveryRate)} deliveries/s ` +
-        `(ratio to baseline ${(deliveryRate / baselineRate).toFixed(2)}, goal ≥ 0.5)`,
+      `worker: ${BACKLOG} backlog events to ${BOTS} bots, median of ${ROUNDS} drains: ${Math.round(deliveryRate)} deliveries/s ` +
+        `(ratio to the median bare loop ${(deliveryRate / baselineRate).toFixed(2)}, goal ≥ 0.5)`,
     );
 
     // 3. Latency at RATE events/s.
@@ -448,13 +476,13 @@ async function main(): Promise<void> {
     );
     const final = await receiverStats(receiver.port);
     console.log(
-      `receiver saw ${final.count - 2000 - 3 * BACKLOG} webhook requests for ${WARMUP + BACKLOG + total} events; ${dups!.n} deliveries not delivered`,
+      `receiver saw ${final.count - 2000 - ROUNDS * BACKLOG} webhook requests for ${WARMUP + ROUNDS * BACKLOG + total} events; ${dups!.n} deliveries not delivered`,
     );
     await saveResults('webhooks', [
       {
         benchmark: 'webhooks',
         database: 'postgres',
-        metric: 'deliveries/s to a loopback receiver (backlog)',
+        metric: `deliveries/s to a loopback receiver (backlog, median of ${ROUNDS} alternated with the bare loop's)`,
         value: deliveryRate,
         baseline: 'bare undici POST loop req/s',
         baselineValue: baselineRate,
