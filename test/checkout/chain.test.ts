@@ -7,6 +7,7 @@ import {
   registerBot,
   type TestOwner,
   type TestService,
+  giveGenerousBudgets,
 } from '../support/service.ts';
 import {
   checkout,
@@ -30,16 +31,7 @@ describe('checkout: the guardrail chain', () => {
     svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '1000' } });
     owner = await createOwner(svc);
     // Most tests here are about other limits: give the shared owner generous master budgets.
-    await svc.app.inject({
-      method: 'PUT',
-      url: '/api/v1/owner/guardrails',
-      headers: owner.auth,
-      payload: {
-        per_transaction_cents: 100_000,
-        daily_budget_cents: 10_000_000,
-        monthly_budget_cents: 100_000_000,
-      },
-    });
+    await giveGenerousBudgets(svc, owner);
   });
   afterAll(async () => {
     await svc.close();

@@ -10,6 +10,7 @@ import {
   createTestService,
   type TestOwner,
   type TestService,
+  giveGenerousBudgets,
 } from '../support/service.ts';
 import {
   type Bot,
@@ -41,16 +42,7 @@ describe.runIf(isPostgres)('checkout under concurrency (PostgreSQL)', () => {
 
   async function generousOwner(): Promise<TestOwner> {
     const owner = await createOwner(svc);
-    await svc.app.inject({
-      method: 'PUT',
-      url: '/api/v1/owner/guardrails',
-      headers: owner.auth,
-      payload: {
-        per_transaction_cents: 100_000,
-        daily_budget_cents: 10_000_000,
-        monthly_budget_cents: 100_000_000,
-      },
-    });
+    await giveGenerousBudgets(svc, owner);
     return owner;
   }
 

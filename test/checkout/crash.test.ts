@@ -8,6 +8,7 @@ import {
   TEST_SECRET_KEY,
   type TestOwner,
   type TestService,
+  giveGenerousBudgets,
 } from '../support/service.ts';
 import {
   type Bot,
@@ -62,16 +63,7 @@ describe.runIf(isPostgres)('checkout crash safety (PostgreSQL, SIGKILL)', () => 
     database = await createTestDatabase();
     svc = await createTestService({ database, env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '100000' } });
     owner = await createOwner(svc);
-    await svc.app.inject({
-      method: 'PUT',
-      url: '/api/v1/owner/guardrails',
-      headers: owner.auth,
-      payload: {
-        per_transaction_cents: 100_000,
-        daily_budget_cents: 10_000_000,
-        monthly_budget_cents: 100_000_000,
-      },
-    });
+    await giveGenerousBudgets(svc, owner);
   });
   afterAll(async () => {
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');

@@ -4,6 +4,7 @@ import type { Queryable } from '../../src/platform/db/port.ts';
 import type { Db } from '../../src/platform/db/port.ts';
 import type { Received } from '../webhooks/helpers.ts';
 import { splitCard } from '../support/cards.ts';
+import { GENEROUS_MASTER_BUDGETS } from '../support/service.ts';
 
 // Helpers for tests that drive real `botpay serve` processes over HTTP (nothing in-process):
 // every request goes through the network to one of the instances, as a bot or an owner would.
@@ -140,11 +141,7 @@ export async function setupBot(
 export async function putGuardrails(url: string, token: string): Promise<void> {
   const res = await call(url, 'PUT', '/api/v1/owner/guardrails', {
     auth: token,
-    body: {
-      per_transaction_cents: 100_000,
-      daily_budget_cents: 10_000_000,
-      monthly_budget_cents: 100_000_000,
-    },
+    body: GENEROUS_MASTER_BUDGETS,
   });
   expect(res.status, JSON.stringify(res.body)).toBe(200);
 }

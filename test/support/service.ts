@@ -158,6 +158,24 @@ export async function createOwner(
 
 export type TestOwner = Awaited<ReturnType<typeof createOwner>>;
 
+/** Master budgets wider than anything a test buys: for tests about other limits. */
+export const GENEROUS_MASTER_BUDGETS = {
+  per_transaction_cents: 100_000,
+  daily_budget_cents: 10_000_000,
+  monthly_budget_cents: 100_000_000,
+};
+
+/** Gives an owner GENEROUS_MASTER_BUDGETS through PUT /owner/guardrails. */
+export async function giveGenerousBudgets(svc: TestService, owner: TestOwner): Promise<void> {
+  const res = await svc.app.inject({
+    method: 'PUT',
+    url: '/api/v1/owner/guardrails',
+    headers: owner.auth,
+    payload: GENEROUS_MASTER_BUDGETS,
+  });
+  if (res.statusCode !== 200) throw new Error(`guardrails failed: ${res.statusCode} ${res.body}`);
+}
+
 /** Registers a bot, claims it for the owner and optionally funds it. */
 export async function activeBot(
   svc: TestService,

@@ -1,6 +1,12 @@
 import { expect } from 'vitest';
 import { runTasksOnce } from '../../src/tasks/engine.ts';
-import { activeBot, createOwner, type TestOwner, type TestService } from '../support/service.ts';
+import {
+  activeBot,
+  createOwner,
+  type TestOwner,
+  type TestService,
+  giveGenerousBudgets,
+} from '../support/service.ts';
 import { type Bot, patchCard, putProfile, setupCard, type TestCard } from '../checkout/helpers.ts';
 
 export const HOUR = 3_600_000;
@@ -24,17 +30,7 @@ export async function world(
 ): Promise<World> {
   const owner = await createOwner(svc);
   if (options.wideMaster) {
-    const res = await svc.app.inject({
-      method: 'PUT',
-      url: '/api/v1/owner/guardrails',
-      headers: owner.auth,
-      payload: {
-        per_transaction_cents: 100_000,
-        daily_budget_cents: 10_000_000,
-        monthly_budget_cents: 100_000_000,
-      },
-    });
-    expect(res.statusCode, res.body).toBe(200);
+    await giveGenerousBudgets(svc, owner);
   }
   const bot = await activeBot(svc, owner, { fundCents: options.fundCents ?? 10_000 });
   const card = await setupCard(svc, owner, bot.bot_id, options.patch ?? {});
