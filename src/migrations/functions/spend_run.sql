@@ -17,9 +17,12 @@
 -- the method's wallet row, which adds what the purchase's two entries add (held or spent, so the
 -- approval mode, which refuses nothing, is decided before it: the card's from the card and the
 -- profile, the partner wallet's on its locked row); the entries follow in one INSERT, and a card
--- purchase's event with its webhook delivery and queue rows in one statement. Both run with
--- botpay.written_by = 'spend_run', for which the tables' insert triggers (projection, balance
--- check, delivery, announcements) are not called. Every other writer's rows go through them.
+-- purchase's event with its webhook delivery and queue rows in one statement. From the bot's own
+-- counter (step 5) to the last row, the function runs with botpay.written_by = 'spend_run', for
+-- which the tables' triggers (projection, balance check, delivery, announcements: 0055; the
+-- wallet's and the bot counter's announcements: 0056) are not called; it announces the bot once
+-- itself ('bot:<id>' on botpay_bot_state, and botpay_events for an event), the same for every
+-- profile and mode. Every other writer's rows go through the triggers.
 --
 -- Called with named parameters from src/spend/run.ts (the one caller), through the rails' typed
 -- interfaces src/checkout/attempt.ts and src/x402/service.ts. It replaced checkout_run (kept as a
@@ -280,6 +283,10 @@ BEGIN
   IF added.refused IS NOT NULL THEN
     RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', added.spent);
   END IF;
+  -- From here on the rows are spend_run's own (migrations 0055, 0056): botpay.written_by =
+  -- 'spend_run' until the last write, so that their tables' triggers are not called; the one
+  -- announcement they made three times over is made once, after the writes.
+  marker := set_config('botpay.written_by', 'spend_run', true);
   added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
 
   -- 6. Approval mode (decided before the funds, which refuse or write the wallet row with the
@@ -387,16 +394,14 @@ BEGIN
               CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now);
     -- Projected on the wallet row at step 7, and balanced by construction (one amount, both
     -- signs, one statement): the statement runs with botpay.written_by = 'spend_run', for which
-    -- neither ledger_entries_apply nor ledger_entries_balanced is called (migration 0055); the
-    -- setting is cleared at once, so any later rows of the caller's transaction go through the
-    -- triggers as every other writer's.
-    marker := set_config('botpay.written_by', 'spend_run', true);
+    -- neither ledger_entries_apply nor ledger_entries_balanced is called (migration 0055). The
+    -- setting is cleared after the last write, so any later rows of the caller's transaction go
+    -- through the triggers as every other writer's.
     INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
       VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
              (p_ledger_id, p_bot_id,
               CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END
                    ELSE CASE WHEN held THEN 'decoy_held' ELSE 'decoy_spent' END END, p_amount, p_now);
-    marker := set_config('botpay.written_by', '', true);
     IF NOT held THEN
       -- The event, its webhook delivery and its queue row in one statement, run with
       -- botpay.written_by = 'spend_run' so that the events' insert triggers are not called
@@ -404,7 +409,6 @@ BEGIN
       -- with it: test/spend/ownRows.test.ts compares both paths' rows), and the two announcements
       -- are events_wake's and events_state_insert's. No NOTIFY here (see 0002): botpay_notify
       -- leaves that to the caller, right after commit.
-      marker := set_config('botpay.written_by', 'spend_run', true);
       WITH e AS (
         INSERT INTO events (id, bot_id, type, body, created_at) VALUES (p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now)
         RETURNING seq
@@ -414,10 +418,10 @@ BEGIN
       )
       INSERT INTO webhook_queue (delivery_id, event_id, bot_id, seq, due_at)
         SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, e.seq, p_now FROM e;
-      marker := set_config('botpay.written_by', '', true);
       PERFORM botpay_notify('botpay_events', p_bot_id);
-      PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id);
     END IF;
+    marker := set_config('botpay.written_by', '', true);
+    PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id);
   ELSE
     -- The x402 moves (src/wallet/ledger.ts x402Moves hold / payment): x402_available → x402_held or
     -- x402_authorized. purchase.approved waits until the seller took the payment (src/x402/service.ts
@@ -426,11 +430,11 @@ BEGIN
       VALUES (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_hold' ELSE 'x402_payment' END, p_id,
               CASE WHEN held THEN 'x402 payment held for owner approval' ELSE 'x402 payment authorised' END, p_now);
     -- Projected at step 7, like a card purchase's entries.
-    marker := set_config('botpay.written_by', 'spend_run', true);
     INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
       VALUES (p_ledger_id, p_bot_id, 'x402_available', -p_amount, p_now),
              (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_held' ELSE 'x402_authorized' END, p_amount, p_now);
     marker := set_config('botpay.written_by', '', true);
+    PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id);
     RETURN jsonb_build_object('ok', true, 'held', held, 'is_real', true, 'owner_id', st.owner_id,
       'key_enc', xw.key_enc, 'available_before', available,
       'expires_at', CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END);
