@@ -2,16 +2,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId, newTimeOrderedId } from '../../src/platform/ids.ts';
 import { type SpendParams, spendCall } from '../../src/spend/run.ts';
-import { setupCard, type TestCard } from '../checkout/helpers.ts';
+import type { TestCard } from '../checkout/helpers.ts';
 import { connectionFor, isPostgres } from '../support/db.ts';
-import {
-  activeBot,
-  createOwner,
-  createTestService,
-  giveGenerousBudgets,
-  type TestService,
-} from '../support/service.ts';
+import { createTestService, type TestService } from '../support/service.ts';
 import { creditDeposit, enableWallet, PAY_TO, X402_ENV } from '../x402/helpers.ts';
+import { botWithHoldingCard } from './helpers.ts';
 
 // A purchase announces its bot once (migration 0056). It used to do so three times in one
 // statement: the wallet row's trigger, the bot counter's trigger and spend_run itself, each a
@@ -30,17 +25,9 @@ describe.runIf(isPostgres)('a purchase announces its bot once (PostgreSQL)', () 
 
   beforeAll(async () => {
     svc = await createTestService({ env: { ...X402_ENV, CHECKOUT_RATE_LIMIT_PER_HOUR: '100000' } });
-    const owner = await createOwner(svc);
-    await giveGenerousBudgets(svc, owner);
-    botId = (await activeBot(svc, owner, { fundCents: 100_000 })).bot_id;
-    // Under $10 approved at once, at or above held.
-    card = await setupCard(svc, owner, botId, {
-      approval_mode: 'auto_approve_under_threshold',
-      approval_threshold_cents: 1000,
-      per_transaction_cents: 100_000,
-      daily_cents: 10_000_000,
-      monthly_cents: 100_000_000,
-    });
+    const { owner, ...made } = await botWithHoldingCard(svc);
+    botId = made.botId;
+    card = made.card;
     await enableWallet(svc, owner, botId, {
       approval_mode: 'auto_approve_under_threshold',
       approval_threshold_cents: 10,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processDueConfirmations } from '../../src/spend/holds.ts';
+import { checkout, purchase, putProfile, setupCard } from '../checkout/helpers.ts';
 import {
   activeBot,
   createOwner,
@@ -7,7 +8,6 @@ import {
   type TestOwner,
   type TestService,
 } from '../support/service.ts';
-import { checkout, purchase, putProfile, setupCard } from '../checkout/helpers.ts';
 import { creditDeposit, enableWallet, payRequest, requirement, X402_ENV } from '../x402/helpers.ts';
 
 // One table of guardrail cases, run through both rails: a card checkout and an x402 payment, both

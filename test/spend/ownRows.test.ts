@@ -7,13 +7,8 @@ import { type SpendParams, spendCall, spendInTransaction } from '../../src/spend
 import { postLedger } from '../../src/wallet/ledger.ts';
 import { expectLedgerConsistent, setupCard, type TestCard } from '../checkout/helpers.ts';
 import { connectionFor, isPostgres } from '../support/db.ts';
-import {
-  activeBot,
-  createOwner,
-  createTestService,
-  type TestService,
-  giveGenerousBudgets,
-} from '../support/service.ts';
+import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
+import { botWithHoldingCard } from './helpers.ts';
 
 // spend_run does for its own rows what the triggers of their tables do for every other writer's
 // (migration 0055): its INSERT of a purchase's entries and its INSERT of a card purchase's event run
@@ -29,17 +24,9 @@ describe('spend_run does the triggers’ work for its own rows, and only for the
   let card: TestCard;
   beforeAll(async () => {
     svc = await createTestService({ env: { CHECKOUT_RATE_LIMIT_PER_HOUR: '100000' } });
-    const owner = await createOwner(svc);
-    await giveGenerousBudgets(svc, owner);
-    botId = (await activeBot(svc, owner, { fundCents: 100_000 })).bot_id;
-    // Under $10 approved at once, at or above held.
-    card = await setupCard(svc, owner, botId, {
-      approval_mode: 'auto_approve_under_threshold',
-      approval_threshold_cents: 1000,
-      per_transaction_cents: 100_000,
-      daily_cents: 10_000_000,
-      monthly_cents: 100_000_000,
-    });
+    const made = await botWithHoldingCard(svc);
+    botId = made.botId;
+    card = made.card;
   });
   afterAll(async () => {
     await svc.close();
