@@ -18,6 +18,7 @@ const BENCHMARKS = [
   'capacity',
   'retention',
   'overload',
+  'rateLimit',
 ] as const;
 
 // The goals of the performance issue, one line each; whether a line is met is read from the rows
@@ -285,6 +286,10 @@ sections.push(
   '  functions at every call (planning their joins probes the id indexes’ ends, walking dead entries',
   '  pruning leaves there), and a generic plan’s estimate then passed jit_above_cost, so each call',
   '  was JIT-compiled (26 ms). The hot functions now use generic plans with JIT off.',
+  '- **rateLimit**: a key above 100 requests per window keeps 61 per-minute counts rather than a',
+  '  list of its requests (migration 0057), so a call costs the same with 30,000 requests in the',
+  '  window as with none; before, 4,399 requests in the window made a call 0.03 × a one-row update.',
+  '  What is left is the call itself: two statements and the row’s lock, about half an update.',
   '',
 );
 await writeFile(join(process.cwd(), 'bench', 'RESULTS.md'), sections.join('\n'));

@@ -75,8 +75,16 @@ export const RETENTION: readonly RetentionRule[] = [
   plain('checkout_idempotency', 'created_at', 'timestamptz', 'x.created_at', () => IDEMPOTENCY_TTL_MS),
   // The owner calls' keys (src/owners/idempotency.ts, migration 0029), the same 24 hours.
   plain('owner_idempotency', 'created_at', 'timestamptz', 'x.created_at', () => IDEMPOTENCY_TTL_MS),
-  // A rate-limit key's row goes when its newest counted request left the longest window (a day).
-  plain('rate_limits', 'key', 'text', '(SELECT max(h) FROM unnest(x.hits) h)', () => DAY, true),
+  // A rate-limit key's row goes when its newest counted request left the longest window (a day):
+  // its newest hit, or when a row of buckets last counted one (migration 0057).
+  plain(
+    'rate_limits',
+    'key',
+    'text',
+    'greatest(x.last_at, (SELECT max(h) FROM unnest(x.hits) h))',
+    () => DAY,
+    true,
+  ),
   // No longer written since migration 0020, which emptied it; listed so that nothing stays behind.
   plain('rate_limit_hits', 'id', 'bigint', 'x.at', () => DAY),
   plain('audit_log', 'id', 'bigint', 'x.created_at', (c) => c.auditLogRetentionDays * DAY),

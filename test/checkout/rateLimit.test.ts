@@ -3,7 +3,8 @@ import type { Db } from '../../src/platform/db/port.ts';
 import { parseConfig } from '../../src/config.ts';
 import { pruneExpired } from '../../src/jobs/retention.ts';
 import { consumeRateLimit, releaseRateLimit } from '../../src/platform/rateLimit.ts';
-import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { createTestDatabase, isPostgres, type TestDatabase } from '../support/db.ts';
+import { seeded } from '../splitKnowledge/classify.ts';
 
 // The shared rate limiter (src/platform/rateLimit.ts, rate_limit_consume): one row per key, holding
 // only the requests that can still decide (inside the window, at most `limit`), rewritten in place.
@@ -74,5 +75,129 @@ describe('rate limits: one row per key, sliding window', () => {
     await pruneExpired(db, parseConfig({}), T0 + 86_400_000 + 2000);
     expect(await hits(key)).toBeUndefined();
     expect(await hits('test:recent')).toHaveLength(1);
+  });
+});
+
+// Above 100 requests per window a key's row keeps 61 counters, one per sixtieth of the window,
+// instead of every request (migration 0057): a request costs the same at any limit and any traffic.
+// The rule the tests hold it to: no window of an hour ever holds more than the limit, and a request
+// is refused only when the hour before it plus one bucket (a minute) holds the limit, with a wait
+// between the exact rule's and a minute more.
+describe('rate limits above 100 per window: buckets of a sixtieth of the window', () => {
+  let t: TestDatabase;
+  let db: Db;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    db = t.db;
+  });
+  afterAll(async () => {
+    await t.drop();
+  });
+
+  const MINUTE = 60_000;
+  /** On a minute's start: a bucket boundary of an hour's window. */
+  const M0 = Date.UTC(2026, 0, 5, 12, 0, 0);
+  const consume = (key: string, limit: number, now: number) =>
+    db.transaction((tx) => consumeRateLimit(tx, { key, limit, windowSeconds: HOUR, now }));
+  const row = async (key: string) =>
+    (
+      await db.query<{ hits: Date[]; counted: number | null; size: number }>(
+        `SELECT hits, (SELECT sum(c)::int FROM unnest(bucket_counts) c) AS counted, pg_column_size(r.*) AS size
+           FROM rate_limits r WHERE key = $1`,
+        [key],
+      )
+    )[0];
+
+  it('holds to the window at every step of a seeded random run, and the row never grows', async () => {
+    const key = 'test:buckets-random';
+    const limit = 120;
+    const random = seeded(20261202);
+    const admitted: number[] = [];
+    let now = M0 + 17_000;
+    let refusals = 0;
+    for (let i = 0; i < 1_200; i++) {
+      // Bursts of requests seconds apart, and pauses of up to four minutes: about 190 an hour.
+      now += random() < 0.85 ? Math.floor(random() * 3_000) : Math.floor(random() * 4 * MINUTE);
+      const inWindow = admitted.filter((a) => a > now - HOUR * 1000).length;
+      const inWindowAndBucket = admitted.filter((a) => a > now - HOUR * 1000 - MINUTE).length;
+      const r = await consume(key, limit, now);
+      if (r.ok) {
+        expect(inWindow + 1, `request ${i}: the window would hold more than the limit`).toBeLessThanOrEqual(
+          limit,
+        );
+        admitted.push(now);
+      } else {
+        refusals++;
+        expect(
+          inWindowAndBucket,
+          `request ${i}: refused with room in the window and a minute`,
+        ).toBeGreaterThanOrEqual(limit);
+        // The exact rule's wait: until the oldest of the newest `limit` requests leaves the window.
+        const decisive = admitted.slice(-limit)[0]!;
+        const exactWait = Math.max(1, Math.ceil((decisive + HOUR * 1000 - now) / 1000));
+        expect(r.retryAfterSeconds).toBeGreaterThanOrEqual(exactWait);
+        expect(r.retryAfterSeconds).toBeLessThanOrEqual(exactWait + 61);
+      }
+    }
+    // The run reached the limit often and let most requests through.
+    expect(refusals).toBeGreaterThan(100);
+    expect(admitted.length).toBeGreaterThan(500);
+    const kept = await row(key);
+    expect(kept?.hits).toEqual([]);
+    expect(kept?.size).toBeLessThan(1024);
+  });
+
+  it('answers the wait until the oldest buckets stop counting, and counts again on time', async () => {
+    const key = 'test:buckets-wait';
+    for (let i = 0; i < 150; i++) expect((await consume(key, 200, M0 + 5_000)).ok).toBe(true);
+    for (let i = 0; i < 50; i++) expect((await consume(key, 200, M0 + 20 * MINUTE)).ok).toBe(true);
+    // Full. The exact rule would wait until M0 + 1 h + 5 s; the first minute's bucket counts until
+    // M0 + 61 min.
+    expect(await consume(key, 200, M0 + 30 * MINUTE)).toEqual({ ok: false, retryAfterSeconds: 31 * 60 });
+    expect(await consume(key, 200, M0 + 61 * MINUTE - 1)).toEqual({ ok: false, retryAfterSeconds: 1 });
+    expect(await consume(key, 200, M0 + 61 * MINUTE)).toEqual({ ok: true });
+    // The first minute's slot now holds the new minute: its 150 requests are gone.
+    expect((await row(key))?.counted).toBe(51);
+  });
+
+  it('a key keeps its counted requests when its limit crosses 100, either way', async () => {
+    const key = 'test:buckets-switch';
+    for (let i = 0; i < 50; i++) expect((await consume(key, 50, M0 + i * 1000)).ok).toBe(true);
+    expect((await consume(key, 50, M0 + 60_000)).ok).toBe(false);
+    // Raised to 200: 150 more, not 200 more.
+    for (let i = 0; i < 150; i++) expect((await consume(key, 200, M0 + 2 * MINUTE)).ok).toBe(true);
+    expect((await consume(key, 200, M0 + 2 * MINUTE)).ok).toBe(false);
+    expect((await row(key))?.counted).toBe(200);
+    // Lowered to 50: the buckets' requests are hits again, and the key is full.
+    const lowered = await consume(key, 50, M0 + 3 * MINUTE);
+    expect(lowered.ok).toBe(false);
+    expect(lowered.ok === false && lowered.retryAfterSeconds).toBeGreaterThan(HOUR - 3 * 60);
+    expect((await row(key))?.hits).toHaveLength(50);
+    // An hour and a bucket later every request has left the window.
+    expect(await consume(key, 50, M0 + 3 * MINUTE + HOUR * 1000 + MINUTE)).toEqual({ ok: true });
+  });
+
+  it('release gives back one request of its bucket; prune drops a bucket row a day after its last request', async () => {
+    const key = 'test:buckets-release';
+    for (let i = 0; i < 101; i++) expect((await consume(key, 101, M0)).ok).toBe(true);
+    expect((await consume(key, 101, M0 + 1000)).ok).toBe(false);
+    await releaseRateLimit(db, key, M0 + 2 * MINUTE); // no request in that bucket: nothing changes
+    expect((await consume(key, 101, M0 + 1000)).ok).toBe(false);
+    await releaseRateLimit(db, key, M0 + 30_000);
+    expect(await consume(key, 101, M0 + 1000)).toEqual({ ok: true });
+    expect((await row(key))?.counted).toBe(101);
+
+    await consume('test:buckets-recent', 101, M0 + 86_400_000);
+    await pruneExpired(db, parseConfig({}), M0 + 86_400_000 + 2000);
+    expect(await row(key)).toBeUndefined();
+    expect((await row('test:buckets-recent'))?.counted).toBe(1);
+  });
+
+  // Real parallelism needs PostgreSQL (PGlite runs one transaction at a time).
+  it.runIf(isPostgres)('many requests at once: exactly the limit gets through', async () => {
+    const key = 'test:buckets-parallel';
+    const results = await Promise.all(Array.from({ length: 160 }, () => consume(key, 120, M0)));
+    expect(results.filter((r) => r.ok)).toHaveLength(120);
+    expect((await row(key))?.counted).toBe(120);
   });
 });

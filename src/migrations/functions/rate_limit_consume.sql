@@ -1,11 +1,31 @@
--- The sliding-window rate limit in one statement (src/platform/rateLimit.ts). The key's row holds
--- its counted requests inside the window (at most p_limit of them); the upsert locks the row, so
--- two instances cannot both see "2 of 3 used" and both let a request through (the lock lasts until
--- the caller's transaction ends, and a rolled-back request is not counted). A counted request
--- rewrites the row in place. Returns 0 when the request was counted, otherwise the seconds until
--- the oldest of the last p_limit requests leaves the window (at least 1).
+-- The sliding-window rate limit (src/platform/rateLimit.ts): at most p_limit counted requests of a
+-- key in any p_window_seconds. The key's row is locked for the caller's transaction (by the upsert
+-- or SELECT … FOR UPDATE), so two instances cannot both see "2 of 3 used" and both let a request
+-- through, and a rolled-back request is not counted. Returns 0 when the request was counted,
+-- otherwise the seconds until one would be (at least 1). The row is rewritten in place (no indexed
+-- column changes: a HOT update).
 --
--- The array work is written out inside rate_limit_consume's statements rather than calling
+-- Two forms of the row, chosen by the limit (migration 0057):
+--
+-- - p_limit <= 100: exact. hits holds the key's counted requests inside the window, oldest first,
+--   at most p_limit of them; the answer is the exact wait until the oldest of the last p_limit
+--   leaves the window. One statement. Its cost grows with the hits, which the limit bounds.
+-- - p_limit > 100: buckets, so that a request costs the same at 101 or 1,000,000 an hour. The
+--   window is divided into 60 buckets of p_window_seconds / 60 (a minute of an hour) and the row
+--   keeps 61 counters (bucket_ids[s] is the bucket slot s holds, bucket_counts[s] its requests; a
+--   bucket lives in slot 1 + (its number mod 61)). A request in bucket n counts every bucket from
+--   n − 60 on: they cover the whole window before it, plus at most one bucket width older. So no
+--   window ever holds more than p_limit requests, and a request is refused at most one bucket
+--   width (a sixtieth of the window) before the exact rule would let it through; the answered wait
+--   is when the oldest buckets stop counting.
+--
+-- A key moves from one form to the other with its counted requests when its limit crosses 100
+-- (a configuration change): hits go into their buckets, a bucket's requests become hits at its end
+-- (never counted for less time than before). A key is used with one window; a bucket row met with
+-- another window starts empty. last_at, when a bucket row last counted a request, and the newest
+-- hit are what the data-retention job reads (src/jobs/retention.ts).
+--
+-- Exact form: the array work is written out inside the statement rather than calling
 -- rate_limit_recent: a LANGUAGE sql function that cannot be inlined (its body has a FROM) is parsed
 -- and planned again at every call of the statement that uses it (its cache lives in the
 -- statement's executor state), which cost about a tenth of PostgreSQL's CPU per checkout
@@ -24,26 +44,111 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
   since timestamptz := p_now - make_interval(secs => p_window_seconds);
   oldest timestamptz;
+  width numeric;
+  n bigint;
+  row_hits timestamptz[];
+  ids bigint[];
+  counts integer[];
+  row_window integer;
+  hit timestamptz;
+  m bigint;
+  s integer;
+  counted bigint := 0;
 BEGIN
   IF p_limit <= 0 THEN RETURN 1; END IF;
-  -- Counted: the newest p_limit − 1 hits inside the window, oldest first, then this one.
-  INSERT INTO rate_limits AS r (key, hits) VALUES (p_key, ARRAY[p_now])
-  ON CONFLICT (key) DO UPDATE
-    SET hits = (SELECT coalesce(array_agg(k.h ORDER BY k.h), '{}')
-                  FROM (SELECT h FROM unnest(r.hits) h WHERE h > since ORDER BY h DESC LIMIT p_limit - 1) k) || p_now
-    WHERE (SELECT count(*) FROM unnest(r.hits) h WHERE h > since) < p_limit;
-  IF FOUND THEN RETURN 0; END IF;
-  -- Refused: ON CONFLICT locked the row all the same, so this reads what decided: the oldest of
-  -- the newest p_limit hits inside the window.
-  SELECT (SELECT min(k.h) FROM (SELECT h FROM unnest(hits) h WHERE h > since ORDER BY h DESC LIMIT p_limit) k)
-    INTO oldest FROM rate_limits WHERE key = p_key;
-  RETURN greatest(1, ceil(extract(epoch FROM (oldest + make_interval(secs => p_window_seconds) - p_now))))::integer;
+
+  IF p_limit <= 100 THEN
+    LOOP
+      -- Counted: the newest p_limit − 1 hits inside the window, oldest first, then this one.
+      INSERT INTO rate_limits AS r (key, hits) VALUES (p_key, ARRAY[p_now])
+      ON CONFLICT (key) DO UPDATE
+        SET hits = (SELECT coalesce(array_agg(k.h ORDER BY k.h), '{}')
+                      FROM (SELECT h FROM unnest(r.hits) h WHERE h > since ORDER BY h DESC LIMIT p_limit - 1) k) || p_now
+        WHERE r.bucket_ids IS NULL AND (SELECT count(*) FROM unnest(r.hits) h WHERE h > since) < p_limit;
+      IF FOUND THEN RETURN 0; END IF;
+      -- ON CONFLICT locked the row all the same. Refused, unless the row holds buckets (the limit
+      -- was above 100 before): then their requests become hits at their buckets' ends, and again.
+      SELECT r.bucket_ids, r.bucket_counts, r.window_seconds INTO ids, counts, row_window
+        FROM rate_limits r WHERE r.key = p_key;
+      EXIT WHEN ids IS NULL;
+      width := row_window / 60.0;
+      n := floor(extract(epoch FROM p_now) / width)::bigint;
+      UPDATE rate_limits r
+         SET hits = CASE WHEN row_window = p_window_seconds THEN
+                      (SELECT coalesce(array_agg(k.h ORDER BY k.h), '{}')
+                         FROM (SELECT least(to_timestamp(((b.id + 1) * width)::double precision), p_now) AS h
+                                 FROM unnest(ids, counts) AS b(id, c), generate_series(1, least(b.c, p_limit)) g
+                                WHERE b.id >= n - 60 ORDER BY b.id DESC LIMIT p_limit) k)
+                    ELSE '{}' END,
+             bucket_ids = NULL, bucket_counts = NULL, window_seconds = NULL
+       WHERE r.key = p_key;
+    END LOOP;
+    -- Refused: what decided is the oldest of the newest p_limit hits inside the window.
+    SELECT (SELECT min(k.h) FROM (SELECT h FROM unnest(hits) h WHERE h > since ORDER BY h DESC LIMIT p_limit) k)
+      INTO oldest FROM rate_limits WHERE key = p_key;
+    RETURN greatest(1, ceil(extract(epoch FROM (oldest + make_interval(secs => p_window_seconds) - p_now))))::integer;
+  END IF;
+
+  -- Buckets.
+  width := p_window_seconds / 60.0;
+  n := floor(extract(epoch FROM p_now) / width)::bigint;
+  SELECT r.hits, r.bucket_ids, r.bucket_counts, r.window_seconds INTO row_hits, ids, counts, row_window
+    FROM rate_limits r WHERE r.key = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO rate_limits (key, hits) VALUES (p_key, '{}') ON CONFLICT (key) DO NOTHING;
+    SELECT r.hits, r.bucket_ids, r.bucket_counts, r.window_seconds INTO row_hits, ids, counts, row_window
+      FROM rate_limits r WHERE r.key = p_key FOR UPDATE;
+  END IF;
+  IF ids IS NULL OR row_window IS DISTINCT FROM p_window_seconds THEN
+    -- A new key, or one kept exact until now: its hits go into their buckets.
+    ids := array_fill(-1::bigint, ARRAY[61]);
+    counts := array_fill(0, ARRAY[61]);
+    FOREACH hit IN ARRAY coalesce(CASE WHEN row_window IS NULL THEN row_hits END, '{}') LOOP
+      IF hit > since THEN
+        m := floor(extract(epoch FROM hit) / width)::bigint;
+        s := 1 + (m % 61)::integer;
+        IF ids[s] = m THEN counts[s] := counts[s] + 1; ELSE ids[s] := m; counts[s] := 1; END IF;
+      END IF;
+    END LOOP;
+  END IF;
+  FOR s IN 1..61 LOOP
+    IF ids[s] >= n - 60 THEN counted := counted + counts[s]; END IF;
+  END LOOP;
+
+  IF counted < p_limit THEN
+    s := 1 + (n % 61)::integer;
+    -- A slot holding a later bucket (another instance's clock ahead by an hour) keeps it and takes
+    -- this request too: it is counted longer, never shorter.
+    IF ids[s] >= n THEN counts[s] := counts[s] + 1; ELSE ids[s] := n; counts[s] := 1; END IF;
+    UPDATE rate_limits
+       SET hits = '{}', bucket_ids = ids, bucket_counts = counts, window_seconds = p_window_seconds, last_at = p_now
+     WHERE key = p_key;
+    RETURN 0;
+  END IF;
+  -- Refused: the wait until enough of the oldest buckets stop counting (bucket m counts until
+  -- bucket m + 61 begins).
+  FOR m IN n - 60 .. n LOOP
+    s := 1 + (m % 61)::integer;
+    IF ids[s] = m THEN counted := counted - counts[s]; END IF;
+    IF counted < p_limit THEN
+      RETURN greatest(1, ceil((m + 61) * width - extract(epoch FROM p_now)))::integer;
+    END IF;
+  END LOOP;
+  -- Only later buckets (clocks ahead) are left: a whole window.
+  RETURN p_window_seconds;
 END $$;
 
--- Gives back one counted request of the key made at p_at (a pairing attempt that was not a wrong guess).
+-- Gives back one counted request of the key made at p_at (a pairing attempt that was not a wrong
+-- guess): one of its hits, or one from its bucket while that bucket is still kept.
 CREATE OR REPLACE FUNCTION rate_limit_release(p_key text, p_at timestamptz)
 RETURNS void LANGUAGE sql AS $$
   UPDATE rate_limits
      SET hits = hits[:array_position(hits, p_at) - 1] || hits[array_position(hits, p_at) + 1:]
-   WHERE key = p_key AND p_at = ANY (hits)
+   WHERE key = p_key AND p_at = ANY (hits);
+  UPDATE rate_limits r
+     SET bucket_counts[b.slot] = r.bucket_counts[b.slot] - 1
+    FROM (SELECT floor(extract(epoch FROM p_at) / (x.window_seconds / 60.0))::bigint AS id,
+                 1 + (floor(extract(epoch FROM p_at) / (x.window_seconds / 60.0))::bigint % 61)::integer AS slot
+            FROM rate_limits x WHERE x.key = p_key AND x.bucket_ids IS NOT NULL) b
+   WHERE r.key = p_key AND r.bucket_ids[b.slot] = b.id AND r.bucket_counts[b.slot] > 0
 $$;
