@@ -55,7 +55,6 @@ try {
   // The bucket key's window: empty in one key, FILL requests in the other.
   const fullKey = 'bench:full';
   for (let i = 0; i < FILL; i++) await consume(fullKey, 1_000_000);
-  let emptyRound = 0;
 
   const baseline: number[] = [];
   const exact: number[] = [];
@@ -64,7 +63,7 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     baseline.push(await rate(update));
     exact.push(await rate((i) => consume(`bench:exact:${round}:${i % 1000}`, 30)));
-    const emptyKey = `bench:empty:${emptyRound++}`;
+    const emptyKey = `bench:empty:${round}`;
     empty.push(await rate(() => consume(emptyKey, 1_000_000)));
     full.push(await rate(() => consume(fullKey, 1_000_000)));
   }

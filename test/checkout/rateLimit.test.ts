@@ -10,21 +10,24 @@ import { seeded } from '../splitKnowledge/classify.ts';
 // only the requests that can still decide (inside the window, at most `limit`), rewritten in place.
 
 const HOUR = 3600;
+/** On a minute's start: also a bucket boundary of an hour's window (below). */
 const T0 = Date.UTC(2026, 0, 5, 12, 0, 0);
 
-describe('rate limits: one row per key, sliding window', () => {
-  let t: TestDatabase;
-  let db: Db;
-  beforeAll(async () => {
-    t = await createTestDatabase();
-    db = t.db;
-  });
-  afterAll(async () => {
-    await t.drop();
-  });
+// One database for the file: each test uses keys of its own.
+let t: TestDatabase;
+let db: Db;
+beforeAll(async () => {
+  t = await createTestDatabase();
+  db = t.db;
+});
+afterAll(async () => {
+  await t.drop();
+});
 
-  const consume = (key: string, limit: number, now: number) =>
-    db.transaction((tx) => consumeRateLimit(tx, { key, limit, windowSeconds: HOUR, now }));
+const consume = (key: string, limit: number, now: number) =>
+  db.transaction((tx) => consumeRateLimit(tx, { key, limit, windowSeconds: HOUR, now }));
+
+describe('rate limits: one row per key, sliding window', () => {
   const hits = async (key: string) =>
     (await db.query<{ hits: Date[] }>('SELECT hits FROM rate_limits WHERE key = $1', [key]))[0]?.hits.map(
       (d) => new Date(d).getTime(),
@@ -84,21 +87,7 @@ describe('rate limits: one row per key, sliding window', () => {
 // is refused only when the hour before it plus one bucket (a minute) holds the limit, with a wait
 // between the exact rule's and a minute more.
 describe('rate limits above 100 per window: buckets of a sixtieth of the window', () => {
-  let t: TestDatabase;
-  let db: Db;
-  beforeAll(async () => {
-    t = await createTestDatabase();
-    db = t.db;
-  });
-  afterAll(async () => {
-    await t.drop();
-  });
-
   const MINUTE = 60_000;
-  /** On a minute's start: a bucket boundary of an hour's window. */
-  const M0 = Date.UTC(2026, 0, 5, 12, 0, 0);
-  const consume = (key: string, limit: number, now: number) =>
-    db.transaction((tx) => consumeRateLimit(tx, { key, limit, windowSeconds: HOUR, now }));
   const row = async (key: string) =>
     (
       await db.query<{ hits: Date[]; counted: number | null; size: number }>(
@@ -113,7 +102,7 @@ describe('rate limits above 100 per window: buckets of a sixtieth of the window'
     const limit = 120;
     const random = seeded(20261202);
     const admitted: number[] = [];
-    let now = M0 + 17_000;
+    let now = T0 + 17_000;
     let refusals = 0;
     for (let i = 0; i < 1_200; i++) {
       // Bursts of requests seconds apart, and pauses of up to four minutes: about 190 an hour.
@@ -149,46 +138,46 @@ describe('rate limits above 100 per window: buckets of a sixtieth of the window'
 
   it('answers the wait until the oldest buckets stop counting, and counts again on time', async () => {
     const key = 'test:buckets-wait';
-    for (let i = 0; i < 150; i++) expect((await consume(key, 200, M0 + 5_000)).ok).toBe(true);
-    for (let i = 0; i < 50; i++) expect((await consume(key, 200, M0 + 20 * MINUTE)).ok).toBe(true);
-    // Full. The exact rule would wait until M0 + 1 h + 5 s; the first minute's bucket counts until
-    // M0 + 61 min.
-    expect(await consume(key, 200, M0 + 30 * MINUTE)).toEqual({ ok: false, retryAfterSeconds: 31 * 60 });
-    expect(await consume(key, 200, M0 + 61 * MINUTE - 1)).toEqual({ ok: false, retryAfterSeconds: 1 });
-    expect(await consume(key, 200, M0 + 61 * MINUTE)).toEqual({ ok: true });
+    for (let i = 0; i < 150; i++) expect((await consume(key, 200, T0 + 5_000)).ok).toBe(true);
+    for (let i = 0; i < 50; i++) expect((await consume(key, 200, T0 + 20 * MINUTE)).ok).toBe(true);
+    // Full. The exact rule would wait until T0 + 1 h + 5 s; the first minute's bucket counts until
+    // T0 + 61 min.
+    expect(await consume(key, 200, T0 + 30 * MINUTE)).toEqual({ ok: false, retryAfterSeconds: 31 * 60 });
+    expect(await consume(key, 200, T0 + 61 * MINUTE - 1)).toEqual({ ok: false, retryAfterSeconds: 1 });
+    expect(await consume(key, 200, T0 + 61 * MINUTE)).toEqual({ ok: true });
     // The first minute's slot now holds the new minute: its 150 requests are gone.
     expect((await row(key))?.counted).toBe(51);
   });
 
   it('a key keeps its counted requests when its limit crosses 100, either way', async () => {
     const key = 'test:buckets-switch';
-    for (let i = 0; i < 50; i++) expect((await consume(key, 50, M0 + i * 1000)).ok).toBe(true);
-    expect((await consume(key, 50, M0 + 60_000)).ok).toBe(false);
+    for (let i = 0; i < 50; i++) expect((await consume(key, 50, T0 + i * 1000)).ok).toBe(true);
+    expect((await consume(key, 50, T0 + 60_000)).ok).toBe(false);
     // Raised to 200: 150 more, not 200 more.
-    for (let i = 0; i < 150; i++) expect((await consume(key, 200, M0 + 2 * MINUTE)).ok).toBe(true);
-    expect((await consume(key, 200, M0 + 2 * MINUTE)).ok).toBe(false);
+    for (let i = 0; i < 150; i++) expect((await consume(key, 200, T0 + 2 * MINUTE)).ok).toBe(true);
+    expect((await consume(key, 200, T0 + 2 * MINUTE)).ok).toBe(false);
     expect((await row(key))?.counted).toBe(200);
     // Lowered to 50: the buckets' requests are hits again, and the key is full.
-    const lowered = await consume(key, 50, M0 + 3 * MINUTE);
+    const lowered = await consume(key, 50, T0 + 3 * MINUTE);
     expect(lowered.ok).toBe(false);
     expect(lowered.ok === false && lowered.retryAfterSeconds).toBeGreaterThan(HOUR - 3 * 60);
     expect((await row(key))?.hits).toHaveLength(50);
     // An hour and a bucket later every request has left the window.
-    expect(await consume(key, 50, M0 + 3 * MINUTE + HOUR * 1000 + MINUTE)).toEqual({ ok: true });
+    expect(await consume(key, 50, T0 + 3 * MINUTE + HOUR * 1000 + MINUTE)).toEqual({ ok: true });
   });
 
   it('release gives back one request of its bucket; prune drops a bucket row a day after its last request', async () => {
     const key = 'test:buckets-release';
-    for (let i = 0; i < 101; i++) expect((await consume(key, 101, M0)).ok).toBe(true);
-    expect((await consume(key, 101, M0 + 1000)).ok).toBe(false);
-    await releaseRateLimit(db, key, M0 + 2 * MINUTE); // no request in that bucket: nothing changes
-    expect((await consume(key, 101, M0 + 1000)).ok).toBe(false);
-    await releaseRateLimit(db, key, M0 + 30_000);
-    expect(await consume(key, 101, M0 + 1000)).toEqual({ ok: true });
+    for (let i = 0; i < 101; i++) expect((await consume(key, 101, T0)).ok).toBe(true);
+    expect((await consume(key, 101, T0 + 1000)).ok).toBe(false);
+    await releaseRateLimit(db, key, T0 + 2 * MINUTE); // no request in that bucket: nothing changes
+    expect((await consume(key, 101, T0 + 1000)).ok).toBe(false);
+    await releaseRateLimit(db, key, T0 + 30_000);
+    expect(await consume(key, 101, T0 + 1000)).toEqual({ ok: true });
     expect((await row(key))?.counted).toBe(101);
 
-    await consume('test:buckets-recent', 101, M0 + 86_400_000);
-    await pruneExpired(db, parseConfig({}), M0 + 86_400_000 + 2000);
+    await consume('test:buckets-recent', 101, T0 + 86_400_000);
+    await pruneExpired(db, parseConfig({}), T0 + 86_400_000 + 2000);
     expect(await row(key)).toBeUndefined();
     expect((await row('test:buckets-recent'))?.counted).toBe(1);
   });
@@ -196,7 +185,7 @@ describe('rate limits above 100 per window: buckets of a sixtieth of the window'
   // Real parallelism needs PostgreSQL (PGlite runs one transaction at a time).
   it.runIf(isPostgres)('many requests at once: exactly the limit gets through', async () => {
     const key = 'test:buckets-parallel';
-    const results = await Promise.all(Array.from({ length: 160 }, () => consume(key, 120, M0)));
+    const results = await Promise.all(Array.from({ length: 160 }, () => consume(key, 120, T0)));
     expect(results.filter((r) => r.ok)).toHaveLength(120);
     expect((await row(key))?.counted).toBe(120);
   });

@@ -1,12 +1,11 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId, newTimeOrderedId } from '../../src/platform/ids.ts';
 import { type SpendParams, spendCall } from '../../src/spend/run.ts';
 import type { TestCard } from '../checkout/helpers.ts';
 import { connectionFor, isPostgres } from '../support/db.ts';
 import { createTestService, type TestService } from '../support/service.ts';
 import { creditDeposit, enableWallet, PAY_TO, X402_ENV } from '../x402/helpers.ts';
-import { botWithHoldingCard } from './helpers.ts';
+import { botWithHoldingCard, spendParams } from './helpers.ts';
 
 // A purchase announces its bot once (migration 0056). It used to do so three times in one
 // statement: the wallet row's trigger, the bot counter's trigger and spend_run itself, each a
@@ -45,28 +44,8 @@ describe.runIf(isPostgres)('a purchase announces its bot once (PostgreSQL)', () 
     await svc?.close();
   });
 
-  function params(method: SpendParams['method'], amountMicros: number): SpendParams {
-    return {
-      botId,
-      method,
-      amountMicros,
-      category: method.kind === 'card' ? 'retail' : 'x402',
-      confirmationId: newId('chk'),
-      merchantName: 'Acme',
-      merchantUrl: 'https://acme.example/',
-      itemName: 'A book',
-      taskId: null,
-      now: svc.clock.now(),
-      approvalWindowSeconds: 900,
-      ledgerTransactionId: newId('ltx'),
-      eventId: method.kind === 'card' ? newTimeOrderedId('evt', svc.clock.now()) : null,
-      eventBody: method.kind === 'card' ? '{}' : null,
-      rateKey: `announcements:${botId}`,
-      rateLimit: 100_000,
-      idempotencyKey: null,
-      requestHash: null,
-    };
-  }
+  const params = (method: SpendParams['method'], amountMicros: number) =>
+    spendParams(svc, botId, method, amountMicros, `announcements:${botId}`);
 
   const cardMethod = (profileIndex: number): SpendParams['method'] => ({
     kind: 'card',

@@ -1,3 +1,5 @@
+import { newId, newTimeOrderedId } from '../../src/platform/ids.ts';
+import type { SpendParams } from '../../src/spend/run.ts';
 import { setupCard, type TestCard } from '../checkout/helpers.ts';
 import {
   activeBot,
@@ -26,4 +28,39 @@ export async function botWithHoldingCard(
     monthly_cents: 100_000_000,
   });
   return { owner, botId, card };
+}
+
+/**
+ * spend_run's parameters for one purchase of `botId` by `method`, as the rails would send them: a
+ * card purchase carries its purchase.approved event row, an x402 payment none. Rate-limited under
+ * `rateKey`, far above what a test spends.
+ */
+export function spendParams(
+  svc: TestService,
+  botId: string,
+  method: SpendParams['method'],
+  amountMicros: number,
+  rateKey: string,
+): SpendParams {
+  const byCard = method.kind === 'card';
+  return {
+    botId,
+    method,
+    amountMicros,
+    category: byCard ? 'retail' : 'x402',
+    confirmationId: newId('chk'),
+    merchantName: 'Acme',
+    merchantUrl: 'https://acme.example/',
+    itemName: 'A book',
+    taskId: null,
+    now: svc.clock.now(),
+    approvalWindowSeconds: 900,
+    ledgerTransactionId: newId('ltx'),
+    eventId: byCard ? newTimeOrderedId('evt', svc.clock.now()) : null,
+    eventBody: byCard ? '{}' : null,
+    rateKey,
+    rateLimit: 100_000,
+    idempotencyKey: null,
+    requestHash: null,
+  };
 }

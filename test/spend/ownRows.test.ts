@@ -3,12 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emitEvent } from '../../src/events/outbox.ts';
 import type { Queryable } from '../../src/platform/db/port.ts';
 import { newId, newTimeOrderedId } from '../../src/platform/ids.ts';
-import { type SpendParams, spendCall, spendInTransaction } from '../../src/spend/run.ts';
+import { spendCall, spendInTransaction } from '../../src/spend/run.ts';
 import { postLedger } from '../../src/wallet/ledger.ts';
 import { expectLedgerConsistent, setupCard, type TestCard } from '../checkout/helpers.ts';
 import { connectionFor, isPostgres } from '../support/db.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { botWithHoldingCard } from './helpers.ts';
+import { botWithHoldingCard, spendParams } from './helpers.ts';
 
 // spend_run does for its own rows what the triggers of their tables do for every other writer's
 // (migration 0055): its INSERT of a purchase's entries and its INSERT of a card purchase's event run
@@ -32,28 +32,14 @@ describe('spend_run does the triggers’ work for its own rows, and only for the
     await svc.close();
   });
 
-  function params(profileIndex: number, amountMicros: number): SpendParams {
-    return {
+  const params = (profileIndex: number, amountMicros: number) =>
+    spendParams(
+      svc,
       botId,
-      method: { kind: 'card', cardId: card.card_id, profileIndex },
+      { kind: 'card', cardId: card.card_id, profileIndex },
       amountMicros,
-      category: 'retail',
-      confirmationId: newId('chk'),
-      merchantName: 'Acme',
-      merchantUrl: 'https://acme.example/',
-      itemName: 'A book',
-      taskId: null,
-      now: svc.clock.now(),
-      approvalWindowSeconds: 900,
-      ledgerTransactionId: newId('ltx'),
-      eventId: newTimeOrderedId('evt', svc.clock.now()),
-      eventBody: '{}',
-      rateKey: `projection:${botId}`,
-      rateLimit: 100_000,
-      idempotencyKey: null,
-      requestHash: null,
-    };
-  }
+      `projection:${botId}`,
+    );
 
   const walletUpdates = async (tx: Queryable) =>
     Number(
