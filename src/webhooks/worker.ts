@@ -44,6 +44,12 @@ const POLL_MS = 1_000;
 // Due rows looked at per claim: enough to fill every bot's free slots without sorting the whole queue.
 const CANDIDATES_PER_SLOT = 4;
 const MIN_CANDIDATES = 200;
+/**
+ * How often the worker holds back the backlog of bots at their bound (webhook_park, migration 0058),
+ * so that no claim walks past it, and how many due rows one such call looks at.
+ */
+const PARK_EVERY_MS = 2_000;
+const PARK_SCAN = 10_000;
 /** At most this long a few finished results wait for more before a recording call (flush). */
 const RECORD_WAIT_MS = 5;
 /** Decrypted secrets kept in memory (by ciphertext); the map starts over when it is full. */
@@ -160,6 +166,9 @@ export class DeliveryWorker {
   private wakeUp: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
   private unlisten: (() => Promise<void>) | undefined;
+  private parkTimer: NodeJS.Timeout | undefined;
+  private parking: Promise<unknown> | undefined;
+  private stopping: Promise<void> | undefined;
 
   constructor(
     private readonly ctx: AppContext,
@@ -191,15 +200,47 @@ export class DeliveryWorker {
   async start(): Promise<void> {
     if (!this.stopped) return;
     this.stopped = false;
+    this.stopping = undefined;
     this.unlisten = await this.ctx.db.listen(EVENTS_CHANNEL, () => this.wake());
     this.loopDone = this.loop();
+    // Maintenance, not a schedule of the service's clock: real time between calls.
+    this.parkTimer = setInterval(() => {
+      if (this.parking) return;
+      this.parking = this.park()
+        .catch((error: unknown) => this.ctx.logger.warn({ err: error }, 'webhook park failed'))
+        .finally(() => {
+          this.parking = undefined;
+        });
+    }, PARK_EVERY_MS);
+    this.parkTimer.unref?.();
   }
 
-  /** Stops claiming, lets in-flight attempts finish and records them. */
-  async stop(): Promise<void> {
+  /**
+   * Holds back the due rows of the bots at their bound beyond their next few, and brings held rows
+   * back where slots were freed (webhook_park: the claim then never walks past a bot's backlog).
+   * The worker calls it every PARK_EVERY_MS; tests call it directly.
+   */
+  async park(): Promise<{ held: number; released: number }> {
+    const rows = await this.ctx.db.query<{ held: number; released: number }>(
+      'SELECT * FROM webhook_park($1, $2, $3)',
+      [new Date(this.ctx.clock.now()), this.perBot, PARK_SCAN],
+    );
+    return rows[0] ?? { held: 0, released: 0 };
+  }
+
+  /** Stops claiming, lets in-flight attempts finish and records them. Calling it again waits for the first call. */
+  stop(): Promise<void> {
+    this.stopping ??= this.stopNow();
+    return this.stopping;
+  }
+
+  private async stopNow(): Promise<void> {
     this.stopped = true;
+    if (this.parkTimer) clearInterval(this.parkTimer);
+    this.parkTimer = undefined;
     this.wake();
     await this.loopDone;
+    await this.parking;
     await this.unlisten?.();
     await this.drain();
     if (this.recordTimer) clearTimeout(this.recordTimer);

@@ -102,3 +102,94 @@ describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', 
     expect(plan).not.toMatch(/on webhook_deliveries/);
   });
 });
+
+// A bot at its bound with a backlog older than every other row (migration 0058, webhook_park.sql):
+// before, every claim's window walked past all of that bot's due rows (each a heap fetch to read its
+// bot) before reaching anyone else's; once the worker's park call has held them back, the window
+// meets only the bot's next few rows. Read off the plan PostgreSQL really runs (rows removed by the
+// window scan's filter), not off a timing.
+describe.skipIf(!isPostgres)(
+  'webhook claim with a bot’s backlog at the head of the queue (PostgreSQL)',
+  () => {
+    let database: TestDatabase;
+    let client: pg.Client;
+    const BACKLOG = 5_000;
+
+    beforeAll(async () => {
+      database = await createTestDatabase({ poolSize: 2 });
+      const db = database.db;
+      await db.query(
+        `INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash, api_key_prefix,
+                         webhook_secret_enc, callback_url, webhook_status, created_at)
+       SELECT 'bot_back' || g, 'back-' || g, 'back@example.com', 'back@example.com', 'helper', md5('k' || g),
+              'svc_live_', 'x', 'http://127.0.0.1:9/hook', 'active', now()
+         FROM generate_series(0, 20) g`,
+      );
+      // bot_back0: BACKLOG events due two minutes ago; twenty others: 20 each, due a minute ago.
+      await db.query(
+        `INSERT INTO events (id, bot_id, type, body, created_at)
+       SELECT 'evt_back0x' || lpad(g::text, 8, '0'), 'bot_back0', 'wallet.funded', '{}',
+              now() - interval '2 minutes' + g * interval '1 microsecond'
+         FROM generate_series(1, $1::int) g`,
+        [BACKLOG],
+      );
+      await db.query(
+        `INSERT INTO events (id, bot_id, type, body, created_at)
+       SELECT 'evt_backy' || lpad(g::text, 8, '0'), 'bot_back' || (g % 20 + 1), 'wallet.funded', '{}',
+              now() - interval '1 minute' + g * interval '1 microsecond'
+         FROM generate_series(1, 400) g`,
+      );
+      await db.query('ANALYZE');
+      client = new pg.Client({
+        connectionString: POSTGRES_URL,
+        options: `-c search_path=${database.schema}`,
+      });
+      await client.connect();
+      // bot_back0 takes its 8 slots (its rows are the oldest): it is at its bound.
+      const first = await client.query(
+        `SELECT * FROM webhook_claim(now(), now() + interval '1 minute', 'lease-a', 8, 8, '{}', 64)`,
+      );
+      expect(first.rows.map((r) => r.bot_id)).toEqual(Array(8).fill('bot_back0'));
+    });
+    afterAll(async () => {
+      await client?.end();
+      await database?.drop();
+    });
+
+    /** The claim's window scan, as PostgreSQL ran it, and the bots of the rows it claimed. */
+    async function claimWindow(token: string) {
+      let bots: string[] = [];
+      const plans = await nestedPlans(
+        client,
+        async () => {
+          const r = await client.query(
+            `SELECT * FROM webhook_claim(now(), now() + interval '1 minute', $1, 8, 16, '{}', 64)`,
+            [token],
+          );
+          bots = r.rows.map((row) => row.bot_id);
+        },
+        { analyze: true },
+      );
+      const plan = plans.find((n) => n.includes('CTE picked')) ?? '';
+      const lines = plan.split('\n');
+      const at = lines.findIndex((l) => /Index Scan using webhook_queue_due_idx on webhook_queue q /.test(l));
+      expect(at, 'the window read from the due index').toBeGreaterThan(0);
+      const removed = /Rows Removed by Filter: (\d+)/.exec(lines.slice(at + 1, at + 4).join('\n'));
+      return { removed: Number(removed?.[1] ?? 0), bots };
+    }
+
+    it('the worker’s park call holds the backlog back: the window no longer walks past it', async () => {
+      // Before: the window walks past every due row of the bot at its bound.
+      const before = await claimWindow('lease-b');
+      expect(before.removed).toBeGreaterThanOrEqual(BACKLOG - 8 - 16);
+      expect(before.bots).not.toContain('bot_back0');
+      const [parked] = (await client.query('SELECT * FROM webhook_park(now(), 8, 10000)')).rows;
+      expect(parked).toEqual({ held: BACKLOG - 8 - 16, released: 0 });
+      // After: only its next 2 × 8 rows are left in the window's way.
+      const after = await claimWindow('lease-c');
+      expect(after.removed).toBeLessThanOrEqual(16);
+      expect(after.bots).toHaveLength(16);
+      expect(after.bots).not.toContain('bot_back0');
+    });
+  },
+);

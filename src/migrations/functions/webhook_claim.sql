@@ -31,7 +31,11 @@ SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock(7254003, hashtext(current_schema()));
   RETURN QUERY
-  WITH full_bots AS (
+  WITH any_held AS MATERIALIZED (
+    -- Whether any bot holds rows at all (0058; one look into the nearly always empty
+    -- webhook_queue_held_idx): only then is each bot's first held row looked up below.
+    SELECT EXISTS (SELECT 1 FROM webhook_queue h WHERE h.held_due_at IS NOT NULL) AS yes
+  ), full_bots AS (
     -- Every live lease in the deployment, through webhook_queue_leased_idx (only rows under a lease
     -- are in it, at most the instances' slots and the expired leases not yet taken back): the bots
     -- at their bound.
@@ -84,10 +88,22 @@ BEGIN
                        WHERE l.bot_id = o.bot_id AND l.lock_token IS NOT NULL AND l.locked_until > p_now
                        ORDER BY l.locked_until
                        LIMIT p_per_bot) AS live)
-           END AS busy
+           END AS busy,
+           -- The bot's first held row in event order (0058, webhook_park.sql), if it holds any: its
+           -- rows after that one wait until the held rows are back (webhook_unpark), so that holding
+           -- never reorders a bot's sends. One look into webhook_queue_held_idx per bot, and only
+           -- while some bot holds rows.
+           CASE WHEN o.rn = 1 AND (SELECT a.yes FROM any_held a) THEN
+             (SELECT h.seq FROM webhook_queue h
+               WHERE h.bot_id = o.bot_id AND h.held_due_at IS NOT NULL
+               ORDER BY h.seq
+               LIMIT 1)
+           END AS held_from,
+           o.seq
       FROM ordered o
   ), ranked AS (
-    SELECT c.delivery_id, c.rn + max(c.busy) OVER (PARTITION BY c.bot_id) AS slot
+    SELECT c.delivery_id, c.seq, c.rn + max(c.busy) OVER (PARTITION BY c.bot_id) AS slot,
+           max(c.held_from) OVER (PARTITION BY c.bot_id) AS held_from
       FROM counted c
   ), picked AS (
     -- The ranked rows with a free slot, fetched by primary key as one array (`= ANY`): a plan that
@@ -96,7 +112,8 @@ BEGIN
     -- (37,000 comparisons for a claim of 128 rows, half the claim's time; EXPLAIN of 2026-11-27).
     SELECT q.delivery_id
       FROM webhook_queue q
-     WHERE q.delivery_id = ANY (ARRAY(SELECT r.delivery_id FROM ranked r WHERE r.slot <= p_per_bot))
+     WHERE q.delivery_id = ANY (ARRAY(SELECT r.delivery_id FROM ranked r
+                                       WHERE r.slot <= p_per_bot AND (r.held_from IS NULL OR r.seq < r.held_from)))
        -- Re-checked on the locked row version: another worker may have claimed it meanwhile.
        AND q.due_at <= p_now
        AND (q.lock_token IS NULL OR q.locked_until <= p_now)

@@ -17,7 +17,11 @@ BEGIN
     VALUES (NEW.id, NEW.event_id, NEW.bot_id,
             coalesce(NEW.seq, (SELECT e.seq FROM events e WHERE e.id = NEW.event_id), 0), NEW.attempts,
             NEW.next_attempt_at)
-    ON CONFLICT (delivery_id) DO UPDATE SET due_at = EXCLUDED.due_at, attempts = EXCLUDED.attempts;
+    -- A held row (0058) keeps being held: its new due time is the one it comes back with.
+    ON CONFLICT (delivery_id) DO UPDATE
+      SET due_at = CASE WHEN webhook_queue.held_due_at IS NULL THEN EXCLUDED.due_at ELSE webhook_queue.due_at END,
+          held_due_at = CASE WHEN webhook_queue.held_due_at IS NULL THEN NULL ELSE EXCLUDED.due_at END,
+          attempts = EXCLUDED.attempts;
   ELSE
     DELETE FROM webhook_queue WHERE delivery_id = NEW.id;
   END IF;

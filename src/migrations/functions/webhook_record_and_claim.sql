@@ -41,6 +41,7 @@ SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 DECLARE
   v_recorded integer;
   v_delivered_bots text[];
+  v_recorded_bots text[];
   v_keys text;
 BEGIN
   IF cardinality(p_ids) > 0 THEN
@@ -135,9 +136,15 @@ BEGIN
          AND NOT (h.reset AND h.failures = 0 AND b.webhook_status = 'active' AND b.webhook_fail_count = 0)
     )
     SELECT (SELECT count(*)::int FROM upd),
-           (SELECT array_agg(DISTINCT done.bot_id) FROM done WHERE done.ok)
-      INTO v_recorded, v_delivered_bots;
+           (SELECT array_agg(DISTINCT done.bot_id) FROM done WHERE done.ok),
+           (SELECT array_agg(DISTINCT done.bot_id) FROM done)
+      INTO v_recorded, v_delivered_bots, v_recorded_bots;
     PERFORM set_config('botpay.webhook_queue', '', true);
+    -- The recorded bots' slots are free again: their held rows (0058), if any, come back in event
+    -- order for the claim below (looked for only while some bot holds rows: nearly never).
+    IF v_recorded_bots IS NOT NULL AND EXISTS (SELECT 1 FROM webhook_queue h WHERE h.held_due_at IS NOT NULL) THEN
+      PERFORM webhook_unpark(p_now, v_recorded_bots, p_per_bot);
+    END IF;
     -- In batches of 200 keys (a notification's payload holds under 8,000 bytes), as
     -- notify_bot_state_rows does.
     FOR v_keys IN
