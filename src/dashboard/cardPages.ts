@@ -27,8 +27,6 @@ import {
   NoticeFlashQuery,
   NoticeQuery,
   type PROFILE_FIELD_NAMES,
-  ProfileBody,
-  ProfileParams,
   ProfilesBody,
 } from './schemas.ts';
 import { cardsView, cardView } from './views/cards.ts';
@@ -343,58 +341,6 @@ export function registerCardPages(app: App, ctx: AppContext): void {
       for (const [i, update] of updates) await updateProfile(ctx, ownerId, botId, cardId, i, update);
       return reply.redirect(
         `/bots/${botId}/cards/${cardId}?notice=${updates.length ? 'profiles' : 'unchanged'}#profiles-h`,
-        303,
-      );
-    },
-  );
-
-  app.post(
-    '/bots/:bot_id/cards/:card_id/profiles/:profile_index',
-    {
-      schema: {
-        tags,
-        summary: 'A payment profile: allowance, window, approval rule',
-        params: ProfileParams,
-        body: ProfileBody,
-      },
-    },
-    async (request, reply) => {
-      const b = request.body;
-      const update: ProfileUpdate = {};
-      for (const [field, key] of [
-        ['allowance_usd', 'allowance_cents'],
-        ['approval_threshold_usd', 'approval_threshold_cents'],
-      ] as const) {
-        const value = b[field];
-        if (value === undefined || value.trim() === '') continue;
-        const cents = parseUsdToCents(value);
-        if (cents === undefined || cents > MAX_LIMIT_CENTS) {
-          return cardPage(request, reply, request.params, {
-            status: 400,
-            top: bad('Amounts are dollars with at most 2 decimals, for example 25 or 25.50.'),
-            values: b,
-            profile: Number(request.params.profile_index),
-          });
-        }
-        update[key] = cents;
-      }
-      if (b.allowance_window) update.allowance_window = b.allowance_window;
-      if (b.approval_rule) update.approval_rule = b.approval_rule;
-      if (b.enabled) update.enabled = b.enabled === 'yes';
-      if (Object.keys(update).length === 0) {
-        await getCard(ctx, sessionOf(request).ownerId, request.params.bot_id, request.params.card_id);
-      } else {
-        await updateProfile(
-          ctx,
-          sessionOf(request).ownerId,
-          request.params.bot_id,
-          request.params.card_id,
-          Number(request.params.profile_index),
-          update,
-        );
-      }
-      return reply.redirect(
-        `/bots/${request.params.bot_id}/cards/${request.params.card_id}?notice=profile#profiles-h`,
         303,
       );
     },

@@ -70,7 +70,6 @@ export const NOTICES = {
     settings: 'Card settings saved.',
     unchanged: 'Nothing to save: every setting is as it was.',
     status: 'Card status changed.',
-    profile: 'Profile saved.',
     profiles: 'Profiles saved.',
   },
   schedules: {

@@ -31,11 +31,6 @@ export const RailParams = Type.Object({
   rail_key: Type.Union([Type.Literal('card_wallet'), Type.Literal('partner_wallet')]),
 });
 export const CardParams = Type.Object({ bot_id: IdParam('bot'), card_id: IdParam('card') });
-export const ProfileParams = Type.Object({
-  bot_id: IdParam('bot'),
-  card_id: IdParam('card'),
-  profile_index: Type.String({ pattern: '^[1-6]$' }),
-});
 export const ScheduleParams = Type.Object({ bot_id: IdParam('bot'), schedule_id: IdParam('schedule') });
 export const DeliveryParams = Type.Object({ bot_id: IdParam('bot'), delivery_id: IdParam('whd') });
 export const ConfirmationParams = Type.Object({ confirmation_id: IdParam('chk') });
@@ -145,7 +140,6 @@ const PROFILE_FIELDS = {
   approval_threshold_usd: Text(30),
   enabled: Type.Optional(Type.Union([Type.Literal('yes'), Type.Literal('no')])),
 };
-export const ProfileBody = Type.Object({ ...PROFILE_FIELDS, _csrf: Text(200) });
 /**
  * Every profile of a card in one form: p<i>_<field> for profile i (1 to 6), and p<i>_shown_<field>,
  * the value the form showed (a field still equal to it changes nothing).

@@ -872,7 +872,7 @@ describe('security of the new pages', () => {
       [`/bots/${bot.bot_id}/cards`, { label: 'x' }],
       [`${card}/settings`, { per_transaction_usd: '1' }],
       [`${card}/status`, { status: 'frozen' }],
-      [`${card}/profiles/1`, { allowance_usd: '1' }],
+      [`${card}/profiles`, { p1_allowance_usd: '1' }],
       [`/approvals/${aliceConfirmation}/approve`, {}],
       [`/approvals/${aliceConfirmation}/deny`, {}],
       [`/bots/${bot.bot_id}/webhooks/${aliceDelivery}/retry`, {}],
