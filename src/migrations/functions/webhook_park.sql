@@ -40,14 +40,21 @@ BEGIN
        AND q.bot_id = ANY (ARRAY(SELECT f.bot_id FROM full_bots f))
      ORDER BY q.due_at, q.seq
      LIMIT p_scan
-  ), ranked AS (
-    SELECT w.delivery_id, w.seq,
+  ), numbered AS (
+    SELECT w.delivery_id, w.bot_id, w.seq,
            row_number() OVER (PARTITION BY w.bot_id ORDER BY w.seq) AS rn,
-           count(*) OVER (PARTITION BY w.bot_id) AS n,
-           (SELECT h.seq FROM webhook_queue h
-             WHERE h.bot_id = w.bot_id AND h.held_due_at IS NOT NULL
-             ORDER BY h.seq LIMIT 1) AS held_from
+           count(*) OVER (PARTITION BY w.bot_id) AS n
       FROM waiting w
+  ), ranked AS (
+    -- The bot's first held row, looked up once per bot (on its first row) and spread to the others.
+    SELECT x.delivery_id, x.seq, x.rn, x.n, max(x.first_held) OVER (PARTITION BY x.bot_id) AS held_from
+      FROM (SELECT nb.delivery_id, nb.bot_id, nb.seq, nb.rn, nb.n,
+                   CASE WHEN nb.rn = 1 THEN
+                     (SELECT h.seq FROM webhook_queue h
+                       WHERE h.bot_id = nb.bot_id AND h.held_due_at IS NOT NULL
+                       ORDER BY h.seq LIMIT 1)
+                   END AS first_held
+              FROM numbered nb) AS x
   ), moved AS (
     UPDATE webhook_queue q
        SET held_due_at = q.due_at, due_at = 'infinity'
