@@ -142,6 +142,19 @@ export function createMetrics(db: Db): Metrics {
       if (v !== undefined) this.set(v);
     },
   });
+  new Gauge({
+    name: 'botpay_webhook_deliveries_held',
+    help: 'Pending webhook deliveries held back because their bot is at its in-flight bound with a backlog (given back in event order as its slots free up)',
+    registers: [registry],
+    async collect() {
+      // Read through webhook_queue_held_idx (migration 0058): only held rows are in it.
+      const v = await scalar(
+        db,
+        'SELECT count(*)::int AS v FROM webhook_queue WHERE held_due_at IS NOT NULL',
+      );
+      if (v !== undefined) this.set(v);
+    },
+  });
   return {
     registry,
     httpDuration,

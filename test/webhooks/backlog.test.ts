@@ -107,6 +107,11 @@ describe('a bot’s webhook backlog is held back while the bot is at its bound',
       });
       // A second call finds nothing more to do.
       expect(await worker.park()).toEqual({ held: 0, released: 0 });
+      // Operators see it in /metrics.
+      const metrics = await svc.app.inject({ url: '/metrics' });
+      expect(Number(/^botpay_webhook_deliveries_held (\d+)$/m.exec(metrics.body)?.[1])).toBe(
+        waiting - PER_BOT - KEEP,
+      );
 
       // Events written while the backlog is held come after it: they wait (not sent before the
       // held ones), and the next call holds them too.
