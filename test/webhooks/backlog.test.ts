@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ackMessages } from '../../src/webhooks/service.ts';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { emit, Receiver } from './helpers.ts';
+import { backlog, emit, Receiver } from './helpers.ts';
 
 // A bot at its in-flight bound with a backlog older than everyone else's (its receiver hangs, or is
 // slower than its events) must not make every claim walk past that backlog (migration 0058,
@@ -48,16 +48,6 @@ describe('a bot’s webhook backlog is held back while the bot is at its bound',
     return (await activeBot(svc, owner, { body: { callback_url: receiver.url(path) } })).bot_id;
   }
 
-  /** `n` due deliveries for a bot, an hour old (older than anything else), in one statement. */
-  async function backlog(botId: string, n: number): Promise<void> {
-    await svc.ctx.db.query(
-      `INSERT INTO events (id, bot_id, type, body, created_at)
-       SELECT $1 || lpad(g::text, 6, '0'), $2, 'wallet.funded', '{}', $3::timestamptz - interval '1 hour' + g * interval '1 millisecond'
-         FROM generate_series(1, $4::int) g`,
-      [`evt_${botId.slice(4)}x`, botId, new Date(svc.clock.now()), n],
-    );
-  }
-
   /** The bot's queue rows as the claim sees them. */
   async function queueOf(botId: string) {
     const rows = await svc.ctx.db.query<{ leased: number; ready: number; held: number; waiting: number }>(
@@ -88,7 +78,7 @@ describe('a bot’s webhook backlog is held back while the bot is at its bound',
   }, async () => {
     const stuck = await bot('/hang-a');
     const healthy = await bot('/ok-a');
-    await backlog(stuck, BACKLOG);
+    await backlog(svc, stuck, BACKLOG);
     const worker = new DeliveryWorker(svc.ctx, { pollMs: 50, perBotInFlight: PER_BOT });
     await worker.start();
     try {
@@ -158,7 +148,7 @@ describe('a bot’s webhook backlog is held back while the bot is at its bound',
     timeout: 60_000,
   }, async () => {
     const stuck = await bot('/hang-b');
-    await backlog(stuck, 40);
+    await backlog(svc, stuck, 40);
     const worker = new DeliveryWorker(svc.ctx, { pollMs: 50, perBotInFlight: PER_BOT });
     await worker.start();
     const order = await eventOrder(stuck);

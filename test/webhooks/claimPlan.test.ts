@@ -15,6 +15,18 @@ import { nestedPlans } from '../support/plans.ts';
 // the candidates, issue 32) are counted from the leased rows' partial index, the window of due rows
 // comes from the unleased rows' partial index (so it does not walk past the rows in flight), and
 // the wide delivery rows are not read at all.
+/** Bots `bot_<prefix><from>` … `bot_<prefix><to>` with a callback URL, in one statement. */
+async function insertBots(db: TestDatabase['db'], prefix: string, from: number, to: number): Promise<void> {
+  await db.query(
+    `INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash, api_key_prefix,
+                       webhook_secret_enc, callback_url, webhook_status, created_at)
+     SELECT 'bot_' || $1 || g, $1 || '-' || g, $1 || '@example.com', $1 || '@example.com', 'helper', md5('k' || g),
+            'svc_live_', 'x', 'http://127.0.0.1:9/hook', 'active', now()
+       FROM generate_series($2::int, $3::int) g`,
+    [prefix, from, to],
+  );
+}
+
 describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', () => {
   let database: TestDatabase;
   let client: pg.Client;
@@ -22,13 +34,7 @@ describe.skipIf(!isPostgres)('webhook claim plan with statistics (PostgreSQL)', 
   beforeAll(async () => {
     database = await createTestDatabase({ poolSize: 2 });
     const db = database.db;
-    await db.query(
-      `INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash, api_key_prefix,
-                         webhook_secret_enc, callback_url, webhook_status, created_at)
-       SELECT 'bot_plan' || g, 'plan-' || g, 'plan@example.com', 'plan@example.com', 'helper', md5('k' || g),
-              'svc_live_', 'x', 'http://127.0.0.1:9/hook', 'active', now()
-         FROM generate_series(1, 50) g`,
-    );
+    await insertBots(db, 'plan', 1, 50);
     // 5,000 events (and, by trigger, their deliveries), due a minute ago, round the 50 bots.
     await db.query(
       `INSERT INTO events (id, bot_id, type, body, created_at)
@@ -118,13 +124,7 @@ describe.skipIf(!isPostgres)(
     beforeAll(async () => {
       database = await createTestDatabase({ poolSize: 2 });
       const db = database.db;
-      await db.query(
-        `INSERT INTO bots (id, name, owner_email, owner_email_normalized, bot_type, api_key_hash, api_key_prefix,
-                         webhook_secret_enc, callback_url, webhook_status, created_at)
-       SELECT 'bot_back' || g, 'back-' || g, 'back@example.com', 'back@example.com', 'helper', md5('k' || g),
-              'svc_live_', 'x', 'http://127.0.0.1:9/hook', 'active', now()
-         FROM generate_series(0, 20) g`,
-      );
+      await insertBots(db, 'back', 0, 20);
       // bot_back0: BACKLOG events due two minutes ago; twenty others: 20 each, due a minute ago.
       await db.query(
         `INSERT INTO events (id, bot_id, type, body, created_at)

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { activeBot, createOwner, createTestService, type TestService } from '../support/service.ts';
-import { emit, type Received, Receiver } from './helpers.ts';
+import { backlog, emit, type Received, Receiver } from './helpers.ts';
 
 // Healthy bots' deliveries are not held up by other bots' receivers that hang or fail (issue 32).
 // A hanging receiver never answers (WEBHOOK_TIMEOUT_MS is a minute here, longer than the test), so
@@ -69,16 +69,6 @@ describe('webhook delivery fairness', () => {
     return ids;
   }
 
-  /** `n` due deliveries for a bot, older than anything emitted afterwards, in one statement. */
-  async function backlog(botId: string, n: number): Promise<void> {
-    await svc.ctx.db.query(
-      `INSERT INTO events (id, bot_id, type, body, created_at)
-       SELECT $1 || lpad(g::text, 6, '0'), $2, 'wallet.funded', '{}', $3::timestamptz - interval '1 hour' + g * interval '1 millisecond'
-         FROM generate_series(1, $4::int) g`,
-      [`evt_${botId.slice(4)}x`, botId, new Date(svc.clock.now()), n],
-    );
-  }
-
   const healthyArrived = (rs: Received[], ids: Set<string>) =>
     rs.filter((r) => r.url.startsWith('/ok') && ids.has(String(r.headers['x-service-event-id']))).length;
 
@@ -90,7 +80,7 @@ describe('webhook delivery fairness', () => {
     ) as [DeliveryWorker, DeliveryWorker];
     const stuck = await bots('/hang-two', 2);
     const ok = await bots('/ok-two', 2);
-    for (const id of stuck) await backlog(id, BACKLOG);
+    for (const id of stuck) await backlog(svc, id, BACKLOG);
     // The first instance alone: it takes the first hanging bot to its bound and a slot of the second.
     await a.start();
     try {
@@ -113,8 +103,8 @@ describe('webhook delivery fairness', () => {
     const stuck = await bots('/hang-one', 5);
     const failing = await bots('/fail-one', 5);
     const ok = await bots('/ok-one', 5);
-    for (const id of stuck) await backlog(id, BACKLOG);
-    for (const id of failing) await backlog(id, 20);
+    for (const id of stuck) await backlog(svc, id, BACKLOG);
+    for (const id of failing) await backlog(svc, id, 20);
     await worker.start();
     try {
       const ids = new Set<string>();

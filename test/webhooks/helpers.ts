@@ -90,6 +90,19 @@ export async function emit(
   return svc.ctx.db.transaction((tx) => emitEvent(tx, { botId, type, data, at: svc.clock.now() }));
 }
 
+/**
+ * `n` due deliveries for a bot, an hour old (older than anything emitted afterwards), written as
+ * their events in one statement (the events trigger makes each delivery and queue row).
+ */
+export async function backlog(svc: TestService, botId: string, n: number): Promise<void> {
+  await svc.ctx.db.query(
+    `INSERT INTO events (id, bot_id, type, body, created_at)
+     SELECT $1 || lpad(g::text, 6, '0'), $2, 'wallet.funded', '{}', $3::timestamptz - interval '1 hour' + g * interval '1 millisecond'
+       FROM generate_series(1, $4::int) g`,
+    [`evt_${botId.slice(4)}x`, botId, new Date(svc.clock.now()), n],
+  );
+}
+
 export async function deliveryOf(svc: TestService, eventId: string) {
   const rows = await svc.ctx.db.query<{
     id: string;
