@@ -349,7 +349,9 @@ export async function perfShares(
   seconds: number,
   symbols: readonly string[],
 ): Promise<Map<string, number> | undefined> {
-  const file = join(tmpdir(), `bench-perf-${process.pid}-${Date.now()}.data`);
+  // BENCH_PERF_DATA=<file>: keep the recording there, for `perf report -i <file>`.
+  const kept = process.env.BENCH_PERF_DATA;
+  const file = kept ?? join(tmpdir(), `bench-perf-${process.pid}-${Date.now()}.data`);
   const run = (args: string[]) =>
     new Promise<{ code: number | null; out: string }>((resolve) => {
       const child = spawn('perf', args, { stdio: ['ignore', 'pipe', 'ignore'] });
@@ -388,6 +390,6 @@ export async function perfShares(
     }
     return shares;
   } finally {
-    await rm(file, { force: true });
+    if (!kept) await rm(file, { force: true });
   }
 }
