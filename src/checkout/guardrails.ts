@@ -16,10 +16,11 @@ export interface PurchaseScope {
 }
 
 /**
- * The counters a purchase counts in, in the global lock order (card → profile → owner → bot).
+ * The counters a purchase counts in, in the global lock order (card → owner → bot).
  *
  * A decoy profile's card-level windows are kept per profile ('card:<id>:p<index>'), exactly as the
- * real profile's are kept in 'card:<id>' (which only real purchases reach), and it never consumes the
+ * real profile's are kept in 'card:<id>' (which only real purchases reach), with the profile's
+ * allowance in the same row (migration 0059: both count this profile's purchases), and it never consumes the
  * owner's master budget: it counts in the owner's memo counter ('owner:<id>:decoy', never read)
  * where a real purchase counts in the master budget, so that adding and releasing take the same
  * statements on every profile (a released decoy once skipped the owner's row: its expiry, settled
@@ -33,7 +34,9 @@ export function counterSpecs(p: PurchaseScope): CounterSpec[] {
   return [
     { name: 'card_daily', scope: cardScope, kind: 'day' },
     { name: 'card_monthly', scope: cardScope, kind: 'month' },
-    { name: 'profile_allowance', scope: `profile:${p.cardId}:${p.profileIndex}`, kind: p.profileWindow },
+    // The allowance counts in the same row (migration 0059): a day or month allowance in the card's
+    // own windows, a weekly one in the row's week window (subtractFromCounters merges the three).
+    { name: 'profile_allowance', scope: cardScope, kind: p.profileWindow },
     { name: 'master_daily', scope: owner, kind: 'day' },
     { name: 'master_monthly', scope: owner, kind: 'month' },
     { name: 'bot_monthly', scope: bot, kind: 'month' },

@@ -32,7 +32,7 @@ import { checkTaskForCheckout, onCheckoutDecided } from './taskLink.ts';
 // method 'card' (src/migrations/functions/spend_run.sql, the one guardrail chain of both rails,
 // called through src/checkout/attempt.ts and src/spend/run.ts): a dozen
 // statements without a dozen round trips. It locks the key, the bot's rate-limit row, counter rows
-// card → profile → owner → bot, and the wallet row last. The Idempotency-Key is kept on the
+// card (the profile's card row, with its allowance) → owner → bot, and the wallet row last. The Idempotency-Key is kept on the
 // confirmation row, and a replay is rebuilt from it (replayAnswer).
 //
 // The call runs as a statement on its own (one round trip instead of BEGIN, call, COMMIT; the

@@ -135,7 +135,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     const ledger = await expectLedgerConsistent(svc, bot.bot_id);
     expect(ledger).toMatchObject({ available_micros: 1000 * 10_000, held_micros: 0, merchant_settlement: 0 });
     expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(0);
-    expect(await counter(svc, `profile:${card.card_id}:${card.real_profile_index}`, 'week')).toBe(0);
+    expect(await counter(svc, `card:${card.card_id}`, 'week')).toBe(0);
     expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(0);
     expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(monthBefore - 400 * 10_000);
     const p = await poll(svc, bot, id);
@@ -252,7 +252,7 @@ describe('checkout approvals: approve, deny, expire, poll', () => {
     expect(ledger).toMatchObject({ available_micros: 1000 * 10_000, held_micros: 0, merchant_settlement: 0 });
     const check = (await svc.app.inject({ url: '/api/v1/bot/wallet/check', headers: bot.auth })).json();
     expect(check.balance_usd).toBe(9);
-    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(100 * 10_000);
+    expect(await counter(svc, `card:${card.card_id}:p${card.decoyIndex}`, 'week')).toBe(100 * 10_000);
     const decided = (await events(svc, bot.bot_id)).filter((e) => e.event.startsWith('purchase.'));
     expect(decided.map((e) => e.event).sort()).toEqual([
       'purchase.approved',

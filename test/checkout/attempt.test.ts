@@ -269,7 +269,7 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
   async function footprint(f: Fixture): Promise<unknown[]> {
     return svc.ctx.db.query(
       `SELECT 'w' AS t, scope AS k, day_micros::text || '/' || week_micros::text || '/' || month_micros::text AS v
-         FROM spend_windows WHERE scope LIKE ANY (ARRAY['card:' || $1 || '%', 'profile:' || $1 || '%', 'owner:' || $2 || '%', 'bot:' || $3])
+         FROM spend_windows WHERE scope LIKE ANY (ARRAY['card:' || $1 || '%', 'owner:' || $2 || '%', 'bot:' || $3])
        UNION ALL SELECT 'r', key, cardinality(hits)::text FROM rate_limits WHERE key = 'checkout:' || $3
        UNION ALL SELECT 'l', bot_id, count(*)::text FROM ledger_entries WHERE bot_id = $3 GROUP BY bot_id
        ORDER BY 1, 2`,

@@ -81,7 +81,8 @@ describe('checkout: the guardrail chain', () => {
     expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(250 * 10_000);
     expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(250 * 10_000);
     // Exactly the windows a limit or a figure reads: card day and month, the profile's allowance
-    // window, the owner's day and month, the bot's month (its day was counted and read nowhere).
+    // window (in the same row: migration 0059), the owner's day and month, the bot's month (its day
+    // was counted and read nowhere).
     const windows = await svc.ctx.db.query<{ w: string }>(
       `SELECT s.scope || ' ' || k.kind AS w
          FROM spend_windows s
@@ -96,9 +97,9 @@ describe('checkout: the guardrail chain', () => {
         `bot:<bot> month`,
         `card:<card> day`,
         `card:<card> month`,
+        `card:<card> week`,
         `owner:${owner.id} day`,
         `owner:${owner.id} month`,
-        `profile:<card>:${card.real_profile_index} week`,
       ].sort(),
     );
     const approved = await events(svc, bot.bot_id, 'purchase.approved');
@@ -151,7 +152,7 @@ describe('checkout: the guardrail chain', () => {
     expect(status.spending_limits.monthly_spent_usd).toBe(5);
     expect(await counter(svc, `owner:${owner.id}`, 'month')).toBe(ownerBefore + 100 * 10_000);
     expect(await counter(svc, `bot:${bot.bot_id}`, 'month')).toBe(500 * 10_000);
-    expect(await counter(svc, `profile:${card.card_id}:${card.decoyIndex}`, 'week')).toBe(400 * 10_000);
+    expect(await counter(svc, `card:${card.card_id}:p${card.decoyIndex}`, 'week')).toBe(400 * 10_000);
     expect(await events(svc, bot.bot_id, 'purchase.approved')).toHaveLength(3);
   });
 
@@ -496,6 +497,43 @@ describe('checkout: the guardrail chain', () => {
     expect((await checkout(svc, bot, purchase(card.real_profile_index, 600))).json().error).toBe(
       'master_budget_exceeded',
     );
+  });
+
+  it('a daily or monthly allowance counts in the card’s own window: the lower limit refuses, the card’s named first', async () => {
+    // One row holds both (migration 0059): the day's figure is the card's and the allowance's.
+    const o = await createOwner(svc);
+    const bot = await activeBot(svc, o, { fundCents: 10_000 });
+    const card = await setupCard(svc, o, bot.bot_id, {
+      ...AUTO,
+      per_transaction_cents: 2000,
+      daily_cents: 500,
+    });
+    const p = card.real_profile_index;
+    await putProfile(svc, o, bot.bot_id, card.card_id, p, { allowance_cents: 300, allowance_window: 'day' });
+    const error = async (cents: number) => (await checkout(svc, bot, purchase(p, cents))).json().error;
+    expect((await checkout(svc, bot, purchase(p, 200))).statusCode).toBe(200);
+    expect(await error(200)).toBe('allowance_exceeded');
+    expect((await checkout(svc, bot, purchase(p, 100))).statusCode).toBe(200); // exactly the allowance
+    expect(await error(1)).toBe('allowance_exceeded');
+    await patchCard(svc, o, bot.bot_id, card.card_id, { daily_cents: 300 });
+    // Both would refuse: the card's limit comes first in the chain.
+    expect((await checkout(svc, bot, purchase(p, 1))).json()).toMatchObject({
+      error: 'card_guardrail_violation',
+      limit: 'daily',
+    });
+    await patchCard(svc, o, bot.bot_id, card.card_id, { daily_cents: 100_000 });
+    await putProfile(svc, o, bot.bot_id, card.card_id, p, {
+      allowance_cents: 400,
+      allowance_window: 'month',
+    });
+    expect((await checkout(svc, bot, purchase(p, 100))).statusCode).toBe(200);
+    expect((await checkout(svc, bot, purchase(p, 1))).json()).toMatchObject({
+      error: 'allowance_exceeded',
+      window: 'month',
+      limit_usd: 4,
+      remaining_usd: 0,
+    });
+    expect(await counter(svc, `card:${card.card_id}`, 'day')).toBe(400 * 10_000);
   });
 
   it('402 insufficient_funds, alike for real and decoy profiles', async () => {

@@ -1,12 +1,8 @@
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadFunctions, loadMigrations, migrate } from '../../src/platform/db/migrate.ts';
-import { openPglite } from '../../src/platform/db/pglite.ts';
 import type { Db } from '../../src/platform/db/port.ts';
-import { openPostgres } from '../../src/platform/db/postgres.ts';
-import { randomBase32 } from '../../src/platform/ids.ts';
-import { isPostgres, POSTGRES_URL } from '../support/db.ts';
+import { createEmptyDatabase } from '../support/db.ts';
 
 // Migration 0050 (money in micro-dollars), run on a database as the previous version left it: the
 // migrations up to 0045 with that version's function files (a copy in fixtures/functions-0045),
@@ -20,29 +16,6 @@ const NOW = new Date('2026-11-24T10:00:00Z');
 const DAY = new Date('2026-11-24T00:00:00Z');
 const WEEK = new Date('2026-11-23T00:00:00Z');
 const MONTH = new Date('2026-11-01T00:00:00Z');
-
-async function freshDatabase(): Promise<{ db: Db; drop: () => Promise<void> }> {
-  if (!isPostgres) {
-    const db = await openPglite({});
-    return { db, drop: () => db.close() };
-  }
-  const schema = `t_${randomBase32(12)}`;
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.end();
-  const db = await openPostgres({ connectionString: POSTGRES_URL, schema, max: 4 });
-  return {
-    db,
-    async drop() {
-      await db.close();
-      const c = new pg.Client({ connectionString: POSTGRES_URL });
-      await c.connect();
-      await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await c.end();
-    },
-  };
-}
 
 /** Every stored amount, by table, key and column, as numbers. */
 async function amounts(db: Db, suffix: 'cents' | 'micros'): Promise<Record<string, number>> {
@@ -83,7 +56,7 @@ async function amounts(db: Db, suffix: 'cents' | 'micros'): Promise<Record<strin
 
 describe('migration 0050: money in micro-dollars', () => {
   it('scales every amount of a database filled by the previous version ×10,000, keeps the ledger balanced and append-only', async () => {
-    const { db, drop } = await freshDatabase();
+    const { db, drop } = await createEmptyDatabase();
     try {
       const all = await loadMigrations();
       expect(all.map((m) => m.version)).toContain(50);
@@ -157,12 +130,20 @@ describe('migration 0050: money in micro-dollars', () => {
         'ledger/bot_a/merchant_settlement': 250,
       });
 
-      // This version's migrations after 0045: 0046 (the webhook queue), 0050 to 0053.
+      // This version's migrations after 0045: 0046 (the webhook queue), 0050 and later.
       expect(await migrate(db)).toEqual(all.filter((m) => m.version > 45).map((m) => m.version));
 
       const after = await amounts(db, 'micros');
-      expect(Object.keys(after).sort()).toEqual(Object.keys(before).sort());
-      for (const [k, v] of Object.entries(before)) expect(after[k], k).toBe(v * 10_000);
+      // Migration 0059 (after this one) folds the profiles' allowance rows into their card rows:
+      // this profile's monthly allowance reads the card row's month from then on.
+      const allowanceRow = (k: string) => k.startsWith('spend_windows/profile:');
+      expect(Object.keys(after).sort()).toEqual(
+        Object.keys(before)
+          .filter((k) => !allowanceRow(k))
+          .sort(),
+      );
+      for (const [k, v] of Object.entries(before)) if (!allowanceRow(k)) expect(after[k], k).toBe(v * 10_000);
+      expect(before['spend_windows/profile:card_a:1/month']).toBe(before['spend_windows/card:card_a/month']);
       // Every ledger transaction still sums to zero, and the projections equal the ledger.
       const unbalanced = await db.query(
         'SELECT transaction_id FROM ledger_entries GROUP BY transaction_id HAVING sum(amount_micros) <> 0',

@@ -51,6 +51,33 @@ export async function createTestDatabase(options: { poolSize?: number } = {}): P
   };
 }
 
+/**
+ * A database of the leg under test with no migration applied (a fresh schema, or a new PGlite):
+ * for tests that build a previous version's database and migrate it.
+ */
+export async function createEmptyDatabase(): Promise<{ db: Db; drop: () => Promise<void> }> {
+  if (!isPostgres) {
+    const db = await openPglite({});
+    return { db, drop: () => db.close() };
+  }
+  const schema = `t_${randomBase32(12)}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const db = await openPostgres({ connectionString: POSTGRES_URL, schema, max: 4 });
+  return {
+    db,
+    async drop() {
+      await db.close();
+      const c = new pg.Client({ connectionString: POSTGRES_URL });
+      await c.connect();
+      await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await c.end();
+    },
+  };
+}
+
 /** DATABASE_URL for a child process that must share this test's PostgreSQL schema. */
 export function connectionFor(schema: string): string {
   const url = new URL(POSTGRES_URL);

@@ -64,10 +64,10 @@
 -- (6 decimals: one atomic unit is one micro-dollar).
 --
 -- Locks, in the one global order, for both methods: the key's advisory lock, the bot's rate-limit
--- row, then counter rows card → profile (card) or x402:<bot> (partner wallet) → owner → bot, then
--- the method's wallet row (wallets or x402_wallets) last.
--- Each scope's windows (spend_windows: day, week and month side by side) are added with spend_add's
--- conditional upsert: four rows per card purchase, three per x402 payment.
+-- row, then counter rows card (the profile's card row, which also holds its allowance: migration
+-- 0059) or x402:<bot> (partner wallet) → owner → bot, then the method's wallet row (wallets or
+-- x402_wallets) last. Each scope's windows (spend_windows: day, week and month side by side) are
+-- added with spend_add's conditional upsert: three rows per purchase on either rail.
 --
 -- Split knowledge (docs/security.md), cards:
 -- - every profile is checked against the visible balance (available − decoy reserve) and counts in
@@ -120,6 +120,9 @@ DECLARE
   prior record;
   retry integer;
   added record;
+  spent_day bigint;
+  spent_week bigint;
+  spent_month bigint;
   marker text;
 BEGIN
   IF p_method IS NULL OR p_method NOT IN ('card', 'partner_wallet') THEN
@@ -178,41 +181,53 @@ BEGIN
       IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_found'); END IF;
       IF card.status <> 'active' THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
     ELSE
-      SELECT count(*) INTO n FROM (SELECT 1 FROM cards WHERE bot_id = p_bot_id AND status = 'active' LIMIT 2) x;
-      IF n = 0 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
-      IF n > 1 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_id_required'); END IF;
-      SELECT * INTO card FROM cards WHERE bot_id = p_bot_id AND status = 'active';
-      IF NOT FOUND THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active'); END IF;
+      -- The bot's one active card, in one statement; none or several: counted for the refusal.
+      SELECT * INTO card FROM cards c WHERE c.bot_id = p_bot_id AND c.status = 'active'
+         AND NOT EXISTS (SELECT 1 FROM cards x WHERE x.bot_id = p_bot_id AND x.status = 'active' AND x.id <> c.id);
+      IF NOT FOUND THEN
+        SELECT count(*) INTO n FROM (SELECT 1 FROM cards WHERE bot_id = p_bot_id AND status = 'active' LIMIT 2) x;
+        IF n > 1 THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_id_required'); END IF;
+        RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'card_not_active');
+      END IF;
     END IF;
     SELECT * INTO prof FROM card_profiles WHERE card_id = card.id AND profile_index = p_profile_index;
     IF NOT FOUND OR NOT prof.enabled THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'invalid_profile'); END IF;
     is_real := card.real_profile_index = p_profile_index;
     profile_window := prof.allowance_window;
 
-    -- 3. Card guardrails, in windows of the profile's own world ('card:<id>' for the real profile,
-    -- 'card:<id>:p<index>' for a decoy).
+    -- 3–4. Card guardrails and the profile's allowance, in one row of the profile's own world:
+    -- 'card:<id>' for the real profile (which no decoy reaches), 'card:<id>:p<index>' for a decoy.
+    -- The row counts exactly this profile's purchases on this card, as the allowance's own row did
+    -- until migration 0059 ('profile:<card>:<index>'), so one upsert checks both: the day and month
+    -- windows carry the card's limits, tightened by the allowance when the allowance's window is the
+    -- day or the month; a weekly allowance (the default) takes the row's week window.
     IF p_amount > card.per_transaction_micros THEN
       RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_micros', card.per_transaction_micros);
     END IF;
     card_scope := CASE WHEN is_real THEN 'card:' || card.id ELSE 'card:' || card.id || ':p' || p_profile_index END;
-    added := spend_add(card_scope, p_amount, p_day, card.daily_micros, NULL, NULL, p_month, card.monthly_micros);
-    IF added.refused = 'day' THEN
-      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', added.spent);
-    END IF;
-    IF added.refused IS NOT NULL THEN
-      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', added.spent);
-    END IF;
-
-    -- 4. Profile allowance.
-    -- Only the profile's allowance window is given (start and limit); the others stay NULL.
-    added := spend_add('profile:' || card.id || ':' || p_profile_index, p_amount,
-      CASE WHEN prof.allowance_window = 'day' THEN p_day END, CASE WHEN prof.allowance_window = 'day' THEN prof.allowance_micros END,
+    added := spend_add(card_scope, p_amount,
+      p_day, CASE WHEN prof.allowance_window = 'day' THEN least(card.daily_micros, prof.allowance_micros) ELSE card.daily_micros END,
       CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_micros END,
-      CASE WHEN prof.allowance_window = 'month' THEN p_month END,
-      CASE WHEN prof.allowance_window = 'month' THEN prof.allowance_micros END);
+      p_month, CASE WHEN prof.allowance_window = 'month' THEN least(card.monthly_micros, prof.allowance_micros) ELSE card.monthly_micros END);
     IF added.refused IS NOT NULL THEN
+      -- Which limit refused, in the chain's order: the card's day, the card's month, then the
+      -- allowance (read from the row, which the upsert left locked; no row: nothing spent yet).
+      SELECT coalesce(CASE WHEN w.day_start >= p_day THEN w.day_micros END, 0),
+             coalesce(CASE WHEN w.week_start >= p_week THEN w.week_micros END, 0),
+             coalesce(CASE WHEN w.month_start >= p_month THEN w.month_micros END, 0)
+        INTO spent_day, spent_week, spent_month FROM spend_windows w WHERE w.scope = card_scope;
+      spent_day := coalesce(spent_day, 0);
+      spent_week := coalesce(spent_week, 0);
+      spent_month := coalesce(spent_month, 0);
+      IF spent_day + p_amount > card.daily_micros THEN
+        RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', spent_day);
+      END IF;
+      IF spent_month + p_amount > card.monthly_micros THEN
+        RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', spent_month);
+      END IF;
       RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_micros', prof.allowance_micros,
-                                'spent_micros', added.spent, 'window', prof.allowance_window);
+        'spent_micros', CASE prof.allowance_window WHEN 'day' THEN spent_day WHEN 'week' THEN spent_week ELSE spent_month END,
+        'window', prof.allowance_window);
     END IF;
   ELSE
     -- 2. Partner wallet: the rail, its network and asset.
