@@ -76,6 +76,8 @@ export interface SpendParams {
 interface CallParams extends SpendParams {
   /** Alone: the visible balance's low mark (crossing it needs the caller's transaction). */
   lowBalanceMicros: number | null;
+  /** Whether the call announces its changes itself (botpay_notify), or leaves them to the caller. */
+  announce: boolean;
 }
 
 const card = (p: CallParams) => (p.method.kind === 'card' ? p.method : null);
@@ -111,6 +113,7 @@ export const spendCall = namedCall<CallParams>('spend_run', {
     return w ? JSON.stringify(w.payment) : null;
   },
   p_domain_refused: (p) => wallet(p)?.domainRefused ?? null,
+  p_announce: (p) => p.announce,
 });
 
 /** SQLSTATE of a refusal (its message is the refusal), and of a purchase that needs a transaction. */
@@ -137,17 +140,35 @@ export async function spendAlone(
   params: SpendParams,
   lowBalanceMicros: number,
 ): Promise<SpendAnswer | null> {
+  // On PostgreSQL the call's announcements are made here, after the commit: made by the call,
+  // each would be a NOTICE the server sends at once (spend_run.sql, p_announce). PGlite has no
+  // NOTICEs to save: its call announces itself, one statement fewer.
+  const announce = db.kind === 'pglite';
+  let answer: SpendAnswer;
   try {
-    return answerOf(
+    answer = answerOf(
       await db.write<{ r: Record<string, unknown> }>(
         SPEND_SQL,
-        spendCall.params({ ...params, lowBalanceMicros }),
+        spendCall.params({ ...params, lowBalanceMicros, announce }),
       ),
     );
   } catch (error) {
     if (pgErrorCode(error) === NEEDS_TRANSACTION) return null;
     return refusalOf(error);
   }
+  if (!announce && answer.r.ok === true) await db.announce(announcements(params, answer.r));
+  return answer;
+}
+
+/**
+ * What a passed purchase announces (spend_run's botpay_notify calls, kept in step with them): its
+ * bot's state, for the status and wallet caches of every instance, and for a card purchase approved
+ * at once its purchase.approved event, to wake the delivery workers.
+ */
+function announcements(params: SpendParams, r: Record<string, unknown>): Array<[string, string]> {
+  const out: Array<[string, string]> = [['botpay_bot_state', `bot:${params.botId}`]];
+  if (params.method.kind === 'card' && r.held === false) out.unshift(['botpay_events', params.botId]);
+  return out;
 }
 
 /** Runs the chain in the caller's transaction. On a refusal the caller must roll back (the call failed). */
@@ -156,7 +177,7 @@ export async function spendInTransaction(tx: Queryable, params: SpendParams): Pr
     return answerOf(
       await tx.query<{ r: Record<string, unknown> }>(
         SPEND_SQL,
-        spendCall.params({ ...params, lowBalanceMicros: null }),
+        spendCall.params({ ...params, lowBalanceMicros: null, announce: true }),
       ),
     );
   } catch (error) {

@@ -335,11 +335,12 @@ describe('checkout_attempt: one row per rule of the guardrail chain', () => {
       p_method: _method,
       p_payment: _payment,
       p_domain_refused: _verdict,
+      p_announce: _announce,
       ...old
     } = Object.fromEntries(
       [...spendCall.sql.matchAll(/(p_[a-z_]+) => \$(\d+)/g)].map((m) => [
         m[1] as string,
-        spendCall.params({ ...cardSpendParams(p), lowBalanceMicros: null })[Number(m[2]) - 1],
+        spendCall.params({ ...cardSpendParams(p), lowBalanceMicros: null, announce: true })[Number(m[2]) - 1],
       ]),
     );
     const names = Object.keys(old);

@@ -1,9 +1,10 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SpendParams, spendCall } from '../../src/spend/run.ts';
+import { type SpendParams, spendAlone, spendCall } from '../../src/spend/run.ts';
 import type { TestCard } from '../checkout/helpers.ts';
 import { connectionFor, isPostgres } from '../support/db.ts';
 import { createTestService, type TestService } from '../support/service.ts';
+import { until } from '../support/wait.ts';
 import { creditDeposit, enableWallet, PAY_TO, X402_ENV } from '../x402/helpers.ts';
 import { botWithHoldingCard, spendParams } from './helpers.ts';
 
@@ -97,7 +98,7 @@ describe.runIf(isPostgres)('a purchase announces its bot once (PostgreSQL)', () 
     notices.length = 0;
     const r = await client.query<{ r: { ok?: boolean; held?: boolean } }>(
       `SELECT ${spendCall.sql} AS r`,
-      spendCall.params({ ...p, lowBalanceMicros: null }),
+      spendCall.params({ ...p, lowBalanceMicros: null, announce: true }),
     );
     expect(r.rows[0]?.r.ok, JSON.stringify(r.rows[0]?.r)).toBe(true);
     return { notices: announced(), held: r.rows[0]?.r.held === true };
@@ -126,6 +127,81 @@ describe.runIf(isPostgres)('a purchase announces its bot once (PostgreSQL)', () 
     const held = await spend(params(await x402Method(200_000), 200_000));
     expect(held.held).toBe(true);
     expect(held.notices).toEqual(['botpay_bot_state|bot:<bot>']);
+  });
+
+  it('a call that leaves its announcements to its caller sends no NOTICE; spendAlone makes the same ones after the commit', async () => {
+    // Room in the profile's weekly allowance for the purchases below (the tests above spent in it).
+    await client.query('UPDATE card_profiles SET allowance_micros = 1000000000 WHERE card_id = $1', [
+      card.card_id,
+    ]);
+    // The call alone (p_announce false): nothing announced, approved or held.
+    for (const [amount, held] of [
+      [1_000_000, false],
+      [20_000_000, true],
+    ] as const) {
+      notices.length = 0;
+      const r = await client.query<{ r: { ok?: boolean; held?: boolean } }>(
+        `SELECT ${spendCall.sql} AS r`,
+        spendCall.params({
+          ...params(cardMethod(card.real_profile_index), amount),
+          lowBalanceMicros: null,
+          announce: false,
+        }),
+      );
+      expect(r.rows[0]?.r).toMatchObject({ ok: true, held });
+      expect(notices).toEqual([]);
+    }
+    // spendAlone: this instance's listeners hear the keys before it returns, another instance's
+    // through NOTIFY (a LISTEN of its own here).
+    const other = new pg.Client({ connectionString: connectionFor(svc.database.schema ?? '') });
+    await other.connect();
+    const remote: string[] = [];
+    other.on('notification', (m) => remote.push(`${m.channel}|${m.payload}`));
+    await other.query('LISTEN botpay_bot_state');
+    await other.query('LISTEN botpay_events');
+    const local: string[] = [];
+    const stops = await Promise.all(
+      ['botpay_bot_state', 'botpay_events'].map((channel) =>
+        svc.ctx.db.listen(channel, (payload) => local.push(`${channel}|${payload}`)),
+      ),
+    );
+    try {
+      const heard = (list: string[]) =>
+        [
+          ...new Set(
+            list.flatMap((n) =>
+              n
+                .split('|')[1]!
+                .split(',')
+                .map((k) => `${n.split('|')[0]}|${k}`),
+            ),
+          ),
+        ]
+          .filter((n) => n.includes(botId))
+          .map((n) => n.replaceAll(botId, '<bot>'))
+          .sort();
+      for (const [amount, expected] of [
+        [1_000_000, ['botpay_bot_state|bot:<bot>', 'botpay_events|<bot>']],
+        [20_000_000, ['botpay_bot_state|bot:<bot>']],
+      ] as const) {
+        local.length = 0;
+        remote.length = 0;
+        notices.length = 0;
+        const a = await spendAlone(svc.ctx.db, params(cardMethod(card.real_profile_index), amount), 0);
+        expect(a?.refused, JSON.stringify(a?.r)).toBe(false);
+        expect(heard(local)).toEqual(expected);
+        await until(() => heard(remote).length === expected.length);
+        expect(heard(remote)).toEqual(expected);
+      }
+      // A refusal announces nothing (nothing was written).
+      local.length = 0;
+      const refused = await spendAlone(svc.ctx.db, params(cardMethod(99), 1_000_000), 0);
+      expect(refused?.r).toMatchObject({ error: 'invalid_profile' });
+      expect(heard(local)).toEqual([]);
+    } finally {
+      for (const stop of stops) await stop();
+      await other.end();
+    }
   });
 
   it("other writers of the wallet row and of the bot's counter still announce through the triggers", async () => {

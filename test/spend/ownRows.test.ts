@@ -195,7 +195,7 @@ describe('spend_run does the triggers’ work for its own rows, and only for the
         const p = params(card.real_profile_index, 1_000_000);
         await client.query(
           `SELECT ${spendCall.sql} AS r`,
-          spendCall.params({ ...p, lowBalanceMicros: null }),
+          spendCall.params({ ...p, lowBalanceMicros: null, announce: true }),
         );
         const spendNotices = [...notices];
         notices.length = 0;
@@ -246,6 +246,7 @@ describe('spend_run does the triggers’ work for its own rows, and only for the
               ...p,
               method: { kind: 'card', cardId: otherCard.card_id, profileIndex: otherCard.real_profile_index },
               lowBalanceMicros: null,
+              announce: true,
             }),
           )
           .then(

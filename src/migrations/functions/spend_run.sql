@@ -85,6 +85,12 @@
 -- the caller builds the body and notifies after commit), src/wallet/ledger.ts (the x402 moves'
 -- kinds and descriptions).
 --
+-- p_announce: true (the default), the call announces what it changed with botpay_notify ('bot:<id>'
+-- on botpay_bot_state, and the bot on botpay_events for a card purchase approved at once); false,
+-- the caller does, after the commit (src/spend/run.ts spendAlone: Db.announce), the same keys. On
+-- PostgreSQL each botpay_notify is a NOTICE that the server sends the client at once: two socket
+-- writes, and two wake-ups of the service, per approved checkout.
+--
 -- p_payment (partner wallet only): the x402 payment as the service chose it: network (the
 -- service's configured one), asset, pay_to, resource_url, resource_domain, description,
 -- amount_micro (the atomic amount, as text), requirements (what is stored and signed later),
@@ -95,7 +101,8 @@ CREATE OR REPLACE FUNCTION spend_run(
   p_now timestamptz, p_day timestamptz, p_week timestamptz, p_month timestamptz,
   p_window_seconds integer, p_ledger_id text, p_event_id text, p_event_body text,
   p_rate_key text, p_rate_limit integer, p_idempotency_key text, p_request_hash text,
-  p_low_balance_micros bigint, p_payment jsonb DEFAULT NULL, p_domain_refused boolean DEFAULT NULL
+  p_low_balance_micros bigint, p_payment jsonb DEFAULT NULL, p_domain_refused boolean DEFAULT NULL,
+  p_announce boolean DEFAULT true
 ) RETURNS jsonb LANGUAGE plpgsql
 -- Planned once per connection, not at every call, and always through indexes, whatever the
 -- statistics said when the plans were made (why: "Generic plans" and "Index plans" in
@@ -433,10 +440,10 @@ BEGIN
       )
       INSERT INTO webhook_queue (delivery_id, event_id, bot_id, seq, due_at)
         SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, e.seq, p_now FROM e;
-      PERFORM botpay_notify('botpay_events', p_bot_id);
+      IF p_announce THEN PERFORM botpay_notify('botpay_events', p_bot_id); END IF;
     END IF;
     marker := set_config('botpay.written_by', '', true);
-    PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id);
+    IF p_announce THEN PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id); END IF;
   ELSE
     -- The x402 moves (src/wallet/ledger.ts x402Moves hold / payment): x402_available → x402_held or
     -- x402_authorized. purchase.approved waits until the seller took the payment (src/x402/service.ts
@@ -449,7 +456,7 @@ BEGIN
       VALUES (p_ledger_id, p_bot_id, 'x402_available', -p_amount, p_now),
              (p_ledger_id, p_bot_id, CASE WHEN held THEN 'x402_held' ELSE 'x402_authorized' END, p_amount, p_now);
     marker := set_config('botpay.written_by', '', true);
-    PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id);
+    IF p_announce THEN PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id); END IF;
     RETURN jsonb_build_object('ok', true, 'held', held, 'is_real', true, 'owner_id', st.owner_id,
       'key_enc', xw.key_enc, 'available_before', available,
       'expires_at', CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END);

@@ -142,6 +142,12 @@ export async function openPglite(options: PgliteOptions): Promise<Db & { raw: PG
         }
       }
     },
+    async announce(notifications) {
+      // PGlite hands a notification to its listeners when the statement that sent it commits.
+      for (const [channel, payload] of notifications) {
+        await counted(raw.query('SELECT pg_notify($1, $2)', [channel, payload]));
+      }
+    },
     async listen(channel, onNotify) {
       // PGlite hands a notification to its listeners while it reads the result of the committing
       // statement, before that call returns: read-your-writes holds as the port requires.

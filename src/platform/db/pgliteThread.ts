@@ -213,6 +213,11 @@ export async function openPgliteThread(options: PgliteThreadOptions): Promise<Db
         }
       }
     },
+    async announce(notifications) {
+      // The database thread hands a notification to the listeners when its statement commits.
+      for (const [channel, payload] of notifications)
+        await rows('SELECT pg_notify($1, $2)', [channel, payload]);
+    },
     async listen(channel, onNotify) {
       let set = listeners.get(channel);
       const isNew = !set;

@@ -42,6 +42,15 @@ export interface Db extends Queryable {
    */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
   /**
+   * Announces, after a commit the caller has seen succeed, what botpay_notify would have announced
+   * inside it (channel and payload pairs), the same way: this process's listeners at once, other
+   * instances' through NOTIFY. For a statement that leaves its announcements to its caller
+   * (spend_run with p_announce false, src/spend/run.ts): on PostgreSQL each botpay_notify inside a
+   * statement is a NOTICE, which PostgreSQL sends to the client at once, a socket write and a
+   * wake-up of the service apiece.
+   */
+  announce(notifications: ReadonlyArray<readonly [channel: string, payload: string]>): Promise<void>;
+  /**
    * Whether the database answers, for /readyz: without waiting for a session, so that a busy pool
    * is never reported as an unreachable database (PostgreSQL: on the LISTEN connection).
    */

@@ -402,6 +402,19 @@ export async function openPostgres(options: PostgresOptions): Promise<Db> {
         }
       }
     },
+    async announce(notifications) {
+      const pending = new Map<string, Set<string>>();
+      for (const [channel, payload] of notifications) {
+        let set = pending.get(channel);
+        if (!set) {
+          set = new Set();
+          pending.set(channel, set);
+        }
+        set.add(payload);
+      }
+      deliverLocally(pending);
+      sendDeferred(pending);
+    },
     async listen(channel, onNotify) {
       let set = listeners.get(channel);
       const isNew = !set;
