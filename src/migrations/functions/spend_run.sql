@@ -219,9 +219,9 @@ BEGIN
     IF added.refused IS NOT NULL THEN
       -- Which limit refused, in the chain's order: the card's day, the card's month, then the
       -- allowance (read from the row, which the upsert left locked; no row: nothing spent yet).
-      SELECT coalesce(CASE WHEN w.day_start >= p_day THEN w.day_micros END, 0),
-             coalesce(CASE WHEN w.week_start >= p_week THEN w.week_micros END, 0),
-             coalesce(CASE WHEN w.month_start >= p_month THEN w.month_micros END, 0)
+      SELECT CASE WHEN w.day_start >= p_day THEN w.day_micros END,
+             CASE WHEN w.week_start >= p_week THEN w.week_micros END,
+             CASE WHEN w.month_start >= p_month THEN w.month_micros END
         INTO spent_day, spent_week, spent_month FROM spend_windows w WHERE w.scope = card_scope;
       spent_day := coalesce(spent_day, 0);
       spent_week := coalesce(spent_week, 0);
