@@ -3,10 +3,10 @@ import { type WindowKind, windowStart } from '../platform/time.ts';
 
 // Spending windows kept as counters, for both rails: one spend_windows row per scope, its day, ISO
 // week and month side by side (migration 0026). A purchase on either rail adds to them in
-// spend_run (src/migrations/functions/), with one conditional upsert per scope (spend_add), in one
-// fixed lock order (card → owner → bot for a card, the card row holding the profile's allowance
-// too: migration 0059; x402 → owner → bot for the partner wallet); a released hold (deny, expiry,
-// a refused or lapsed x402 payment) subtracts here in the same order.
+// spend_run (src/migrations/functions/), with one conditional upsert of its three rows, each under
+// its own limits, in one fixed lock order (card → owner → bot for a card, the card row holding the
+// profile's allowance too: migration 0059; x402 → owner → bot for the partner wallet); a released
+// hold (deny, expiry, a refused or lapsed x402 payment) subtracts here in the same order.
 
 export type LimitName =
   | 'card_daily'

@@ -166,6 +166,34 @@ const CASES: Case[] = [
     ],
   },
   {
+    // Nothing counted yet: no counter row to hold the condition, so the amount alone decides.
+    name: 'a first purchase above the daily limit on its own refuses, with nothing spent',
+    setup: { rail: { daily: 1000 } },
+    steps: [
+      { pay: 1001, expect: railLimit('daily', 10, 10) },
+      { pay: 1000, expect: 'approved' },
+    ],
+  },
+  {
+    name: 'a first purchase above the master daily or monthly budget on its own refuses, with nothing spent',
+    setup: { master: { daily: 1000, monthly: 1500 } },
+    steps: [
+      { pay: 1001, expect: master('daily', 10, 10) },
+      { pay: 1000, expect: 'approved' },
+      { pay: 501, expect: master('daily', 10, 0) },
+    ],
+  },
+  {
+    name: "the rail's daily limit is judged before the master daily budget",
+    setup: { rail: { daily: 500 }, master: { daily: 400 } },
+    steps: [
+      { pay: 501, expect: railLimit('daily', 5, 5) },
+      { pay: 401, expect: master('daily', 4, 4) },
+      { pay: 400, expect: 'approved' },
+      { pay: 1, expect: master('daily', 4, 0) },
+    ],
+  },
+  {
     name: 'funds: exactly the balance passes, a cent more refuses',
     setup: { fund: 1000 },
     steps: [

@@ -16,9 +16,10 @@
 -- The triggers' work for its own rows, done here (migration 0055): the funds check is the UPDATE of
 -- the method's wallet row, which adds what the purchase's two entries add (held or spent, so the
 -- approval mode, which refuses nothing, is decided before it: the card's from the card and the
--- profile, the partner wallet's on its locked row); the entries follow in one INSERT, and a card
--- purchase's event with its webhook delivery and queue rows in one statement. From the bot's own
--- counter (step 5) to the last row, the function runs with botpay.written_by = 'spend_run', for
+-- profile, the partner wallet's on its locked row); a card purchase's rows follow in one
+-- statement (its confirmation, ledger transaction and entries, and its event with the webhook
+-- delivery and queue rows), an x402 payment's in a few. From the counters' upsert (steps 4–5)
+-- to the last row, the function runs with botpay.written_by = 'spend_run', for
 -- which the tables' triggers (projection, balance check, delivery, announcements: 0055; the
 -- wallet's and the bot counter's announcements: 0056) are not called; it announces the bot once
 -- itself ('bot:<id>' on botpay_bot_state, and botpay_events for an event), the same for every
@@ -66,8 +67,9 @@
 -- Locks, in the one global order, for both methods: the key's advisory lock, the bot's rate-limit
 -- row, then counter rows card (the profile's card row, which also holds its allowance: migration
 -- 0059) or x402:<bot> (partner wallet) → owner → bot, then the method's wallet row (wallets or
--- x402_wallets) last. Each scope's windows (spend_windows: day, week and month side by side) are
--- added with spend_add's conditional upsert: three rows per purchase on either rail.
+-- x402_wallets) last. The three counter rows (spend_windows: each scope's day, week and month side
+-- by side) are added to by one conditional upsert, in that order, each row under its own limits
+-- (spend_add.sql is the same upsert for one scope, kept for the tests and for tools).
 --
 -- Split knowledge (docs/security.md), cards:
 -- - every profile is checked against the visible balance (available − decoy reserve) and counts in
@@ -126,7 +128,16 @@ DECLARE
   held boolean;
   prior record;
   retry integer;
-  added record;
+  rail_scope text;
+  rail_day_limit bigint;
+  rail_week timestamptz;
+  rail_week_limit bigint;
+  rail_month_limit bigint;
+  rail_ok boolean;
+  owner_scope text;
+  owner_day_limit bigint;
+  owner_month_limit bigint;
+  owner_ok boolean;
   spent_day bigint;
   spent_week bigint;
   spent_month bigint;
@@ -212,30 +223,11 @@ BEGIN
       RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_per_transaction', 'limit_micros', card.per_transaction_micros);
     END IF;
     card_scope := CASE WHEN is_real THEN 'card:' || card.id ELSE 'card:' || card.id || ':p' || p_profile_index END;
-    added := spend_add(card_scope, p_amount,
-      p_day, CASE WHEN prof.allowance_window = 'day' THEN least(card.daily_micros, prof.allowance_micros) ELSE card.daily_micros END,
-      CASE WHEN prof.allowance_window = 'week' THEN p_week END, CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_micros END,
-      p_month, CASE WHEN prof.allowance_window = 'month' THEN least(card.monthly_micros, prof.allowance_micros) ELSE card.monthly_micros END);
-    IF added.refused IS NOT NULL THEN
-      -- Which limit refused, in the chain's order: the card's day, the card's month, then the
-      -- allowance (read from the row, which the upsert left locked; no row: nothing spent yet).
-      SELECT CASE WHEN w.day_start >= p_day THEN w.day_micros END,
-             CASE WHEN w.week_start >= p_week THEN w.week_micros END,
-             CASE WHEN w.month_start >= p_month THEN w.month_micros END
-        INTO spent_day, spent_week, spent_month FROM spend_windows w WHERE w.scope = card_scope;
-      spent_day := coalesce(spent_day, 0);
-      spent_week := coalesce(spent_week, 0);
-      spent_month := coalesce(spent_month, 0);
-      IF spent_day + p_amount > card.daily_micros THEN
-        RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', spent_day);
-      END IF;
-      IF spent_month + p_amount > card.monthly_micros THEN
-        RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', spent_month);
-      END IF;
-      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_micros', prof.allowance_micros,
-        'spent_micros', CASE prof.allowance_window WHEN 'day' THEN spent_day WHEN 'week' THEN spent_week ELSE spent_month END,
-        'window', prof.allowance_window);
-    END IF;
+    rail_scope := card_scope;
+    rail_day_limit := CASE WHEN prof.allowance_window = 'day' THEN least(card.daily_micros, prof.allowance_micros) ELSE card.daily_micros END;
+    rail_week := CASE WHEN prof.allowance_window = 'week' THEN p_week END;
+    rail_week_limit := CASE WHEN prof.allowance_window = 'week' THEN prof.allowance_micros END;
+    rail_month_limit := CASE WHEN prof.allowance_window = 'month' THEN least(card.monthly_micros, prof.allowance_micros) ELSE card.monthly_micros END;
   ELSE
     -- 2. Partner wallet: the rail, its network and asset.
     SELECT r.status INTO rail_status FROM rails r WHERE r.bot_id = p_bot_id AND r.rail_key = 'partner_wallet';
@@ -265,13 +257,9 @@ BEGIN
     IF p_amount > xw.per_transaction_micros THEN
       RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_per_transaction', 'limit_micros', xw.per_transaction_micros);
     END IF;
-    added := spend_add('x402:' || p_bot_id, p_amount, p_day, xw.daily_micros, NULL, NULL, p_month, xw.monthly_micros);
-    IF added.refused = 'day' THEN
-      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_daily', 'limit_micros', xw.daily_micros, 'spent_micros', added.spent);
-    END IF;
-    IF added.refused IS NOT NULL THEN
-      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_monthly', 'limit_micros', xw.monthly_micros, 'spent_micros', added.spent);
-    END IF;
+    rail_scope := 'x402:' || p_bot_id;
+    rail_day_limit := xw.daily_micros;
+    rail_month_limit := xw.monthly_micros;
   END IF;
 
   -- 5. Master guardrails, checked for every purchase in its own world: the owner's spending with
@@ -280,6 +268,86 @@ BEGIN
   -- conditional upsert is the authoritative check under concurrency) and a decoy counts in a memo
   -- counter of the owner's ('owner:<id>:decoy', never read): the same statements either way, so
   -- the same time.
+  -- The rail's row ('card:…' or 'x402:<bot>'), the owner's and the bot's in one conditional
+  -- upsert, locked in that order: each row is added to when its own limits hold (the rail's: the
+  -- method's day, week and month limits; the owner's: the master day and month for a real purchase,
+  -- none for a decoy's memo row; the bot's: none). An amount above a limit on its own refuses
+  -- before it (an insert would not be checked); the owner's row is then left out.
+  rail_ok := (rail_day_limit IS NULL OR p_amount <= rail_day_limit) AND (rail_week_limit IS NULL OR p_amount <= rail_week_limit)
+             AND (rail_month_limit IS NULL OR p_amount <= rail_month_limit);
+  IF rail_ok THEN
+    owner_scope := 'owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END;
+    owner_day_limit := CASE WHEN is_real THEN st.m_day END;
+    owner_month_limit := CASE WHEN is_real THEN st.m_month END;
+    -- From here on the rows are spend_run's own (migrations 0055, 0056): botpay.written_by =
+    -- 'spend_run' until the last write, so that their tables' triggers are not called (the bot's
+    -- counter row first); the one announcement they made three times over is made once, after the
+    -- writes. A refusal below fails the statement, and the setting goes with it.
+    marker := set_config('botpay.written_by', 'spend_run', true);
+    WITH up AS (
+      INSERT INTO spend_windows AS c (scope, day_start, day_micros, week_start, week_micros, month_start, month_micros)
+      SELECT v.scope, v.day_start, CASE WHEN v.day_start IS NULL THEN 0 ELSE p_amount END,
+             v.week_start, CASE WHEN v.week_start IS NULL THEN 0 ELSE p_amount END, p_month, p_amount
+        FROM (VALUES (1, rail_scope, p_day, rail_week), (2, owner_scope, p_day, NULL::timestamptz),
+                     (3, 'bot:' || p_bot_id, NULL::timestamptz, NULL::timestamptz)) AS v(ord, scope, day_start, week_start)
+       WHERE v.ord <> 2 OR owner_day_limit IS NULL OR (p_amount <= owner_day_limit AND p_amount <= owner_month_limit)
+       ORDER BY v.ord
+      ON CONFLICT (scope) DO UPDATE SET
+        day_start = CASE WHEN excluded.day_start IS NULL OR c.day_start >= excluded.day_start THEN c.day_start ELSE excluded.day_start END,
+        day_micros = CASE WHEN excluded.day_start IS NULL THEN c.day_micros WHEN c.day_start >= excluded.day_start THEN c.day_micros + p_amount ELSE p_amount END,
+        week_start = CASE WHEN excluded.week_start IS NULL OR c.week_start >= excluded.week_start THEN c.week_start ELSE excluded.week_start END,
+        week_micros = CASE WHEN excluded.week_start IS NULL THEN c.week_micros WHEN c.week_start >= excluded.week_start THEN c.week_micros + p_amount ELSE p_amount END,
+        month_start = CASE WHEN c.month_start >= p_month THEN c.month_start ELSE p_month END,
+        month_micros = CASE WHEN c.month_start >= p_month THEN c.month_micros + p_amount ELSE p_amount END
+      WHERE CASE c.scope
+        WHEN rail_scope THEN
+          (rail_day_limit IS NULL OR CASE WHEN c.day_start >= p_day THEN c.day_micros ELSE 0 END + p_amount <= rail_day_limit)
+          AND (rail_week_limit IS NULL OR CASE WHEN c.week_start >= p_week THEN c.week_micros ELSE 0 END + p_amount <= rail_week_limit)
+          AND (rail_month_limit IS NULL OR CASE WHEN c.month_start >= p_month THEN c.month_micros ELSE 0 END + p_amount <= rail_month_limit)
+        WHEN owner_scope THEN
+          (owner_day_limit IS NULL OR CASE WHEN c.day_start >= p_day THEN c.day_micros ELSE 0 END + p_amount <= owner_day_limit)
+          AND (owner_month_limit IS NULL OR CASE WHEN c.month_start >= p_month THEN c.month_micros ELSE 0 END + p_amount <= owner_month_limit)
+        ELSE true END
+      RETURNING c.scope
+    )
+    SELECT coalesce(bool_or(up.scope = rail_scope), false), coalesce(bool_or(up.scope = owner_scope), false)
+      INTO rail_ok, owner_ok FROM up;
+  END IF;
+  IF NOT rail_ok THEN
+    -- Which limit refused, in the chain's order (read from the row, which the upsert left locked;
+    -- no row: nothing spent yet).
+    SELECT CASE WHEN w.day_start >= p_day THEN w.day_micros END,
+           CASE WHEN w.week_start >= p_week THEN w.week_micros END,
+           CASE WHEN w.month_start >= p_month THEN w.month_micros END
+      INTO spent_day, spent_week, spent_month FROM spend_windows w WHERE w.scope = rail_scope;
+    spent_day := coalesce(spent_day, 0);
+    spent_week := coalesce(spent_week, 0);
+    spent_month := coalesce(spent_month, 0);
+    IF NOT by_card THEN
+      IF spent_day + p_amount > xw.daily_micros THEN
+        RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_daily', 'limit_micros', xw.daily_micros, 'spent_micros', spent_day);
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'x402_monthly', 'limit_micros', xw.monthly_micros, 'spent_micros', spent_month);
+    END IF;
+    -- A card: its day, its month, then the profile's allowance.
+    IF spent_day + p_amount > card.daily_micros THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_daily', 'limit_micros', card.daily_micros, 'spent_micros', spent_day);
+    END IF;
+    IF spent_month + p_amount > card.monthly_micros THEN
+      RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'card_monthly', 'limit_micros', card.monthly_micros, 'spent_micros', spent_month);
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'profile_allowance', 'limit_micros', prof.allowance_micros,
+      'spent_micros', CASE prof.allowance_window WHEN 'day' THEN spent_day WHEN 'week' THEN spent_week ELSE spent_month END,
+      'window', prof.allowance_window);
+  END IF;
+
+  -- 5. Master guardrails, checked for every purchase in its own world: the owner's spending with
+  -- this card's real-profile spending replaced by this profile's (for the real profile and an x402
+  -- payment, simply the owner's spending), read after the upsert, which holds this purchase in the
+  -- profile's card row and, for a real purchase that the owner's row took, in the owner's. A real
+  -- purchase's authoritative check under concurrency is the owner row's condition (owner_ok); a
+  -- decoy's counts in a memo row of the owner's ('owner:<id>:decoy', never read): the same
+  -- statements either way, so the same time.
   IF p_amount > st.m_tx THEN
     RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_per_transaction', 'limit_micros', st.m_tx);
   END IF;
@@ -290,26 +358,12 @@ BEGIN
                  CASE WHEN c.scope = 'card:' || card.id THEN CASE WHEN is_real THEN 0 ELSE -1 END ELSE 1 END AS sign
             FROM spend_windows c
            WHERE c.scope IN ('owner:' || st.owner_id, 'card:' || card.id, card_scope)) w;
-  IF NOT is_real THEN
-    -- The profile's card counters already hold this purchase.
+  IF owner_ok OR NOT is_real THEN
     world_day := world_day - p_amount;
     world_month := world_month - p_amount;
   END IF;
   IF world_day + p_amount > st.m_day THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', world_day); END IF;
-  IF world_month + p_amount > st.m_month THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', world_month); END IF;
-  added := spend_add('owner:' || st.owner_id || CASE WHEN is_real THEN '' ELSE ':decoy' END, p_amount,
-                     p_day, CASE WHEN is_real THEN st.m_day END, NULL, NULL, p_month, CASE WHEN is_real THEN st.m_month END);
-  IF added.refused = 'day' THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_daily', 'limit_micros', st.m_day, 'spent_micros', added.spent);
-  END IF;
-  IF added.refused IS NOT NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', added.spent);
-  END IF;
-  -- From here on the rows are spend_run's own (migrations 0055, 0056): botpay.written_by =
-  -- 'spend_run' until the last write, so that their tables' triggers are not called; the one
-  -- announcement they made three times over is made once, after the writes.
-  marker := set_config('botpay.written_by', 'spend_run', true);
-  added := spend_add('bot:' || p_bot_id, p_amount, NULL, NULL, NULL, NULL, p_month, NULL);
+  IF world_month + p_amount > st.m_month OR NOT owner_ok THEN RAISE EXCEPTION USING ERRCODE = 'BP001', MESSAGE = jsonb_build_object('error', 'limit', 'name', 'master_monthly', 'limit_micros', st.m_month, 'spent_micros', world_month); END IF;
 
   -- 6. Approval mode (decided before the funds, which refuse or write the wallet row with the
   -- purchase held or spent; it refuses nothing itself).
@@ -392,59 +446,67 @@ BEGIN
         CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END);
   END IF;
 
-  -- The confirmation: every card purchase; an x402 payment only when held (the same inbox, mail,
-  -- approve / deny / expire paths: src/spend/holds.ts).
-  IF by_card OR held THEN
-    INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
-        merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at,
-        decided_at, decided_by, idempotency_key, request_hash, rail)
-      VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, profile_window,
-        p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
-        CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
-        CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
-        CASE WHEN held THEN NULL ELSE p_now END,
-        CASE WHEN held THEN NULL ELSE 'guardrails' END, CASE WHEN by_card THEN p_idempotency_key END,
-        CASE WHEN by_card AND p_idempotency_key IS NOT NULL THEN p_request_hash END,
-        CASE WHEN by_card THEN 'card_wallet' ELSE 'partner_wallet' END);
-  END IF;
-
   IF by_card THEN
-    -- Money rows for the real profile, decoy rows (same shape) for a decoy.
-    INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
-      VALUES (p_ledger_id, p_bot_id,
-              CASE WHEN is_real THEN '' ELSE 'decoy_' END || CASE WHEN held THEN 'hold' ELSE 'purchase' END, p_id,
-              CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now);
-    -- Projected on the wallet row at step 7, and balanced by construction (one amount, both
-    -- signs, one statement): the statement runs with botpay.written_by = 'spend_run', for which
-    -- neither ledger_entries_apply nor ledger_entries_balanced is called (migration 0055). The
-    -- setting is cleared after the last write, so any later rows of the caller's transaction go
-    -- through the triggers as every other writer's.
-    INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
-      VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
-             (p_ledger_id, p_bot_id,
-              CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END
-                   ELSE CASE WHEN held THEN 'decoy_held' ELSE 'decoy_spent' END END, p_amount, p_now);
-    IF NOT held THEN
-      -- The event, its webhook delivery and its queue row in one statement, run with
-      -- botpay.written_by = 'spend_run' so that the events' insert triggers are not called
-      -- (migration 0055): the rows are the ones webhook_delivery_for_event.sql writes (kept in step
-      -- with it: test/spend/ownRows.test.ts compares both paths' rows), and the two announcements
-      -- are events_wake's and events_state_insert's. No NOTIFY here (see 0002): botpay_notify
-      -- leaves that to the caller, right after commit.
-      WITH e AS (
-        INSERT INTO events (id, bot_id, type, body, created_at) VALUES (p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now)
+    -- A card purchase's rows in one statement: the confirmation; the ledger transaction and its two
+    -- entries, money rows for the real profile, decoy rows (same shape) for a decoy; and, approved
+    -- at once, the purchase.approved event with its webhook delivery and queue row. Sibling
+    -- inserts of one statement: the foreign keys are checked at its end, when all are there.
+    --
+    -- The entries are projected on the wallet row at step 7, and balanced by construction (one
+    -- amount, both signs, one statement). The statement runs with botpay.written_by = 'spend_run',
+    -- for which neither ledger_entries_apply nor ledger_entries_balanced is called, nor the events'
+    -- insert triggers (migration 0055): the event's rows are the ones webhook_delivery_for_event.sql
+    -- writes (kept in step with it: test/spend/ownRows.test.ts compares both paths' rows), and its
+    -- two announcements are events_wake's and events_state_insert's. The setting is cleared after
+    -- the statement, so any later rows of the caller's transaction go through the triggers as every
+    -- other writer's. No NOTIFY here (see 0002): botpay_notify leaves that to the caller, right
+    -- after commit.
+    WITH k AS (
+      INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
+          merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at,
+          decided_at, decided_by, idempotency_key, request_hash, rail)
+        VALUES (p_id, p_bot_id, st.owner_id, card.id, p_profile_index, is_real, profile_window,
+          p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount,
+          CASE WHEN held THEN 'pending' ELSE 'approved' END, p_now,
+          CASE WHEN held THEN p_now + make_interval(secs => p_window_seconds) END,
+          CASE WHEN held THEN NULL ELSE p_now END,
+          CASE WHEN held THEN NULL ELSE 'guardrails' END, p_idempotency_key,
+          CASE WHEN p_idempotency_key IS NOT NULL THEN p_request_hash END, 'card_wallet')
+    ), t AS (
+      INSERT INTO ledger_transactions (id, bot_id, kind, reference, description, created_at)
+        VALUES (p_ledger_id, p_bot_id,
+                CASE WHEN is_real THEN '' ELSE 'decoy_' END || CASE WHEN held THEN 'hold' ELSE 'purchase' END, p_id,
+                CASE WHEN held THEN 'Held for owner approval' ELSE 'Purchase approved' END, p_now)
+    ), en AS (
+      INSERT INTO ledger_entries (transaction_id, bot_id, account, amount_micros, created_at)
+        VALUES (p_ledger_id, p_bot_id, CASE WHEN is_real THEN 'wallet_available' ELSE 'decoy_cover' END, -p_amount, p_now),
+               (p_ledger_id, p_bot_id,
+                CASE WHEN is_real THEN CASE WHEN held THEN 'wallet_held' ELSE 'merchant_settlement' END
+                     ELSE CASE WHEN held THEN 'decoy_held' ELSE 'decoy_spent' END END, p_amount, p_now)
+    ), e AS (
+      INSERT INTO events (id, bot_id, type, body, created_at)
+        SELECT p_event_id, p_bot_id, 'purchase.approved', p_event_body, p_now WHERE NOT held
         RETURNING seq
-      ), d AS (
-        INSERT INTO webhook_deliveries (id, event_id, bot_id, event_type, next_attempt_at, created_at, seq)
+    ), d AS (
+      INSERT INTO webhook_deliveries (id, event_id, bot_id, event_type, next_attempt_at, created_at, seq)
         SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, 'purchase.approved', p_now, p_now, e.seq FROM e
-      )
-      INSERT INTO webhook_queue (delivery_id, event_id, bot_id, seq, due_at)
-        SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, e.seq, p_now FROM e;
-      IF p_announce THEN PERFORM botpay_notify('botpay_events', p_bot_id); END IF;
-    END IF;
+    )
+    INSERT INTO webhook_queue (delivery_id, event_id, bot_id, seq, due_at)
+      SELECT 'whd_' || substr(p_event_id, position('_' in p_event_id) + 1), p_event_id, p_bot_id, e.seq, p_now FROM e;
+    IF p_announce AND NOT held THEN PERFORM botpay_notify('botpay_events', p_bot_id); END IF;
     marker := set_config('botpay.written_by', '', true);
     IF p_announce THEN PERFORM botpay_notify('botpay_bot_state', 'bot:' || p_bot_id); END IF;
   ELSE
+    -- The confirmation of a held x402 payment (the same inbox, mail, approve / deny / expire paths
+    -- as a card purchase's: src/spend/holds.ts).
+    IF held THEN
+      INSERT INTO checkout_confirmations (id, bot_id, owner_id, card_id, profile_index, is_real, profile_window,
+          merchant_name, merchant_url, item_name, category, task_id, amount_micros, status, created_at, expires_at,
+          decided_at, decided_by, idempotency_key, request_hash, rail)
+        VALUES (p_id, p_bot_id, st.owner_id, NULL, p_profile_index, true, profile_window,
+          p_merchant_name, p_merchant_url, p_item_name, p_category, p_task_id, p_amount, 'pending', p_now,
+          p_now + make_interval(secs => p_window_seconds), NULL, NULL, NULL, NULL, 'partner_wallet');
+    END IF;
     -- The x402 moves (src/wallet/ledger.ts x402Moves hold / payment): x402_available → x402_held or
     -- x402_authorized. purchase.approved waits until the seller took the payment (src/x402/service.ts
     -- announceApproved), or the owner's approval.
