@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { spendCall } from '../src/spend/run.ts';
 
@@ -8,7 +9,8 @@ import { spendCall } from '../src/spend/run.ts';
 // session: the whole-checkout bench (bench/checkout.ts) cannot resolve a few percent on a shared
 // machine, this can. Three functions are created beside each other: A (this version's file), A′ (the
 // same file again: the noise floor) and B (SPEND_RUN_B, a spend_run.sql of another version; default
-// the previous version's copy in test/foundation/fixtures/functions-0058). Batches of 50 card
+// the previous version's copy in test/foundation/fixtures/functions-0060, with the spend_add.sql
+// beside it when B calls it). Batches of 50 card
 // purchases (approved at once, real profile and decoy in turn, no card named) rotate between the
 // three; the backend's CPU comes from /proc/<pid>/schedstat (so PostgreSQL must run on this
 // machine). A is called as spendAlone calls it on PostgreSQL (p_announce false); a B without that
@@ -16,7 +18,7 @@ import { spendCall } from '../src/spend/run.ts';
 //
 // Prints µs per call and the ratios B ÷ A and A′ ÷ A (total, and median of the batch pairs).
 
-const B_FILE = process.env.SPEND_RUN_B ?? 'test/foundation/fixtures/functions-0058/spend_run.sql';
+const B_FILE = process.env.SPEND_RUN_B ?? 'test/foundation/fixtures/functions-0060/spend_run.sql';
 const BATCH = 50;
 const BATCHES = Number(process.env.BENCH_BATCHES ?? 40);
 
@@ -41,6 +43,9 @@ try {
     { name: 'a2', sql: current, announceParam: true },
     { name: 'b', sql: other, announceParam: other.includes('p_announce') },
   ];
+  // A body of a version before 0061 adds each counter with spend_add, which this schema no longer has.
+  if (other.includes('spend_add('))
+    await client.query(readFileSync(join(dirname(B_FILE), 'spend_add.sql'), 'utf8'));
   for (const v of variants)
     await client.query(v.sql.replace('FUNCTION spend_run(', `FUNCTION spend_run_${v.name}(`));
   // Room for every purchase below in the profiles' allowances.

@@ -54,9 +54,17 @@ describe('migration 0059: a profile’s allowance counts in its card row', () =>
         new URL('./fixtures/functions-0058/spend_run.sql', import.meta.url),
         'utf8',
       );
-      const previousFunctions = (await loadFunctions()).map((f) =>
-        f.name === 'spend_run' ? { ...f, sql: previousSpendRun, checksum: 'previous' } : f,
+      // It added each scope with spend_add (gone since 0061: a copy beside it).
+      const previousSpendAdd = await readFile(
+        new URL('./fixtures/functions-0058/spend_add.sql', import.meta.url),
+        'utf8',
       );
+      const previousFunctions = [
+        ...(await loadFunctions()).map((f) =>
+          f.name === 'spend_run' ? { ...f, sql: previousSpendRun, checksum: 'previous' } : f,
+        ),
+        { name: 'spend_add', sql: previousSpendAdd, checksum: 'previous' },
+      ];
       await migrate(
         db,
         all.filter((m) => m.version <= 58),

@@ -68,8 +68,8 @@
 -- row, then counter rows card (the profile's card row, which also holds its allowance: migration
 -- 0059) or x402:<bot> (partner wallet) → owner → bot, then the method's wallet row (wallets or
 -- x402_wallets) last. The three counter rows (spend_windows: each scope's day, week and month side
--- by side) are added to by one conditional upsert, in that order, each row under its own limits
--- (spend_add.sql is the same upsert for one scope, kept for the tests and for tools).
+-- by side) are added to by one conditional upsert, in that order, each row under its own limits:
+-- the rule's one definition (spend_add, the same upsert for one scope, went with migration 0061).
 --
 -- Split knowledge (docs/security.md), cards:
 -- - every profile is checked against the visible balance (available − decoy reserve) and counts in
