@@ -9,7 +9,7 @@ import { spendCall } from '../src/spend/run.ts';
 // session: the whole-checkout bench (bench/checkout.ts) cannot resolve a few percent on a shared
 // machine, this can. Three functions are created beside each other: A (this version's file), A′ (the
 // same file again: the noise floor) and B (SPEND_RUN_B, a spend_run.sql of another version; default
-// the previous version's copy in test/foundation/fixtures/functions-0060, with the spend_add.sql
+// the copy of the 0058 version in test/foundation/fixtures/functions-0058, with the spend_add.sql
 // beside it when B calls it). Batches of 50 card
 // purchases (approved at once, real profile and decoy in turn, no card named) rotate between the
 // three; the backend's CPU comes from /proc/<pid>/schedstat (so PostgreSQL must run on this
@@ -18,7 +18,7 @@ import { spendCall } from '../src/spend/run.ts';
 //
 // Prints µs per call and the ratios B ÷ A and A′ ÷ A (total, and median of the batch pairs).
 
-const B_FILE = process.env.SPEND_RUN_B ?? 'test/foundation/fixtures/functions-0060/spend_run.sql';
+const B_FILE = process.env.SPEND_RUN_B ?? 'test/foundation/fixtures/functions-0058/spend_run.sql';
 const BATCH = 50;
 const BATCHES = Number(process.env.BENCH_BATCHES ?? 40);
 

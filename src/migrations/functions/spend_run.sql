@@ -262,13 +262,7 @@ BEGIN
     rail_month_limit := xw.monthly_micros;
   END IF;
 
-  -- 5. Master guardrails, checked for every purchase in its own world: the owner's spending with
-  -- this card's real-profile spending replaced by this profile's (for the real profile and an x402
-  -- payment, simply the owner's spending). Then a real purchase spends the owner's budget (the
-  -- conditional upsert is the authoritative check under concurrency) and a decoy counts in a memo
-  -- counter of the owner's ('owner:<id>:decoy', never read): the same statements either way, so
-  -- the same time.
-  -- The rail's row ('card:…' or 'x402:<bot>'), the owner's and the bot's in one conditional
+  -- 4–5. The counters. The rail's row ('card:…' or 'x402:<bot>'), the owner's and the bot's in one conditional
   -- upsert, locked in that order: each row is added to when its own limits hold (the rail's: the
   -- method's day, week and month limits; the owner's: the master day and month for a real purchase,
   -- none for a decoy's memo row; the bot's: none). An amount above a limit on its own refuses
