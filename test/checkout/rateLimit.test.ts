@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/platform/db/port.ts';
 import { parseConfig } from '../../src/config.ts';
@@ -19,6 +20,13 @@ let db: Db;
 beforeAll(async () => {
   t = await createTestDatabase();
   db = t.db;
+  // The version before migration 0062, beside the current one, for the random runs to compare with.
+  await db.exec(
+    readFileSync('test/foundation/fixtures/functions-0061/rate_limit_consume.sql', 'utf8').replace(
+      'FUNCTION rate_limit_consume(',
+      'FUNCTION rate_limit_consume_0061(',
+    ),
+  );
 });
 afterAll(async () => {
   await t.drop();
@@ -97,20 +105,54 @@ describe('rate limits above 100 per window: buckets of a sixtieth of the window'
       )
     )[0];
 
-  it('holds to the window at every step of a seeded random run, and the row never grows', async () => {
-    const key = 'test:buckets-random';
+  /**
+   * The running total (migration 0062) against the slots: what the window counts at the bucket of
+   * the row's last counted request, added up slot by slot. Null when the row keeps no total.
+   */
+  const totals = async (key: string) =>
+    (
+      await db.query<{ kept: number | null; added: number }>(
+        `SELECT bucket_total AS kept,
+                (SELECT coalesce(sum(c), 0)::int FROM unnest(bucket_ids, bucket_counts) AS b(id, c)
+                  WHERE id >= floor(extract(epoch FROM last_at) / (window_seconds / 60.0))::bigint - 60) AS added
+           FROM rate_limits WHERE key = $1`,
+        [key],
+      )
+    )[0];
+
+  /**
+   * Requests from one or two clocks (`skewMs` apart: two instances whose clocks disagree). At every
+   * step: the answer is the previous version's (which added the slots up at every request) for the
+   * same requests on a key of its own, the running total is the slots' sum, and, with one clock,
+   * the window rule holds.
+   */
+  const randomRun = async (key: string, seed: number, skewMs: number) => {
     const limit = 120;
-    const random = seeded(20261202);
+    const random = seeded(seed);
     const admitted: number[] = [];
-    let now = T0 + 17_000;
+    let clock = T0 + 17_000;
     let refusals = 0;
+    let totalsChecked = 0;
     for (let i = 0; i < 1_200; i++) {
       // Bursts of requests seconds apart, and pauses of up to four minutes: about 190 an hour.
-      now += random() < 0.85 ? Math.floor(random() * 3_000) : Math.floor(random() * 4 * MINUTE);
+      clock += random() < 0.85 ? Math.floor(random() * 3_000) : Math.floor(random() * 4 * MINUTE);
+      const now = skewMs !== 0 && random() < 0.3 ? clock - skewMs : clock;
       const inWindow = admitted.filter((a) => a > now - HOUR * 1000).length;
       const inWindowAndBucket = admitted.filter((a) => a > now - HOUR * 1000 - MINUTE).length;
       const r = await consume(key, limit, now);
-      if (r.ok) {
+      const previous = (
+        await db.query<{ retry: number }>('SELECT rate_limit_consume_0061($1, $2, $3, $4) AS retry', [
+          `${key}:0061`,
+          limit,
+          HOUR,
+          new Date(now),
+        ])
+      )[0]?.retry;
+      expect(r.ok ? 0 : r.retryAfterSeconds, `request ${i}: the previous version's answer`).toBe(previous);
+      if (skewMs !== 0) {
+        if (r.ok) admitted.push(now);
+        else refusals++;
+      } else if (r.ok) {
         expect(inWindow + 1, `request ${i}: the window would hold more than the limit`).toBeLessThanOrEqual(
           limit,
         );
@@ -127,13 +169,34 @@ describe('rate limits above 100 per window: buckets of a sixtieth of the window'
         expect(r.retryAfterSeconds).toBeGreaterThanOrEqual(exactWait);
         expect(r.retryAfterSeconds).toBeLessThanOrEqual(exactWait + 61);
       }
+      const total = await totals(key);
+      if (total?.kept !== null && total?.kept !== undefined) {
+        expect(total.kept, `request ${i}: the running total`).toBe(total.added);
+        totalsChecked++;
+      }
     }
-    // The run reached the limit often and let most requests through.
+    // The run reached the limit often and let most requests through, and kept its total throughout.
     expect(refusals).toBeGreaterThan(100);
     expect(admitted.length).toBeGreaterThan(500);
+    expect(totalsChecked).toBeGreaterThan(1_100);
+    // The same slots as the previous version's row.
+    const slots = await db.query<{ key: string; ids: string[]; counts: number[]; last: Date }>(
+      'SELECT key, bucket_ids AS ids, bucket_counts AS counts, last_at AS last FROM rate_limits WHERE key IN ($1, $2) ORDER BY key',
+      [key, `${key}:0061`],
+    );
+    expect(slots).toHaveLength(2);
+    expect({ ...slots[0], key }).toEqual({ ...slots[1], key });
     const kept = await row(key);
     expect(kept?.hits).toEqual([]);
     expect(kept?.size).toBeLessThan(1024);
+  };
+
+  it('holds to the window at every step of a seeded random run, and the row never grows', async () => {
+    await randomRun('test:buckets-random', 20261202, 0);
+  });
+
+  it('holds to the window when two clocks two minutes apart count the same key', async () => {
+    await randomRun('test:buckets-skewed', 20261204, 2 * MINUTE);
   });
 
   it('answers the wait until the oldest buckets stop counting, and counts again on time', async () => {
@@ -173,8 +236,12 @@ describe('rate limits above 100 per window: buckets of a sixtieth of the window'
     await releaseRateLimit(db, key, T0 + 2 * MINUTE); // no request in that bucket: nothing changes
     expect((await consume(key, 101, T0 + 1000)).ok).toBe(false);
     await releaseRateLimit(db, key, T0 + 30_000);
+    // The slot changed outside the count: the row forgets its total, and the next request adds the
+    // slots up again.
+    expect((await totals(key))?.kept).toBeNull();
     expect(await consume(key, 101, T0 + 1000)).toEqual({ ok: true });
     expect((await row(key))?.counted).toBe(101);
+    expect(await totals(key)).toEqual({ kept: 101, added: 101 });
 
     await consume('test:buckets-recent', 101, T0 + 86_400_000);
     await pruneExpired(db, parseConfig({}), T0 + 86_400_000 + 2000);

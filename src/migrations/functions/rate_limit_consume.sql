@@ -19,6 +19,14 @@
 --   width (a sixtieth of the window) before the exact rule would let it through; the answered wait
 --   is when the oldest buckets stop counting.
 --
+--   The common case is one statement: a request in the same bucket as the key's last counted one
+--   (last_at), whose slot still holds that bucket, is counted against the total kept then
+--   (bucket_total: the requests the window counted at last_at's bucket, migration 0062), and adds
+--   itself to its slot and to the total; no loop over the slots. Any other request (a new bucket, a
+--   refusal, a clock behind or ahead, a row whose total is unknown) counts the slots one by one and
+--   keeps the total again. A bucket's count changed by any other statement (rate_limit_release)
+--   forgets the total.
+--
 -- A key moves from one form to the other with its counted requests when its limit crosses 100
 -- (a configuration change): hits go into their buckets, a bucket's requests become hits at its end
 -- (never counted for less time than before). A key is used with one window; a bucket row met with
@@ -80,7 +88,7 @@ BEGIN
                                  FROM unnest(ids, counts) AS b(id, c), generate_series(1, least(b.c, p_limit)) g
                                 WHERE b.id >= n - 60 ORDER BY b.id DESC LIMIT p_limit) k)
                     ELSE '{}' END,
-             bucket_ids = NULL, bucket_counts = NULL, window_seconds = NULL
+             bucket_ids = NULL, bucket_counts = NULL, bucket_total = NULL, window_seconds = NULL
        WHERE r.key = p_key;
     END LOOP;
     -- Refused: what decided is the oldest of the newest p_limit hits inside the window.
@@ -92,6 +100,14 @@ BEGIN
   -- Buckets.
   width := p_window_seconds / 60.0;
   n := floor(extract(epoch FROM p_now) / width)::bigint;
+  -- The common case: the last counted request was in this bucket, which its slot still holds, and
+  -- the total kept then is below the limit. The row's condition is the whole check.
+  s := 1 + (n % 61)::integer;
+  UPDATE rate_limits r
+     SET bucket_counts[s] = r.bucket_counts[s] + 1, bucket_total = r.bucket_total + 1, last_at = p_now
+   WHERE r.key = p_key AND r.window_seconds = p_window_seconds AND r.bucket_ids[s] = n
+     AND r.bucket_total < p_limit AND floor(extract(epoch FROM r.last_at) / width)::bigint = n;
+  IF FOUND THEN RETURN 0; END IF;
   SELECT r.hits, r.bucket_ids, r.bucket_counts, r.window_seconds INTO row_hits, ids, counts, row_window
     FROM rate_limits r WHERE r.key = p_key FOR UPDATE;
   IF NOT FOUND THEN
@@ -120,8 +136,11 @@ BEGIN
     -- A slot holding a later bucket (another instance's clock ahead by an hour) keeps it and takes
     -- this request too: it is counted longer, never shorter.
     IF ids[s] >= n THEN counts[s] := counts[s] + 1; ELSE ids[s] := n; counts[s] := 1; END IF;
+    -- Every request the window counts at this bucket: those counted before, and this one (its slot
+    -- held this bucket or a later one, which were counted, or an old one, which was not).
     UPDATE rate_limits
-       SET hits = '{}', bucket_ids = ids, bucket_counts = counts, window_seconds = p_window_seconds, last_at = p_now
+       SET hits = '{}', bucket_ids = ids, bucket_counts = counts, bucket_total = counted + 1,
+           window_seconds = p_window_seconds, last_at = p_now
      WHERE key = p_key;
     RETURN 0;
   END IF;
@@ -146,7 +165,7 @@ RETURNS void LANGUAGE sql AS $$
      SET hits = hits[:array_position(hits, p_at) - 1] || hits[array_position(hits, p_at) + 1:]
    WHERE key = p_key AND p_at = ANY (hits);
   UPDATE rate_limits r
-     SET bucket_counts[b.slot] = r.bucket_counts[b.slot] - 1
+     SET bucket_counts[b.slot] = r.bucket_counts[b.slot] - 1, bucket_total = NULL
     FROM (SELECT floor(extract(epoch FROM p_at) / (x.window_seconds / 60.0))::bigint AS id,
                  1 + (floor(extract(epoch FROM p_at) / (x.window_seconds / 60.0))::bigint % 61)::integer AS slot
             FROM rate_limits x WHERE x.key = p_key AND x.bucket_ids IS NOT NULL) b
