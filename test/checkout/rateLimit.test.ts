@@ -20,12 +20,14 @@ let db: Db;
 beforeAll(async () => {
   t = await createTestDatabase();
   db = t.db;
-  // The version before migration 0062, beside the current one, for the random runs to compare with.
+  // The version before migration 0062, beside the current one, for the random runs to compare with
+  // (its consume function alone: the file's release function would replace the current one).
+  const previous = readFileSync('test/foundation/fixtures/functions-0061/rate_limit_consume.sql', 'utf8');
+  const from = previous.indexOf('CREATE OR REPLACE FUNCTION rate_limit_consume(');
+  const to = previous.indexOf('CREATE OR REPLACE FUNCTION rate_limit_release(');
+  if (from < 0 || to < from) throw new Error('the 0061 fixture of rate_limit_consume changed shape');
   await db.exec(
-    readFileSync('test/foundation/fixtures/functions-0061/rate_limit_consume.sql', 'utf8').replace(
-      'FUNCTION rate_limit_consume(',
-      'FUNCTION rate_limit_consume_0061(',
-    ),
+    previous.slice(from, to).replace('FUNCTION rate_limit_consume(', 'FUNCTION rate_limit_consume_0061('),
   );
 });
 afterAll(async () => {

@@ -59,9 +59,18 @@ describe('migration 0059: a profile’s allowance counts in its card row', () =>
         new URL('./fixtures/functions-0058/spend_add.sql', import.meta.url),
         'utf8',
       );
+      // Its rate limiter, before 0062 gave bucket rows a running total.
+      const previousRateLimit = await readFile(
+        new URL('./fixtures/functions-0061/rate_limit_consume.sql', import.meta.url),
+        'utf8',
+      );
       const previousFunctions = [
         ...(await loadFunctions()).map((f) =>
-          f.name === 'spend_run' ? { ...f, sql: previousSpendRun, checksum: 'previous' } : f,
+          f.name === 'spend_run'
+            ? { ...f, sql: previousSpendRun, checksum: 'previous' }
+            : f.name === 'rate_limit_consume'
+              ? { ...f, sql: previousRateLimit, checksum: 'previous' }
+              : f,
         ),
         { name: 'spend_add', sql: previousSpendAdd, checksum: 'previous' },
       ];

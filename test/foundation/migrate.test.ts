@@ -148,6 +148,36 @@ describe('migrations', () => {
     }
   });
 
+  it('an instance of the previous version leaves the newer function files in place and stays ready', async () => {
+    const { db, drop } = await createTestDatabase();
+    try {
+      const all = await loadMigrations();
+      const fns = await loadFunctions();
+      const probe = (n: number) => {
+        const sql = `CREATE OR REPLACE FUNCTION probe_fn() RETURNS integer LANGUAGE sql AS $$ SELECT ${n} $$;`;
+        return [...fns, { name: 'probe_fn', sql, checksum: sha256(sql) }];
+      };
+      // The new version (every migration, probe_fn 2) migrated; the previous one (without the
+      // newest migration, probe_fn 1) restarts during the rolling deploy.
+      await migrate(db, all, probe(2));
+      const previous = all.slice(0, -1);
+      expect(await migrate(db, previous, probe(1))).toEqual([]);
+      expect((await db.query<{ v: number }>('SELECT probe_fn() AS v'))[0]!.v).toBe(2);
+      expect(
+        (
+          await db.query<{ checksum: string }>(
+            "SELECT checksum FROM schema_functions WHERE name = 'probe_fn'",
+          )
+        )[0]?.checksum,
+      ).toBe(probe(2).at(-1)!.checksum);
+      expect(await migrationsApplied(db, previous, probe(1))).toBe(true);
+      // The same migrations with another file are still a schema behind its code.
+      expect(await migrationsApplied(db, all, probe(1))).toBe(false);
+    } finally {
+      await drop();
+    }
+  });
+
   it('readyz reports not ready when a migration is missing and ready when applied', async () => {
     const svc = await createTestService();
     try {

@@ -118,11 +118,22 @@ export async function migrate(
         await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
         applied.push(m.version);
       }
+      // A newer version migrated this database (an instance of the previous version restarting
+      // during a rolling deploy): its function files stay. They serve the previous version's calls
+      // too (docs/deploy.md, "Migrations"); this version's older files would undo them.
+      if (newerThan(done, all)) return applied;
       await applyFunctions(tx, fns, applied.length > 0);
       return applied;
     },
     { retries: 0 },
   );
+}
+
+/** Whether the database holds a migration that `known` lacks: a newer version's code migrated it. */
+function newerThan(applied: Iterable<number>, known: Migration[]): boolean {
+  const versions = new Set(known.map((m) => m.version));
+  for (const version of applied) if (!versions.has(version)) return true;
+  return false;
 }
 
 /** Inside migrate's transaction: (re-)creates the function files that changed, or all of them. */
@@ -160,7 +171,8 @@ export async function migrationsApplied(
     const rows = await db.query<{ version: number }>('SELECT version FROM schema_migrations');
     const applied = new Set(rows.map((r) => r.version));
     if (!all.every((m) => applied.has(m.version))) return false;
-    if (fns.length === 0) return true;
+    // Under a newer version's schema its function files are the ones in place, by design (migrate).
+    if (fns.length === 0 || newerThan(applied, all)) return true;
     const recorded = new Map(
       (await db.query<{ name: string; checksum: string }>('SELECT name, checksum FROM schema_functions')).map(
         (r) => [r.name, r.checksum],
