@@ -5,6 +5,7 @@ import {
   loadMigrations,
   migrate,
   migrationsApplied,
+  STOPS_EARLIER_VERSIONS,
   sha256,
 } from '../../src/platform/db/migrate.ts';
 import { openPostgres } from '../../src/platform/db/postgres.ts';
@@ -173,6 +174,33 @@ describe('migrations', () => {
       expect(await migrationsApplied(db, previous, probe(1))).toBe(true);
       // The same migrations with another file are still a schema behind its code.
       expect(await migrationsApplied(db, all, probe(1))).toBe(false);
+    } finally {
+      await drop();
+    }
+  });
+
+  it('a migration that stops earlier versions keeps them from migrating and from being ready', async () => {
+    const { db, drop } = await createTestDatabase();
+    try {
+      const all = await loadMigrations();
+      const fns = await loadFunctions();
+      const next = Math.max(...all.map((m) => m.version)) + 1;
+      const stopping = { version: next, name: 'probe_stop', sql: `${STOPS_EARLIER_VERSIONS}\nSELECT 1;` };
+      const additive = { version: next + 1, name: 'probe_add', sql: 'SELECT 1;' };
+      // An additive migration alone leaves the previous version running (the test above)...
+      expect(await migrate(db, [...all, additive], fns)).toEqual([additive.version]);
+      expect(await migrationsApplied(db, all, fns)).toBe(true);
+      expect(await migrate(db, all, fns)).toEqual([]);
+      // ...one that stops earlier versions does not: they refuse to migrate and are not ready.
+      expect(await migrate(db, [...all, stopping, additive], fns)).toEqual([stopping.version]);
+      await expect(migrate(db, all, fns)).rejects.toThrow(
+        new RegExp(`newer version, whose migration ${next} earlier versions must not run beside`),
+      );
+      expect(await migrationsApplied(db, all, fns)).toBe(false);
+      // The version that carries it (and any later one) is unaffected.
+      expect(await migrate(db, [...all, stopping, additive], fns)).toEqual([]);
+      expect(await migrationsApplied(db, [...all, stopping, additive], fns)).toBe(true);
+      expect(await migrationsApplied(db, [...all, stopping], fns)).toBe(true);
     } finally {
       await drop();
     }

@@ -44,7 +44,21 @@ const MIGRATION_LOCK = 7_254_001;
  * Not application data: `botpay export` writes their contents as the file's schema version and
  * `botpay import` lets migrate() fill them on the target (src/ops/transfer.ts).
  */
-export const BOOKKEEPING_TABLES: readonly string[] = ['schema_migrations', 'schema_functions'];
+export const BOOKKEEPING_TABLES: readonly string[] = [
+  'schema_migrations',
+  'schema_functions',
+  'schema_floor',
+];
+
+/**
+ * The line that marks a migration earlier versions must not run beside (as 0050, which moved every
+ * amount from cents to micro-dollars): once it is applied, an instance whose code lacks it refuses
+ * to migrate (so it does not start) and answers /readyz 503, instead of serving under a schema it
+ * would misread. Recorded in schema_floor; docs/deploy.md, "Migrations".
+ */
+export const STOPS_EARLIER_VERSIONS = '-- botpay: earlier versions stop';
+const stopsEarlier = (m: Migration) =>
+  m.sql.split('\n').some((line) => line.trim() === STOPS_EARLIER_VERSIONS);
 
 export interface Migration {
   version: number;
@@ -108,14 +122,23 @@ export async function migrate(
         name text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`);
+      await tx.query('CREATE TABLE IF NOT EXISTS schema_floor (version integer PRIMARY KEY)');
       const done = new Set(
         (await tx.query<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version),
       );
+      const floor = unknownFloor(await floorOf(tx), all);
+      if (floor !== null) {
+        throw new Error(
+          `this database was migrated by a newer version, whose migration ${floor} earlier versions must not ` +
+            'run beside: run that version or a later one (docs/deploy.md, "Migrations")',
+        );
+      }
       const applied: number[] = [];
       for (const m of all) {
         if (done.has(m.version)) continue;
         await tx.exec(m.sql);
         await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        if (stopsEarlier(m)) await tx.query('INSERT INTO schema_floor (version) VALUES ($1)', [m.version]);
         applied.push(m.version);
       }
       // A newer version migrated this database (an instance of the previous version restarting
@@ -127,6 +150,18 @@ export async function migrate(
     },
     { retries: 0 },
   );
+}
+
+/** The migrations applied here that earlier versions must not run beside (STOPS_EARLIER_VERSIONS). */
+async function floorOf(q: Queryable): Promise<number[]> {
+  return (await q.query<{ version: number }>('SELECT version FROM schema_floor')).map((r) => r.version);
+}
+
+/** The newest of `floor` that `known` lacks, or null: whether this code must not run on the database. */
+function unknownFloor(floor: number[], known: Migration[]): number | null {
+  const versions = new Set(known.map((m) => m.version));
+  const unknown = floor.filter((v) => !versions.has(v));
+  return unknown.length > 0 ? Math.max(...unknown) : null;
 }
 
 /** Whether the database holds a migration that `known` lacks: a newer version's code migrated it. */
@@ -171,8 +206,17 @@ export async function migrationsApplied(
     const rows = await db.query<{ version: number }>('SELECT version FROM schema_migrations');
     const applied = new Set(rows.map((r) => r.version));
     if (!all.every((m) => applied.has(m.version))) return false;
-    // Under a newer version's schema its function files are the ones in place, by design (migrate).
-    if (fns.length === 0 || newerThan(applied, all)) return true;
+    if (newerThan(applied, all)) {
+      // A newer version's schema: its function files are the ones in place, by design (migrate),
+      // unless one of its migrations stops earlier versions. A schema without the floor table was
+      // migrated before it existed (older code): nothing there stops this version.
+      const floor = await floorOf(db).catch((error) => {
+        if (isOverloadedError(error)) throw error;
+        return [];
+      });
+      return unknownFloor(floor, all) === null;
+    }
+    if (fns.length === 0) return true;
     const recorded = new Map(
       (await db.query<{ name: string; checksum: string }>('SELECT name, checksum FROM schema_functions')).map(
         (r) => [r.name, r.checksum],
