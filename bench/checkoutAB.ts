@@ -1,14 +1,17 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { createOwnerToken, findOrCreateOwner } from '../src/owners/auth.ts';
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
-import { freePort } from '../test/support/process.ts';
-import { BENCH_DATABASE_URL, cpuMsOf, measure, median, stopWithBench } from './lib.ts';
-import { type CheckoutBot, openOwnerGuardrails, seedCheckoutBot } from './seed.ts';
+import { BENCH_DATABASE_URL, type Child, cpuMsOf, median, startChild } from './lib.ts';
+import {
+  BENCH_SECRET_KEY,
+  type CheckoutBot,
+  checkoutLoad,
+  openOwnerGuardrails,
+  seedCheckoutBot,
+} from './seed.ts';
 
 // npm run bench:checkout-ab (PostgreSQL: BENCH_DATABASE_URL or TEST_DATABASE_URL)
 //
@@ -38,8 +41,7 @@ interface Side {
   name: 'a' | 'b';
   schema: string;
   app: string;
-  url: string;
-  child: ChildProcess;
+  child: Child;
   bots: CheckoutBot[];
 }
 
@@ -59,47 +61,30 @@ async function startSide(name: Side['name'], sqlFile: string | undefined, owners
     const url = new URL(BENCH_DATABASE_URL);
     url.searchParams.set('application_name', app);
     url.searchParams.set('options', `-c search_path=${schema}`);
-    const port = await freePort();
-    const { BASE_URL: _ignored, ...parentEnv } = process.env;
-    const child = stopWithBench(
-      spawn(process.execPath, ['bin/run-ts.mjs', 'bench/baseline/checkoutServer.ts'], {
-        env: {
-          ...parentEnv,
-          DATABASE_URL: url.toString(),
-          SECRET_KEY: 'bench-secret-key-0123456789abcdef0123456789abcdef',
-          REGISTRATION_RATE_LIMIT_PER_HOUR: '1000000',
-          CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000',
-          ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
-          ROLES: 'api',
-          PORT: String(port),
-          LOG_LEVEL: 'warn',
-        },
-        stdio: ['ignore', 'inherit', 'inherit'],
-      }),
+    const child = await startChild(
+      'bench/baseline/checkoutServer.ts',
+      {
+        DATABASE_URL: url.toString(),
+        SECRET_KEY: BENCH_SECRET_KEY,
+        REGISTRATION_RATE_LIMIT_PER_HOUR: '1000000',
+        CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000',
+        ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
+        ROLES: 'api',
+      },
+      '/readyz',
     );
-    sides.push({ name, schema, app, url: `http://127.0.0.1:${port}`, child, bots: [] });
-    const side = sides[sides.length - 1]!;
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`side ${name}: the service exited with ${child.exitCode}`);
-      if (Date.now() > deadline) throw new Error(`side ${name}: the service did not start`);
-      try {
-        if ((await fetch(`${side.url}/readyz`)).ok) break;
-      } catch {
-        // not yet
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    const side: Side = { name, schema, app, child, bots: [] };
+    sides.push(side);
     for (let o = 0; o < owners; o++) {
       const email = `bench-${o}@example.com`;
       const token = await db.transaction(async (tx) =>
         createOwnerToken(tx, (await findOrCreateOwner(tx, email, Date.now())).id, Date.now()),
       );
       const ownerAuth = { authorization: `Bearer ${token}` };
-      await openOwnerGuardrails(side.url, ownerAuth);
+      await openOwnerGuardrails(child.url, ownerAuth);
       for (let b = 0; b < perOwner; b++) {
         side.bots.push(
-          await seedCheckoutBot(side.url, ownerAuth, {
+          await seedCheckoutBot(child.url, ownerAuth, {
             name: `bench-${o}-${b}`,
             ownerEmail: email,
             approvalMode: 'auto_approve_under_threshold',
@@ -110,36 +95,6 @@ async function startSide(name: Side['name'], sqlFile: string | undefined, owners
   } finally {
     await db.close();
   }
-}
-
-function checkoutOptions(side: Side, duration: number): autocannon.Options {
-  let i = 0;
-  return {
-    url: side.url,
-    connections: CONNECTIONS,
-    duration,
-    requests: [
-      {
-        method: 'POST',
-        path: '/api/v1/bot/merchant/checkout',
-        setupRequest: (req) => {
-          const bot = side.bots[i++ % side.bots.length]!;
-          return {
-            ...req,
-            headers: { ...req.headers, authorization: bot.auth, 'content-type': 'application/json' },
-            body: JSON.stringify({
-              profile_index: bot.profile,
-              merchant_name: 'Bench Store',
-              merchant_url: 'https://bench.example/item',
-              item_name: 'Widget',
-              amount_cents: 100,
-              category: 'retail',
-            }),
-          };
-        },
-      },
-    ],
-  };
 }
 
 async function backendsMs(side: Side): Promise<number> {
@@ -153,14 +108,14 @@ async function backendsMs(side: Side): Promise<number> {
 async function phase(side: Side) {
   // An empty rate-limit window at each phase, as bench/checkout.ts does.
   await admin.query(`DELETE FROM ${side.schema}.rate_limits`);
-  const service0 = cpuMsOf(side.child.pid);
+  const service0 = cpuMsOf(side.child.process.pid);
   const backends0 = await backendsMs(side);
-  const { result } = await measure(checkoutOptions(side, SECONDS));
+  const result = await checkoutLoad(side.child.url, CONNECTIONS, side.bots, SECONDS);
   const n = Math.max(1, result.requests.total);
   return {
     okPerSecond: result['2xx'] / SECONDS,
     failed: result.non2xx + result.errors + result.timeouts,
-    cpuUs: ((cpuMsOf(side.child.pid) - service0 + ((await backendsMs(side)) - backends0)) * 1000) / n,
+    cpuUs: ((cpuMsOf(side.child.process.pid) - service0 + ((await backendsMs(side)) - backends0)) * 1000) / n,
   };
 }
 
@@ -172,7 +127,7 @@ try {
     Number(process.env.AB_OWNERS_B ?? 16),
     Number(process.env.AB_BOTS_B ?? 4),
   );
-  for (const side of sides) await autocannon(checkoutOptions(side, 3)); // JIT, pools, caches
+  for (const side of sides) await checkoutLoad(side.child.url, CONNECTIONS, side.bots, 3); // JIT, pools, caches
   const throughput: number[] = [];
   const cpu: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
@@ -194,8 +149,7 @@ try {
       `CPU per checkout (service + its backends) B ÷ A ${median(cpu).toFixed(3)} (medians of ${ROUNDS} rounds)`,
   );
 } finally {
-  for (const side of sides) side.child.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 1_000));
+  await Promise.all(sides.map((side) => side.child.stop()));
   for (const side of sides) await admin.query(`DROP SCHEMA IF EXISTS ${side.schema} CASCADE`).catch(() => {});
   await admin.end();
 }
