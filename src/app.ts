@@ -26,6 +26,7 @@ import { OWNER_MAIL_CLOSE_WAIT_MS, ownerMailSettled } from './notifications/job.
 import { registerOwnerRoutes } from './owners/routes.ts';
 import { jsonDepthExceeded, MAX_JSON_DEPTH, strictBodySchema } from './platform/bodies.ts';
 import type { AppContext } from './platform/context.ts';
+import { spendQueueLoad } from './spend/run.ts';
 import { constantTimeEqual } from './platform/crypto.ts';
 import { migrationsApplied } from './platform/db/migrate.ts';
 import { pgErrorCode } from './platform/db/port.ts';
@@ -100,7 +101,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   // server listens: building the app (compiling every route's validators and serializers) holds
   // the loop for a second or more, which would read as two late seconds and shed the first
   // requests of every new instance.
-  const shedder = new LoadShedder(ctx.db, ctx.config, ctx.metrics.eventLoop);
+  const shedder = new LoadShedder(ctx.db, ctx.config, ctx.metrics.eventLoop, () => spendQueueLoad(ctx.db));
   app.addHook('onListen', (done) => {
     ctx.metrics.eventLoop.start();
     done();

@@ -23,6 +23,13 @@ export interface Config {
    */
   databasePoolWaitMs: number;
   /**
+   * Group commit of purchases that run on their own (src/spend/batch.ts), PostgreSQL only: at most
+   * `concurrency` purchase calls of this instance in flight (SPEND_CONCURRENCY); purchases arriving
+   * while all are busy wait and share the next call's transaction, up to `size` (SPEND_BATCH_SIZE;
+   * 1 turns batching off); a purchase waits for a call at most DATABASE_POOL_WAIT_MS.
+   */
+  spendBatch: { size: number; concurrency: number; maxWaitMs: number };
+  /**
    * New requests are answered `503 overloaded` while the event loop's delay (a mean weighted by
    * time, platform/overload.ts) has been at least this in each of the last two seconds
    * (SHED_EVENT_LOOP_DELAY_MS; 0 turns it off).
@@ -302,6 +309,11 @@ export function parseConfig(env: Env = process.env): Config {
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 20, 2, 1000),
     databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000),
+    spendBatch: {
+      size: integer(env, 'SPEND_BATCH_SIZE', 32, 1, 32),
+      concurrency: integer(env, 'SPEND_CONCURRENCY', 2, 1, 1000),
+      maxWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000),
+    },
     shedEventLoopDelayMs: integer(env, 'SHED_EVENT_LOOP_DELAY_MS', 500, 0, 60_000),
     tunnelDomain,
     internalUrl,

@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../platform/db/port.ts';
 import type { WindowKind } from '../platform/time.ts';
+import type { SpendBatchOptions } from '../spend/batch.ts';
 import type { Refusal } from '../spend/refusals.ts';
 import {
   reader,
@@ -109,8 +110,9 @@ export async function checkoutAlone(
   db: Db,
   params: AttemptParams,
   lowBalanceMicros: number,
+  batch?: SpendBatchOptions,
 ): Promise<AttemptResult | null> {
-  const a = await spendAlone(db, cardSpendParams(params), lowBalanceMicros);
+  const a = await spendAlone(db, cardSpendParams(params), lowBalanceMicros, batch);
   return a === null ? null : resultOf(a);
 }
 

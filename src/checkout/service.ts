@@ -114,7 +114,7 @@ export async function checkout(
   try {
     const params = attemptParams(ctx, botId, req, idempotencyKey, now);
     if (req.task_id === undefined) {
-      const r = await checkoutAlone(ctx.db, params, LOW_BALANCE_MICROS);
+      const r = await checkoutAlone(ctx.db, params, LOW_BALANCE_MICROS, ctx.config.spendBatch);
       if (r !== null) result = answer(ctx, req, params, r, false);
     }
     result ??= await ctx.db.transaction((tx) => runChain(ctx, tx, req, params));

@@ -1,6 +1,7 @@
 import { Counter, Gauge, type Metric, type MetricValueWithName, Registry } from 'prom-client';
 import { WAIT_BUCKETS } from './db/gate.ts';
 import type { Db } from './db/port.ts';
+import { spendQueueLoad } from '../spend/run.ts';
 import { EVENT_LOOP_BUCKETS, EventLoopMonitor } from './overload.ts';
 
 // Prometheus metrics at /metrics. Labels never carry ids or secrets: routes are the route
@@ -100,6 +101,32 @@ export function createMetrics(db: Db): Metrics {
       },
     ) as unknown as Metric,
   );
+  new Counter({
+    name: 'botpay_spend_batches_total',
+    help: 'Transactions that ran several purchases at once (group commit: SPEND_BATCH_SIZE, SPEND_CONCURRENCY)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(spendQueueLoad(db).batches);
+    },
+  });
+  new Counter({
+    name: 'botpay_spend_batched_purchases_total',
+    help: 'Purchases run in those transactions (÷ botpay_spend_batches_total: the mean batch size)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(spendQueueLoad(db).batched);
+    },
+  });
+  new Gauge({
+    name: 'botpay_spend_waiting',
+    help: "Purchases waiting now for one of the instance's purchase calls (SPEND_CONCURRENCY)",
+    registers: [registry],
+    collect() {
+      this.set(spendQueueLoad(db).waiting);
+    },
+  });
   const eventLoop = new EventLoopMonitor();
   registry.registerMetric(
     new CountsHistogram(

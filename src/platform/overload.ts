@@ -82,11 +82,19 @@ export class EventLoopMonitor {
   }
 }
 
+/** A line of work waiting for the database outside the session gate. */
+export interface QueueLoad {
+  waiting: number;
+  oldestWaitMs: number;
+}
+
 /** What /readyz says about the instance's own load. */
 export interface LoadReport {
   shedding: boolean;
   reason: ShedReason | null;
   database_sessions: { size: number; in_use: number; waiting: number; oldest_wait_ms: number };
+  /** Purchases waiting for one of the instance's purchase calls (SPEND_CONCURRENCY). */
+  purchases_waiting: { waiting: number; oldest_wait_ms: number };
   event_loop_delay_ms: { last_second: number; max: number };
 }
 
@@ -95,11 +103,14 @@ export class LoadShedder {
     private readonly db: Db,
     private readonly config: Pick<Config, 'shedEventLoopDelayMs'>,
     readonly eventLoop: EventLoopMonitor,
+    /** Purchases waiting for a purchase call (src/spend/batch.ts): a wait for the database too. */
+    private readonly purchases: () => QueueLoad = () => ({ waiting: 0, oldestWaitMs: 0 }),
   ) {}
 
   /** Why a request arriving now should be refused, or undefined to let it in. */
-  reason(load: DbLoad = this.db.load()): ShedReason | undefined {
+  reason(load: DbLoad = this.db.load(), queued: QueueLoad = this.purchases()): ShedReason | undefined {
     if (load.waiting > 0 && load.oldestWaitMs * 2 >= load.maxWaitMs) return 'database_wait';
+    if (queued.waiting > 0 && queued.oldestWaitMs * 2 >= load.maxWaitMs) return 'database_wait';
     const limit = this.config.shedEventLoopDelayMs;
     if (limit > 0 && this.eventLoop.sustainedMs >= limit) return 'event_loop_delay';
     return undefined;
@@ -116,7 +127,8 @@ export class LoadShedder {
 
   report(): LoadReport {
     const load = this.db.load();
-    const reason = this.reason(load) ?? null;
+    const queued = this.purchases();
+    const reason = this.reason(load, queued) ?? null;
     return {
       shedding: reason !== null,
       reason,
@@ -126,6 +138,7 @@ export class LoadShedder {
         waiting: load.waiting,
         oldest_wait_ms: Math.round(load.oldestWaitMs),
       },
+      purchases_waiting: { waiting: queued.waiting, oldest_wait_ms: Math.round(queued.oldestWaitMs) },
       event_loop_delay_ms: {
         last_second: Math.round(this.eventLoop.delayMs * 10) / 10,
         max: Math.round(this.eventLoop.maxMs * 10) / 10,

@@ -1,6 +1,7 @@
 import { namedCall } from '../platform/db/named.ts';
 import { type Db, pgErrorCode, prepared, type Queryable } from '../platform/db/port.ts';
 import { type WindowKind, windowStart } from '../platform/time.ts';
+import { type BatchItemAnswer, type SpendBatchOptions, SpendBatcher } from './batch.ts';
 import type { Refusal } from './refusals.ts';
 
 // The one call of the one guardrail chain, spend_run (src/migrations/functions/spend_run.sql),
@@ -73,7 +74,7 @@ export interface SpendParams {
 }
 
 /** What the call adds to SpendParams (set by spendAlone and spendInTransaction). */
-interface CallParams extends SpendParams {
+export interface CallParams extends SpendParams {
   /** Alone: the visible balance's low mark (crossing it needs the caller's transaction). */
   lowBalanceMicros: number | null;
   /** Whether the call announces its changes itself (botpay_notify), or leaves them to the caller. */
@@ -134,30 +135,123 @@ const SPEND_SQL = prepared(`SELECT ${spendCall.sql} AS r`);
  * passes, nothing written when it refuses. Null when the purchase would take the visible balance
  * below `lowBalanceMicros`: nothing was written, and the caller runs it with spendInTransaction
  * in a transaction that also writes the low-balance event.
+ *
+ * With `batch` (PostgreSQL), purchases that arrive while the instance's purchase calls are busy
+ * share a transaction (src/spend/batch.ts): the same answers, one commit.
  */
 export async function spendAlone(
   db: Db,
   params: SpendParams,
   lowBalanceMicros: number,
+  batch?: SpendBatchOptions,
 ): Promise<SpendAnswer | null> {
   // On PostgreSQL the call's announcements are made here, after the commit: made by the call,
   // each would be a NOTICE the server sends at once (spend_run.sql, p_announce). PGlite has no
   // NOTICEs to save: its call announces itself, one statement fewer.
   const announce = db.kind === 'pglite';
-  let answer: SpendAnswer;
+  const call: CallParams = { ...params, lowBalanceMicros, announce };
+  const answer =
+    batch && batch.size > 1 && db.kind === 'postgres'
+      ? await batchRun(db, batch, call)
+      : await spendStatement(db, call);
+  if (answer !== null && !announce && answer.r.ok === true)
+    await db.announce(announcements(params, answer.r));
+  return answer;
+}
+
+/** One purchase as its own statement. */
+async function spendStatement(db: Db, call: CallParams): Promise<SpendAnswer | null> {
   try {
-    answer = answerOf(
-      await db.write<{ r: Record<string, unknown> }>(
-        SPEND_SQL,
-        spendCall.params({ ...params, lowBalanceMicros, announce }),
-      ),
-    );
+    return answerOf(await db.write<{ r: Record<string, unknown> }>(SPEND_SQL, spendCall.params(call)));
   } catch (error) {
     if (pgErrorCode(error) === NEEDS_TRANSACTION) return null;
     return refusalOf(error);
   }
-  if (!announce && answer.r.ok === true) await db.announce(announcements(params, answer.r));
+}
+
+/** One purchase as an item of spend_run_batch: spend_run's parameters by name (dates as ISO text). */
+export function batchItem(call: CallParams): Record<string, unknown> {
+  const values = spendCall.params(call);
+  return Object.fromEntries(spendCall.names.map((n, i) => [n, values[i]]));
+}
+
+const BATCH_SQL = prepared('SELECT spend_run_batch($1::jsonb) AS r');
+
+/**
+ * Several purchases in one transaction (spend_run_batch.sql), each answered as spendAlone's
+ * statement would answer it, or 'later' (another purchase of its owner ran) or 'alone' (failed
+ * otherwise: run it on its own). The batcher's call; the caller announces what passed.
+ */
+export function spendTogether(
+  db: Db,
+  list: SpendParams[],
+  lowBalanceMicros: number,
+): Promise<BatchItemAnswer<SpendAnswer | null>[]> {
+  const announce = db.kind === 'pglite';
+  return spendBatch(
+    db,
+    list.map((params) => ({ ...params, lowBalanceMicros, announce })),
+  );
+}
+
+async function spendBatch(db: Db, calls: CallParams[]): Promise<BatchItemAnswer<SpendAnswer | null>[]> {
+  const rows = await db.write<{ r: unknown }>(BATCH_SQL, [JSON.stringify(calls.map(batchItem))]);
+  const answers = rows[0]?.r;
+  if (!Array.isArray(answers)) throw new Error('spend_run_batch returned no array');
+  return answers.map((a: Record<string, unknown> | null): BatchItemAnswer<SpendAnswer | null> => {
+    if (a?.later === true) return 'later';
+    if (a?.r !== undefined) return { result: answerOf([{ r: a.r as Record<string, unknown> }]) };
+    if (a?.sqlstate === NEEDS_TRANSACTION) return { result: null };
+    if (a?.sqlstate === REFUSED && typeof a.message === 'string') {
+      const refusal = refusalMessage(a.message);
+      if (refusal) return { result: refusal };
+    }
+    // Any other error: its own statement answers it as it always has.
+    return 'alone';
+  });
+}
+
+interface Batching {
+  batcher: SpendBatcher<CallParams, SpendAnswer | null>;
+  /**
+   * bot → owner, learned from passed purchases: a batch holds one purchase per owner (the key),
+   * so that spend_run_batch rarely answers one `later`. A hint only: a bot not known yet is its own
+   * key, and a stale one costs a `later`, never a wrong answer.
+   */
+  owners: Map<string, string>;
+}
+
+const BATCHERS = new WeakMap<Db, Batching>();
+/** Bots whose owners a batcher remembers (the map starts afresh past it). */
+const OWNER_HINTS = 100_000;
+
+async function batchRun(db: Db, options: SpendBatchOptions, call: CallParams): Promise<SpendAnswer | null> {
+  let b = BATCHERS.get(db);
+  if (!b) {
+    b = {
+      batcher: new SpendBatcher(
+        options,
+        (c) => spendStatement(db, c),
+        (calls) => spendBatch(db, calls),
+      ),
+      owners: new Map(),
+    };
+    BATCHERS.set(db, b);
+  }
+  const answer = await b.batcher.run(b.owners.get(call.botId) ?? `bot:${call.botId}`, call);
+  const owner = answer?.r.owner_id;
+  if (typeof owner === 'string' && b.owners.get(call.botId) !== `owner:${owner}`) {
+    if (b.owners.size >= OWNER_HINTS) b.owners.clear();
+    b.owners.set(call.botId, `owner:${owner}`);
+  }
   return answer;
+}
+
+/** The purchase queue of a database's batcher (src/spend/batch.ts), for the load shedder and /metrics. */
+export function spendQueueLoad(db: Db): ReturnType<SpendBatcher<unknown, unknown>['load']> {
+  return (
+    BATCHERS.get(db)?.batcher.load() ?? { waiting: 0, oldestWaitMs: 0, inFlight: 0, batches: 0, batched: 0 }
+  );
 }
 
 /**
@@ -194,13 +288,20 @@ function answerOf(rows: { r: Record<string, unknown> }[]): SpendAnswer {
 /** A refusal raised by the function, as its answer; any other error is thrown on. */
 function refusalOf(error: unknown): SpendAnswer {
   if (pgErrorCode(error) !== REFUSED) throw error;
+  const refusal = refusalMessage((error as Error).message);
+  if (!refusal) throw error;
+  return refusal;
+}
+
+/** A refusal's message ({"error": …}) as its answer; undefined when it is not one. */
+function refusalMessage(message: string): SpendAnswer | undefined {
   let refusal: unknown;
   try {
-    refusal = JSON.parse((error as Error).message);
+    refusal = JSON.parse(message);
   } catch {
-    throw error;
+    return undefined;
   }
-  if (typeof refusal !== 'object' || refusal === null || !('error' in refusal)) throw error;
+  if (typeof refusal !== 'object' || refusal === null || !('error' in refusal)) return undefined;
   return { refused: true, r: refusal as Record<string, unknown> };
 }
 

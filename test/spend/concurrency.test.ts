@@ -5,11 +5,11 @@ import { checkout, expectLedgerConsistent, purchase, putProfile, setupCard } fro
 import { isPostgres } from '../support/db.ts';
 import {
   activeBot,
-  createOwner,
   createTestService,
   type TestOwner,
   type TestService,
 } from '../support/service.ts';
+import { ownerWithDailyBudget } from './helpers.ts';
 import {
   creditDeposit,
   enableWallet,
@@ -37,21 +37,7 @@ describe.runIf(isPostgres)('both rails under concurrency (PostgreSQL)', () => {
   });
   afterAll(async () => svc?.close());
 
-  async function ownerWith(dailyCents: number): Promise<TestOwner> {
-    const owner = await createOwner(svc);
-    const res = await svc.app.inject({
-      method: 'PUT',
-      url: '/api/v1/owner/guardrails',
-      headers: owner.auth,
-      payload: {
-        per_transaction_cents: 100_000,
-        daily_budget_cents: dailyCents,
-        monthly_budget_cents: 100_000_000,
-      },
-    });
-    expect(res.statusCode, res.body).toBe(200);
-    return owner;
-  }
+  const ownerWith = (dailyCents: number): Promise<TestOwner> => ownerWithDailyBudget(svc, dailyCents);
 
   type Payer = {
     botId: string;

@@ -30,6 +30,23 @@ export async function botWithHoldingCard(
   return { owner, botId, card };
 }
 
+/** An owner whose master budget allows `dailyCents` a day (and far more a month and a purchase). */
+export async function ownerWithDailyBudget(svc: TestService, dailyCents: number): Promise<TestOwner> {
+  const owner = await createOwner(svc);
+  const res = await svc.app.inject({
+    method: 'PUT',
+    url: '/api/v1/owner/guardrails',
+    headers: owner.auth,
+    payload: {
+      per_transaction_cents: 100_000,
+      daily_budget_cents: dailyCents,
+      monthly_budget_cents: 100_000_000,
+    },
+  });
+  if (res.statusCode !== 200) throw new Error(`guardrails: ${res.statusCode} ${res.body}`);
+  return owner;
+}
+
 /**
  * spend_run's parameters for one purchase of `botId` by `method`, as the rails would send them: a
  * card purchase carries its purchase.approved event row, an x402 payment none. Rate-limited under

@@ -41,6 +41,33 @@ function handedTo(work: RequestWork | undefined): void {
   work.held++;
 }
 
+/**
+ * A request's standing, for work done on its behalf outside its own async context (a batch of
+ * purchases, src/spend/batch.ts, runs several requests' statements as one): whether a wait for it
+ * is bounded now (it has not begun: refusing it `overloaded` drops nothing), and marking it begun
+ * when its work is handed a session.
+ */
+export interface RequestStanding {
+  readonly bounded: boolean;
+  begin(): void;
+}
+
+/** The current request's standing (work outside a request: bounded, nothing to mark). */
+export function requestStanding(): RequestStanding {
+  const work = requestWork.getStore();
+  return {
+    bounded: !(work?.started && work.held === 0),
+    begin: () => {
+      if (work) work.started = true;
+    },
+  };
+}
+
+/** Runs `fn` as work outside any request (a batch of several requests' statements). */
+export function outsideRequests<T>(fn: () => T): T {
+  return requestWork.exit(fn);
+}
+
 /** Seconds an `overloaded` answer asks the client to wait (Retry-After and `retry_after_seconds`). */
 export const OVERLOAD_RETRY_AFTER_SECONDS = 1;
 

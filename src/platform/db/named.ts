@@ -18,6 +18,8 @@ export interface NamedStatement<T> {
   sql: string;
   /** The parameter values of one input, in the same order. */
   params(input: T): unknown[];
+  /** The names, in the same order (a call's parameters, an insert's columns). */
+  names: readonly string[];
 }
 
 const IDENT = /^[a-z_][a-z0-9_]*$/;
@@ -38,6 +40,7 @@ export function namedCall<T>(fn: string, fields: Record<string, Field<T>>): Name
   return {
     sql: `${fn}(${names.map((n, i) => `${n} => $${i + 1}`).join(', ')})`,
     params: values(fields),
+    names,
   };
 }
 
@@ -47,5 +50,6 @@ export function namedInsert<T>(table: string, fields: Record<string, Field<T>>):
   return {
     sql: `INSERT INTO ${table} (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')})`,
     params: values(fields),
+    names,
   };
 }
