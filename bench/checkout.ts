@@ -10,6 +10,7 @@ import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
 import { freePort } from '../test/support/process.ts';
 import {
+  clearRateLimits,
   cpuBudgetRow,
   cpuBudgetUs,
   cpuMsOf,
@@ -326,7 +327,7 @@ try {
     ],
   };
   const checkoutLoad = async (label: string) => {
-    await admin.query(`DELETE FROM ${schema}.rate_limits`);
+    await clearRateLimits(admin, schema);
     const r = await load(checkoutOptions);
     console.log(
       `checkout (${label}): ${r.okPerSecond.toFixed(0)} approved/s, p50 ${r.p50.toFixed(1)} ms, non-2xx ${r.non2xx}, errors ${r.errors}; ` +
@@ -352,7 +353,7 @@ try {
       ['EmitErrorReport', 'NOTICEs to the client (change announcements)'],
       ['__x64_sys_sendto', 'sending answers (kernel)'],
     ];
-    await admin.query(`DELETE FROM ${schema}.rate_limits`);
+    await clearRateLimits(admin, schema);
     const [r, shares] = await Promise.all([
       load(checkoutOptions),
       new Promise<void>((resolve) => setTimeout(resolve, 500)).then(async () =>

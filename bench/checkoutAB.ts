@@ -4,7 +4,7 @@ import { createOwnerToken, findOrCreateOwner } from '../src/owners/auth.ts';
 import { migrate } from '../src/platform/db/migrate.ts';
 import { openPostgres } from '../src/platform/db/postgres.ts';
 import { randomBase32 } from '../src/platform/ids.ts';
-import { BENCH_DATABASE_URL, type Child, cpuMsOf, median, startChild } from './lib.ts';
+import { BENCH_DATABASE_URL, type Child, clearRateLimits, cpuMsOf, median, startChild } from './lib.ts';
 import {
   BENCH_SECRET_KEY,
   type CheckoutBot,
@@ -26,6 +26,8 @@ import {
 //                   CREATE OR REPLACE FUNCTION spend_run from another body, or ALTER TABLE … SET
 //                   (fillfactor = 10)); AB_SQL_A the same for side A (default: none)
 //   AB_OWNERS_B, AB_BOTS_B  side B's owners and bots per owner (default 16 × 4, as side A)
+//   AB_ENV_A, AB_ENV_B  the service's own settings on each side, as NAME=value pairs separated by
+//                   spaces (for example AB_ENV_A='SPEND_BATCH_SIZE=1': side A without group commit)
 //   AB_ROUNDS (10), AB_SECONDS (5)
 //
 // Prints each round's approved checkouts/s and CPU per checkout (the service's process and its
@@ -43,6 +45,17 @@ interface Side {
   app: string;
   child: Child;
   bots: CheckoutBot[];
+}
+
+/** NAME=value pairs separated by spaces, as an environment. */
+function sideEnv(pairs: string | undefined): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of (pairs ?? '').split(/\s+/).filter(Boolean)) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`AB_ENV_A / AB_ENV_B: not NAME=value: ${pair}`);
+    env[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return env;
 }
 
 const admin = new pg.Client({ connectionString: BENCH_DATABASE_URL });
@@ -70,6 +83,7 @@ async function startSide(name: Side['name'], sqlFile: string | undefined, owners
         CHECKOUT_RATE_LIMIT_PER_HOUR: '1000000',
         ALLOW_PRIVATE_WEBHOOK_TARGETS: 'true',
         ROLES: 'api',
+        ...sideEnv(process.env[name === 'a' ? 'AB_ENV_A' : 'AB_ENV_B']),
       },
       '/readyz',
     );
@@ -107,7 +121,7 @@ async function backendsMs(side: Side): Promise<number> {
 
 async function phase(side: Side) {
   // An empty rate-limit window at each phase, as bench/checkout.ts does.
-  await admin.query(`DELETE FROM ${side.schema}.rate_limits`);
+  await clearRateLimits(admin, side.schema);
   const service0 = cpuMsOf(side.child.process.pid);
   const backends0 = await backendsMs(side);
   const result = await checkoutLoad(side.child.url, CONNECTIONS, side.bots, SECONDS);
@@ -145,7 +159,7 @@ try {
     );
   }
   console.log(
-    `B = ${process.env.AB_SQL ?? 'the same schema'}: approved checkouts/s B ÷ A ${median(throughput).toFixed(3)}, ` +
+    `B = ${process.env.AB_SQL ?? 'the same schema'}${process.env.AB_ENV_B ? ` with ${process.env.AB_ENV_B}` : ''}${process.env.AB_ENV_A ? `, A with ${process.env.AB_ENV_A}` : ''}: approved checkouts/s B ÷ A ${median(throughput).toFixed(3)}, ` +
       `CPU per checkout (service + its backends) B ÷ A ${median(cpu).toFixed(3)} (medians of ${ROUNDS} rounds)`,
   );
 } finally {

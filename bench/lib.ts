@@ -227,6 +227,23 @@ export async function benchSchema(): Promise<{ url: string; schema: string; drop
   };
 }
 
+/**
+ * Empties a bench schema's rate-limit windows before a load phase. Requests of the last phase may
+ * still be finishing: a batch of their purchases (group commit, src/spend/batch.ts) locks several
+ * bots' rows, which a DELETE of every row can meet in a deadlock. PostgreSQL then fails one side,
+ * and this side tries again.
+ */
+export async function clearRateLimits(client: pg.Client, schema: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await client.query(`DELETE FROM ${schema}.rate_limits`);
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== '40P01' || attempt >= 5) throw error;
+    }
+  }
+}
+
 export interface BenchRow {
   benchmark: string;
   database: 'postgres' | 'embedded' | '-';
