@@ -3,12 +3,7 @@ import { processDueConfirmations } from '../../src/spend/holds.ts';
 import { ledgerBalances } from '../../src/wallet/ledger.ts';
 import { checkout, expectLedgerConsistent, purchase, putProfile, setupCard } from '../checkout/helpers.ts';
 import { isPostgres } from '../support/db.ts';
-import {
-  activeBot,
-  createTestService,
-  type TestOwner,
-  type TestService,
-} from '../support/service.ts';
+import { activeBot, createTestService, type TestOwner, type TestService } from '../support/service.ts';
 import { ownerWithDailyBudget } from './helpers.ts';
 import {
   creditDeposit,
