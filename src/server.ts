@@ -16,6 +16,10 @@ import { createLogger } from './platform/logger.ts';
 import { createMailer, type Mailer } from './platform/mailer.ts';
 import { createMetrics } from './platform/metrics.ts';
 import { checkListenAddress, ensureDataDir } from './platform/startupChecks.ts';
+import { spendQueueIdle } from './spend/run.ts';
+
+/** How long a closing instance lets its queued purchases finish before the database closes. */
+const PURCHASE_QUEUE_CLOSE_WAIT_MS = 10_000;
 
 export interface Service {
   app: App;
@@ -127,6 +131,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
           clearInterval(idle);
         }
         await jobs.stop();
+        // Purchases still queued for a batch (src/spend/batch.ts) belong to requests whose clients
+        // went away before the close (the others were answered above): they run before the pool
+        // closes, rather than failing on it.
+        await spendQueueIdle(db, PURCHASE_QUEUE_CLOSE_WAIT_MS);
         await ctx.mailer.close();
         await db.close();
       })();

@@ -82,6 +82,7 @@ interface Waiting<T, R> {
 export class SpendBatcher<T, R> {
   private readonly waiting: Waiting<T, R>[] = [];
   private readonly calls = new Set<Call>();
+  private readonly idleWaiters: Array<() => void> = [];
   private stallTimer: ReturnType<typeof setTimeout> | undefined;
   private batches = 0;
   private batched = 0;
@@ -106,6 +107,22 @@ export class SpendBatcher<T, R> {
         reject,
       });
       this.pump();
+    });
+  }
+
+  /**
+   * Resolves once nothing waits and no call is in flight, or after `timeoutMs` (shutdown: the
+   * purchases of requests whose clients went away still run before the database closes).
+   */
+  idle(timeoutMs: number): Promise<void> {
+    if (this.waiting.length === 0 && this.calls.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      timer.unref?.();
+      this.idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
     });
   }
 
@@ -139,6 +156,9 @@ export class SpendBatcher<T, R> {
   private end(call: Call): void {
     this.calls.delete(call);
     this.pump();
+    if (this.waiting.length === 0 && this.calls.size === 0) {
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    }
   }
 
   /** Runs one item as its own statement; in `call` (counted in flight, ended with it) or outside the count. */

@@ -247,6 +247,11 @@ async function batchRun(db: Db, options: SpendBatchOptions, call: CallParams): P
   return answer;
 }
 
+/** Waits (at most `timeoutMs`) until the database's purchase queue is empty and its calls ended. */
+export function spendQueueIdle(db: Db, timeoutMs: number): Promise<void> {
+  return BATCHERS.get(db)?.batcher.idle(timeoutMs) ?? Promise.resolve();
+}
+
 /** The purchase queue of a database's batcher (src/spend/batch.ts), for the load shedder and /metrics. */
 export function spendQueueLoad(db: Db): ReturnType<SpendBatcher<unknown, unknown>['load']> {
   return (

@@ -179,6 +179,32 @@ describe('SpendBatcher: the purchase queue of group commit', () => {
     expect(await x).toBe('X');
   });
 
+  it('is idle once nothing waits and no call runs (shutdown waits for it, at most its timeout)', async () => {
+    const h = harness({ concurrency: 1 });
+    expect(await Promise.race([h.batcher.idle(10_000).then(() => 'idle'), settle().then(() => 'busy')])).toBe(
+      'idle',
+    );
+    const x = h.batcher.run('x', 'x');
+    const a = h.batcher.run('bot1', 'a');
+    let idle = false;
+    const waited = h.batcher.idle(10_000).then(() => {
+      idle = true;
+    });
+    h.alone[0]?.done.resolve('X');
+    await x;
+    await settle();
+    // The call ended, but the purchase behind it runs now.
+    expect(idle).toBe(false);
+    h.alone[1]?.done.resolve('A');
+    await a;
+    await waited;
+    expect(idle).toBe(true);
+    // Bounded: a call that never ends does not hold a shutdown for ever.
+    h.batcher.run('y', 'y');
+    await h.batcher.idle(20);
+    expect(h.batcher.load().inFlight).toBe(1);
+  });
+
   it('a batch that failed is its purchases’ failure: none is run again (its commit may have happened)', async () => {
     const h = harness({ concurrency: 1 });
     const gate = new SessionGate(1, 1000);
