@@ -300,6 +300,7 @@ export function parseConfig(env: Env = process.env): Config {
     throw new ConfigError('LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent`);
   }
 
+  const databasePoolWaitMs = integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000);
   return {
     port,
     host,
@@ -308,11 +309,11 @@ export function parseConfig(env: Env = process.env): Config {
     dataDir: read(env, 'DATA_DIR') ?? './data',
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 20, 2, 1000),
-    databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000),
+    databasePoolWaitMs,
     spendBatch: {
       size: integer(env, 'SPEND_BATCH_SIZE', 32, 1, 32),
       concurrency: integer(env, 'SPEND_CONCURRENCY', 2, 1, 1000),
-      maxWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 2000, 10, 60_000),
+      maxWaitMs: databasePoolWaitMs,
     },
     shedEventLoopDelayMs: integer(env, 'SHED_EVENT_LOOP_DELAY_MS', 500, 0, 60_000),
     tunnelDomain,

@@ -80,7 +80,7 @@ interface Waiting<T, R> {
  * Items with the same key (the bot) never share a batch.
  */
 export class SpendBatcher<T, R> {
-  private readonly waiting: Waiting<T, R>[] = [];
+  private waiting: Waiting<T, R>[] = [];
   private readonly calls = new Set<Call>();
   private readonly idleWaiters: Array<() => void> = [];
   private stallTimer: ReturnType<typeof setTimeout> | undefined;
@@ -223,17 +223,16 @@ export class SpendBatcher<T, R> {
   /** The oldest waiting purchases, one per key, up to the batch size; the rest keep their places. */
   private take(): Waiting<T, R>[] {
     const batch: Waiting<T, R>[] = [];
+    const rest: Waiting<T, R>[] = [];
     const keys = new Set<string>();
-    for (let i = 0; i < this.waiting.length && batch.length < this.options.size; ) {
-      const w = this.waiting[i] as Waiting<T, R>;
-      if (keys.has(w.key)) {
-        i++;
-        continue;
-      }
-      keys.add(w.key);
-      batch.push(w);
-      this.waiting.splice(i, 1);
+    // One pass (a bot flooding the queue must not make every batch cost its length squared).
+    for (const w of this.waiting) {
+      if (batch.length < this.options.size && !keys.has(w.key)) {
+        keys.add(w.key);
+        batch.push(w);
+      } else rest.push(w);
     }
+    this.waiting = rest;
     return batch;
   }
 

@@ -145,10 +145,7 @@ export async function spendAlone(
   lowBalanceMicros: number,
   batch?: SpendBatchOptions,
 ): Promise<SpendAnswer | null> {
-  // On PostgreSQL the call's announcements are made here, after the commit: made by the call,
-  // each would be a NOTICE the server sends at once (spend_run.sql, p_announce). PGlite has no
-  // NOTICEs to save: its call announces itself, one statement fewer.
-  const announce = db.kind === 'pglite';
+  const announce = announcesItself(db);
   const call: CallParams = { ...params, lowBalanceMicros, announce };
   const answer =
     batch && batch.size > 1 && db.kind === 'postgres'
@@ -157,6 +154,15 @@ export async function spendAlone(
   if (answer !== null && !announce && answer.r.ok === true)
     await db.announce(announcements(params, answer.r));
   return answer;
+}
+
+/**
+ * Whether the call announces its changes itself. On PostgreSQL they are announced after the commit
+ * (spendAlone): made by the call, each would be a NOTICE the server sends at once (spend_run.sql,
+ * p_announce). PGlite has no NOTICEs to save: its call announces itself, one statement fewer.
+ */
+function announcesItself(db: Db): boolean {
+  return db.kind === 'pglite';
 }
 
 /** One purchase as its own statement. */
@@ -187,7 +193,7 @@ export function spendTogether(
   list: SpendParams[],
   lowBalanceMicros: number,
 ): Promise<BatchItemAnswer<SpendAnswer | null>[]> {
-  const announce = db.kind === 'pglite';
+  const announce = announcesItself(db);
   return spendBatch(
     db,
     list.map((params) => ({ ...params, lowBalanceMicros, announce })),

@@ -66,6 +66,16 @@ function harness(
 
 const settle = () => new Promise((r) => setImmediate(r));
 
+/** Runs `fn` as a request whose work has begun (it had a session, and holds none now). */
+function inBegunRequest<T>(fn: () => T): T {
+  const gate = new SessionGate(1, 1000);
+  return runAsRequest(() => {
+    expect(gate.tryAcquire()).toBe(true);
+    gate.release();
+    return fn();
+  });
+}
+
 describe('SpendBatcher: the purchase queue of group commit', () => {
   it('runs a purchase at once, alone, while a call is free and nobody waits', async () => {
     const h = harness({ concurrency: 2 });
@@ -97,6 +107,24 @@ describe('SpendBatcher: the purchase queue of group commit', () => {
     h.alone[1]?.done.resolve('C');
     expect(await Promise.all(rest)).toEqual(['B', 'C', 'D']);
     expect(h.batcher.load()).toMatchObject({ waiting: 0, inFlight: 0, batches: 1, batched: 2 });
+  });
+
+  it('a bot flooding the queue gets one place per batch: the other bots’ purchases are not held up', async () => {
+    const h = harness({ concurrency: 1, size: 4 });
+    const blocker = h.batcher.run('x', 'x');
+    const flood = Array.from({ length: 50 }, (_, i) => h.batcher.run('hostile', `f${i}`));
+    const others = ['a', 'b', 'c'].map((n) => h.batcher.run(n, n));
+    h.alone[0]?.done.resolve('X');
+    await blocker;
+    await settle();
+    // The next call: the flood's oldest and every other bot's, whatever their places in the queue.
+    expect(h.batches[0]?.items).toEqual(['f0', 'a', 'b', 'c']);
+    h.batches[0]?.done.resolve(['F0', 'A', 'B', 'C'].map((result) => ({ result })));
+    expect(await Promise.all(others)).toEqual(['A', 'B', 'C']);
+    // The flood goes on, one of its purchases at a time.
+    expect(h.alone.map((w) => w.item)).toEqual(['x', 'f1']);
+    expect(h.batcher.load().waiting).toBe(48);
+    expect(flood).toHaveLength(50);
   });
 
   it('keeps to the batch size and to the calls in flight', async () => {
@@ -207,15 +235,10 @@ describe('SpendBatcher: the purchase queue of group commit', () => {
 
   it('a batch that failed is its purchases’ failure: none is run again (its commit may have happened)', async () => {
     const h = harness({ concurrency: 1 });
-    const gate = new SessionGate(1, 1000);
     const blocker = h.batcher.run('x', 'x');
     const a = h.batcher.run('bot1', 'a');
     // Whether or not the request had begun.
-    const b = runAsRequest(() => {
-      expect(gate.tryAcquire()).toBe(true);
-      gate.release();
-      return h.batcher.run('bot2', 'b');
-    });
+    const b = inBegunRequest(() => h.batcher.run('bot2', 'b'));
     h.alone[0]?.done.resolve('X');
     await blocker;
     await settle();
@@ -229,15 +252,10 @@ describe('SpendBatcher: the purchase queue of group commit', () => {
 
   it('a batch that got no session refuses the purchases whose requests had not begun, and runs the others alone', async () => {
     const h = harness({ concurrency: 1 });
-    const gate = new SessionGate(1, 1000);
     const blocker = h.batcher.run('x', 'x');
     const fresh = runAsRequest(() => h.batcher.run('bot1', 'a'));
     // A request that has had a session already (its work has begun): never refused half-way.
-    const begun = runAsRequest(() => {
-      expect(gate.tryAcquire()).toBe(true);
-      gate.release();
-      return h.batcher.run('bot2', 'b');
-    });
+    const begun = inBegunRequest(() => h.batcher.run('bot2', 'b'));
     h.alone[0]?.done.resolve('X');
     await blocker;
     await settle();
@@ -270,7 +288,6 @@ describe('SpendBatcher: the purchase queue of group commit', () => {
 
   it('runs a batch outside every request, and a purchase sent back to run alone in its own request’s context', async () => {
     const store = new AsyncLocalStorage<string>();
-    const gate = new SessionGate(4, 1000);
     const seen: unknown[] = [];
     let release!: () => void;
     const blocked = new Promise<void>((r) => {
@@ -294,13 +311,7 @@ describe('SpendBatcher: the purchase queue of group commit', () => {
         return items.map(() => 'alone' as const);
       },
     );
-    const x = store.run('request x', () =>
-      runAsRequest(() => {
-        expect(gate.tryAcquire()).toBe(true);
-        gate.release();
-        return batcher.run('x', 'x');
-      }),
-    );
+    const x = store.run('request x', () => inBegunRequest(() => batcher.run('x', 'x')));
     const a = store.run('request a', () => batcher.run('bot1', 'a'));
     const b = store.run('request b', () => batcher.run('bot2', 'b'));
     release();

@@ -5,6 +5,7 @@ import {
   activeBot,
   createOwner,
   giveGenerousBudgets,
+  putGuardrails,
   type TestOwner,
   type TestService,
 } from '../support/service.ts';
@@ -33,17 +34,11 @@ export async function botWithHoldingCard(
 /** An owner whose master budget allows `dailyCents` a day (and far more a month and a purchase). */
 export async function ownerWithDailyBudget(svc: TestService, dailyCents: number): Promise<TestOwner> {
   const owner = await createOwner(svc);
-  const res = await svc.app.inject({
-    method: 'PUT',
-    url: '/api/v1/owner/guardrails',
-    headers: owner.auth,
-    payload: {
-      per_transaction_cents: 100_000,
-      daily_budget_cents: dailyCents,
-      monthly_budget_cents: 100_000_000,
-    },
+  await putGuardrails(svc, owner, {
+    per_transaction_cents: 100_000,
+    daily_budget_cents: dailyCents,
+    monthly_budget_cents: 100_000_000,
   });
-  if (res.statusCode !== 200) throw new Error(`guardrails: ${res.statusCode} ${res.body}`);
   return owner;
 }
 

@@ -11,6 +11,7 @@ import {
   activeBot,
   createOwner,
   nextIp,
+  putGuardrails,
   type RegisteredBot,
   type TestOwner,
   type TestService,
@@ -224,16 +225,10 @@ export async function botEvents(svc: TestService, botId: string) {
 /** An owner whose master budgets stay out of the way ($10 a purchase, $1,000,000 a day and a month). */
 export async function ownerWithWideBudgets(svc: TestService): Promise<TestOwner> {
   const owner = await createOwner(svc);
-  const res = await svc.app.inject({
-    method: 'PUT',
-    url: '/api/v1/owner/guardrails',
-    headers: owner.auth,
-    payload: {
-      per_transaction_cents: 1000,
-      daily_budget_cents: 100_000_000,
-      monthly_budget_cents: 100_000_000,
-    },
+  await putGuardrails(svc, owner, {
+    per_transaction_cents: 1000,
+    daily_budget_cents: 100_000_000,
+    monthly_budget_cents: 100_000_000,
   });
-  expect(res.statusCode, res.body).toBe(200);
   return owner;
 }

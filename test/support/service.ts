@@ -165,15 +165,24 @@ export const GENEROUS_MASTER_BUDGETS = {
   monthly_budget_cents: 100_000_000,
 };
 
-/** Gives an owner GENEROUS_MASTER_BUDGETS through PUT /owner/guardrails. */
-export async function giveGenerousBudgets(svc: TestService, owner: TestOwner): Promise<void> {
+/** Sets an owner's master budgets through PUT /owner/guardrails. */
+export async function putGuardrails(
+  svc: TestService,
+  owner: TestOwner,
+  budgets: { per_transaction_cents: number; daily_budget_cents: number; monthly_budget_cents: number },
+): Promise<void> {
   const res = await svc.app.inject({
     method: 'PUT',
     url: '/api/v1/owner/guardrails',
     headers: owner.auth,
-    payload: GENEROUS_MASTER_BUDGETS,
+    payload: budgets,
   });
   if (res.statusCode !== 200) throw new Error(`guardrails failed: ${res.statusCode} ${res.body}`);
+}
+
+/** Gives an owner GENEROUS_MASTER_BUDGETS through PUT /owner/guardrails. */
+export function giveGenerousBudgets(svc: TestService, owner: TestOwner): Promise<void> {
+  return putGuardrails(svc, owner, GENEROUS_MASTER_BUDGETS);
 }
 
 /** Registers a bot, claims it for the owner and optionally funds it. */
